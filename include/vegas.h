@@ -1,0 +1,385 @@
+/*
+ * vegas.h — the public C ABI of libvegas, an LLM inference runtime with lossless
+ * self-speculative decoding over verification-guided sparse attention.
+ *
+ * Conventions (DESIGN.md §8):
+ *  - Every call returns a vegas_status; VEGAS_OK is 0, errors are negative.
+ *    On error, vegas_last_error() holds a message (thread-local, valid until the
+ *    next libvegas call on the same thread) and outputs are left untouched.
+ *  - Option structs are passed by pointer and start with uint32_t struct_size.
+ *    Fill them with the matching *_options_init() first. The library reads only
+ *    the fields struct_size covers, so newer fields keep their defaults when an
+ *    older caller passes a smaller struct. Fields are only ever appended.
+ *  - No bool, no by-value structs: flags are int32_t (0 = false).
+ *  - Buffer-filling calls take (buf, capacity, size_t *needed): when capacity is
+ *    too small they return VEGAS_ERR_BUFFER_TOO_SMALL and store the required size
+ *    in *needed, writing nothing else.
+ *  - Free functions accept NULL. The library never aborts or exits the process
+ *    and no C++ exception crosses this boundary.
+ *
+ * Threads: a vegas_model (and its tokenizer) is immutable after load and may be
+ * used from any number of threads at once. A vegas_session is driven by one
+ * thread at a time; only vegas_session_cancel() may be called concurrently from
+ * another thread. Callbacks run on the thread that made the call that fires them.
+ */
+#ifndef VEGAS_H
+#define VEGAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(VEGAS_BUILD)
+#define VEGAS_API __declspec(dllexport)
+#else
+#define VEGAS_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define VEGAS_API __attribute__((visibility("default")))
+#else
+#define VEGAS_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define VEGAS_VERSION_MAJOR 0
+#define VEGAS_VERSION_MINOR 1
+#define VEGAS_VERSION_PATCH 0
+/* One number: major * 10000 + minor * 100 + patch. Same major = ABI compatible
+ * (from 1.0 on; during 0.x a minor bump may break the ABI). */
+#define VEGAS_VERSION_NUMBER \
+  (VEGAS_VERSION_MAJOR * 10000 + VEGAS_VERSION_MINOR * 100 + VEGAS_VERSION_PATCH)
+
+/* The library's version number at run time; compare with VEGAS_VERSION_NUMBER. */
+VEGAS_API uint32_t vegas_version_number(void);
+/* The library's version as "MAJOR.MINOR.PATCH"; a static string, never freed. */
+VEGAS_API const char *vegas_version(void);
+
+/* ----------------------------------------------------------------- errors */
+
+typedef enum vegas_status {
+  VEGAS_OK = 0,
+  VEGAS_ERR_INVALID_ARGUMENT = -1,   /* NULL where a pointer is required, bad value */
+  VEGAS_ERR_STRUCT_SIZE = -2,        /* struct_size too small for the mandatory fields */
+  VEGAS_ERR_IO = -3,                 /* a file could not be opened or read */
+  VEGAS_ERR_FORMAT = -4,             /* a file is corrupt or malformed */
+  VEGAS_ERR_UNSUPPORTED = -5,        /* valid input this build does not support */
+  VEGAS_ERR_OUT_OF_MEMORY = -6,      /* host or device allocation failed */
+  VEGAS_ERR_KV_FULL = -7,            /* the session's KV pool has no free page */
+  VEGAS_ERR_TOKEN_OUT_OF_RANGE = -8, /* a token id outside [0, vocab_size) */
+  VEGAS_ERR_BUFFER_TOO_SMALL = -9,   /* see *needed for the required size */
+  VEGAS_ERR_CANCELLED = -10,         /* a callback or vegas_session_cancel stopped the work */
+  VEGAS_ERR_BACKEND = -11,           /* the compute backend failed (e.g. a CUDA error) */
+  VEGAS_ERR_NOT_BUILT = -12,         /* the feature was not compiled into this library */
+  VEGAS_ERR_NOT_FOUND = -13,         /* no such sequence, token name, file */
+  VEGAS_ERR_WRONG_STATE = -14,       /* the call is not allowed now (e.g. reentrancy) */
+  VEGAS_ERR_INTERNAL = -99,          /* a bug in libvegas; please report it */
+  VEGAS_STATUS_FORCE32 = 0x7FFFFFFF
+} vegas_status;
+
+/* A static English name for a status ("VEGAS_ERR_KV_FULL"); never NULL. */
+VEGAS_API const char *vegas_status_name(vegas_status status);
+/* The message of the last failed call on this thread, or "" if none. Owned by
+ * the library, valid until the next libvegas call on this thread. */
+VEGAS_API const char *vegas_last_error(void);
+
+/* -------------------------------------------------------------- tokenizer */
+
+typedef struct vegas_tokenizer vegas_tokenizer;
+
+/* Loads a Hugging Face tokenizer.json (byte-level BPE). `path` is the file or a
+ * directory holding tokenizer.json and, optionally, tokenizer_config.json (for
+ * bos/eos and add_bos). On success *out owns a tokenizer; free it with
+ * vegas_tokenizer_free. Errors: IO, FORMAT (names what is wrong), UNSUPPORTED
+ * (names the unsupported model/normalizer/pre-tokenizer type). Thread-safe. */
+VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **out);
+/* Frees a tokenizer from vegas_tokenizer_load. NULL is a no-op. Never pass the
+ * borrowed tokenizer of vegas_model_tokenizer. */
+VEGAS_API void vegas_tokenizer_free(vegas_tokenizer *tokenizer);
+
+/* Number of token ids (model vocabulary plus added tokens). */
+VEGAS_API int32_t vegas_tokenizer_vocab_size(const vegas_tokenizer *tokenizer);
+
+typedef struct vegas_tokenize_options {
+  uint32_t struct_size;
+  int32_t parse_special; /* 1 (default): special tokens in the text become their ids */
+  int32_t add_special;   /* 1 (default): add bos when tokenizer_config says add_bos_token */
+} vegas_tokenize_options;
+VEGAS_API void vegas_tokenize_options_init(vegas_tokenize_options *options);
+
+/* Encodes `text_len` bytes of UTF-8 as Hugging Face tokenizers would (invalid
+ * UTF-8 becomes U+FFFD). Writes up to `capacity` ids to `ids`; the count goes to
+ * *n_ids. If capacity is short: VEGAS_ERR_BUFFER_TOO_SMALL with the count in
+ * *n_ids. `options` may be NULL (defaults). Thread-safe. */
+VEGAS_API vegas_status vegas_tokenize(const vegas_tokenizer *tokenizer, const char *text,
+                                      size_t text_len, const vegas_tokenize_options *options,
+                                      int32_t *ids, size_t capacity, size_t *n_ids);
+
+/* Decodes ids to UTF-8 text (byte sequences that are not valid UTF-8 become
+ * U+FFFD, as Hugging Face does). skip_special != 0 drops special tokens. The
+ * text is not NUL-terminated; its length goes to *n_bytes (also when the buffer
+ * is short). Errors: TOKEN_OUT_OF_RANGE, BUFFER_TOO_SMALL. Thread-safe. */
+VEGAS_API vegas_status vegas_detokenize(const vegas_tokenizer *tokenizer, const int32_t *ids,
+                                        size_t n_ids, int32_t skip_special, char *text,
+                                        size_t capacity, size_t *n_bytes);
+
+/* The raw bytes one token stands for (may be part of a UTF-8 character). */
+VEGAS_API vegas_status vegas_token_to_piece(const vegas_tokenizer *tokenizer, int32_t id,
+                                            char *bytes, size_t capacity, size_t *n_bytes);
+
+/* The id of a token given by its exact text, e.g. "<|fim_prefix|>".
+ * VEGAS_ERR_NOT_FOUND if there is none. */
+VEGAS_API vegas_status vegas_token_by_name(const vegas_tokenizer *tokenizer, const char *name,
+                                           int32_t *id);
+
+/* 1 if the token is a special (control) token, 0 otherwise or out of range. */
+VEGAS_API int32_t vegas_token_is_special(const vegas_tokenizer *tokenizer, int32_t id);
+
+/* Well-known token ids; -1 where the tokenizer has none. */
+typedef struct vegas_special_tokens {
+  uint32_t struct_size;
+  int32_t bos;
+  int32_t eos;
+  int32_t pad;
+  int32_t fim_prefix;
+  int32_t fim_middle;
+  int32_t fim_suffix;
+  int32_t fim_pad;
+  int32_t file_sep;
+  int32_t im_start;
+  int32_t im_end;
+} vegas_special_tokens;
+/* Fills `out` (set out->struct_size first). */
+VEGAS_API vegas_status vegas_tokenizer_special_tokens(const vegas_tokenizer *tokenizer,
+                                                      vegas_special_tokens *out);
+
+/* Streaming detokenizer: feed ids one at a time, get back only complete UTF-8
+ * (a token can end in the middle of a character). One per stream; not
+ * thread-safe; it borrows the tokenizer, which must outlive it. */
+typedef struct vegas_detokenizer vegas_detokenizer;
+VEGAS_API vegas_status vegas_detokenizer_create(const vegas_tokenizer *tokenizer,
+                                                int32_t skip_special, vegas_detokenizer **out);
+VEGAS_API void vegas_detokenizer_free(vegas_detokenizer *detokenizer);
+/* Adds one token; writes the text that became complete (possibly none). */
+VEGAS_API vegas_status vegas_detokenizer_push(vegas_detokenizer *detokenizer, int32_t id,
+                                              char *text, size_t capacity, size_t *n_bytes);
+/* Ends the stream: pending incomplete bytes come out as U+FFFD. Resets it. */
+VEGAS_API vegas_status vegas_detokenizer_flush(vegas_detokenizer *detokenizer, char *text,
+                                               size_t capacity, size_t *n_bytes);
+
+/* ------------------------------------------------------------------ model */
+
+typedef struct vegas_model vegas_model;
+
+typedef enum vegas_backend_kind {
+  VEGAS_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU */
+  VEGAS_BACKEND_CPU = 1,
+  VEGAS_BACKEND_CUDA = 2,
+  VEGAS_BACKEND_FORCE32 = 0x7FFFFFFF
+} vegas_backend_kind;
+
+/* Progress of a long operation in [0, 1]. Return non-zero to cancel it (the call
+ * then fails with VEGAS_ERR_CANCELLED and frees what it made). */
+typedef int32_t (*vegas_progress_fn)(float progress, void *user_data);
+
+typedef struct vegas_model_options {
+  uint32_t struct_size;
+  int32_t backend;      /* vegas_backend_kind, default AUTO */
+  int32_t device_index; /* CUDA device, default 0 */
+  int32_t n_threads;    /* CPU threads, 0 (default) = all cores */
+  vegas_progress_fn progress; /* optional */
+  void *progress_user_data;
+} vegas_model_options;
+VEGAS_API void vegas_model_options_init(vegas_model_options *options);
+
+/* Loads a Hugging Face model directory (config.json, *.safetensors or
+ * model.safetensors.index.json, tokenizer.json). `options` may be NULL. On
+ * success *out owns the model. Errors name the file, field or tensor at fault:
+ * IO, FORMAT, UNSUPPORTED (architecture, dtype, rope type), OUT_OF_MEMORY,
+ * CANCELLED, NOT_BUILT (CUDA asked for in a CPU-only build). */
+VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_options *options,
+                                        vegas_model **out);
+/* Releases the caller's reference. Sessions keep their model alive: the memory
+ * goes when the last session made from it is freed too. NULL is a no-op. */
+VEGAS_API void vegas_model_free(vegas_model *model);
+
+/* The model's tokenizer, borrowed: valid while the model is. */
+VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model);
+
+typedef struct vegas_model_info {
+  uint32_t struct_size;
+  int32_t backend; /* the backend actually used */
+  int32_t n_layers;
+  int32_t hidden_size;
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t head_dim;
+  int32_t vocab_size;
+  int32_t max_context;
+  uint64_t n_params;
+  uint64_t weight_bytes; /* as stored on the backend */
+  uint64_t kv_bytes_per_token;
+  char architecture[64]; /* NUL-terminated, e.g. "Qwen3ForCausalLM" */
+} vegas_model_info;
+/* Fills `out` (set out->struct_size first). */
+VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_model_info *out);
+
+/* ---------------------------------------------------------------- session */
+
+typedef struct vegas_session vegas_session;
+
+typedef enum vegas_decode_mode {
+  VEGAS_MODE_VANILLA = 0, /* one token per step with full attention */
+  VEGAS_MODE_VEGAS = 1,   /* self-speculative decoding with sparse drafting */
+  VEGAS_MODE_FORCE32 = 0x7FFFFFFF
+} vegas_decode_mode;
+
+typedef struct vegas_session_options {
+  uint32_t struct_size;
+  uint64_t kv_bytes;      /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
+  int32_t page_size;      /* tokens per KV page, default 16 */
+  int32_t max_batch;      /* sequences decoded together, default 64 */
+  int32_t prefill_chunk;  /* prompt tokens per prefill chunk, default 512 */
+  int32_t mode;           /* vegas_decode_mode, default VANILLA */
+  const char *policy;     /* selection policy name for VEGAS mode, NULL = "vegas" */
+  int32_t gamma;          /* draft length, default 6 */
+  float ratio;            /* selected share of the KV, default 0.07 */
+  int32_t min_tokens;     /* selection floor, default 256 */
+  float window_share;     /* share of the budget kept for recent tokens, default 0.5 */
+} vegas_session_options;
+VEGAS_API void vegas_session_options_init(vegas_session_options *options);
+
+/* Creates a session on `model` (which it keeps alive). `options` may be NULL.
+ * Errors: OUT_OF_MEMORY (the KV budget could not be allocated), INVALID_ARGUMENT,
+ * UNSUPPORTED (unknown policy), NOT_BUILT. */
+VEGAS_API vegas_status vegas_session_create(vegas_model *model,
+                                            const vegas_session_options *options,
+                                            vegas_session **out);
+/* Frees the session, its sequences and its KV pool. NULL is a no-op. */
+VEGAS_API void vegas_session_free(vegas_session *session);
+
+typedef struct vegas_sampling_options {
+  uint32_t struct_size;
+  float temperature;        /* 0 = greedy (default) */
+  int32_t top_k;            /* 0 = off */
+  float top_p;              /* 1 = off (default) */
+  float min_p;              /* 0 = off (default) */
+  float repetition_penalty; /* 1 = off (default); divides positive logits of seen tokens */
+  float presence_penalty;   /* 0 = off */
+  float frequency_penalty;  /* 0 = off */
+  int32_t penalty_last_n;   /* tokens looked back for penalties; -1 = all, default 64 */
+  uint64_t seed;            /* the sequence's RNG seed, default 0 */
+} vegas_sampling_options;
+VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *options);
+
+/* Called once per committed token, on the thread driving the session. `piece`
+ * is the text that became final with this token (complete UTF-8, with any text
+ * held back for a possible stop string released later); it may be empty, lives
+ * only during the call, and is not NUL-terminated. Return non-zero to stop the
+ * sequence (finish reason CALLBACK). Calling vegas_session_step/run/free from
+ * inside the callback fails with VEGAS_ERR_WRONG_STATE. */
+typedef int32_t (*vegas_token_fn)(int32_t seq_id, int32_t token, const char *piece,
+                                  size_t piece_len, void *user_data);
+
+typedef struct vegas_request {
+  uint32_t struct_size;
+  const int32_t *prompt; /* prompt token ids, copied at submit */
+  size_t n_prompt;       /* >= 1 */
+  const vegas_sampling_options *sampling; /* NULL = greedy */
+  int32_t max_tokens;    /* tokens to generate, default 128 */
+  int32_t ignore_eos;    /* 1 = do not stop at eos, default 0 */
+  const int32_t *stop_ids; /* extra stop token ids */
+  size_t n_stop_ids;
+  const char *const *stop_strings; /* NUL-terminated; the match is not part of the output */
+  size_t n_stop_strings;
+  vegas_token_fn on_token; /* optional */
+  void *user_data;
+} vegas_request;
+VEGAS_API void vegas_request_init(vegas_request *request);
+
+/* Adds a sequence; it starts at the next step. Writes its id to *seq_id.
+ * Errors: INVALID_ARGUMENT, TOKEN_OUT_OF_RANGE, KV_FULL (the prompt alone does
+ * not fit the pool). */
+VEGAS_API vegas_status vegas_session_submit(vegas_session *session, const vegas_request *request,
+                                            int32_t *seq_id);
+
+/* One decoding round for every active sequence: prefill chunks of new prompts,
+ * then one token (vanilla) or one draft-verify round (vegas) each. Writes the
+ * number of sequences still active to *n_active (may be NULL). A sequence that
+ * fails (e.g. KV_FULL) finishes with its status and keeps its tokens; the step
+ * itself still succeeds. */
+VEGAS_API vegas_status vegas_session_step(vegas_session *session, int32_t *n_active);
+
+/* Steps until no sequence is active. */
+VEGAS_API vegas_status vegas_session_run(vegas_session *session);
+
+/* Asks sequence `seq_id` (or every sequence, with -1) to stop at the next
+ * round boundary; safe from any thread while another drives the session. */
+VEGAS_API vegas_status vegas_session_cancel(vegas_session *session, int32_t seq_id);
+
+typedef enum vegas_finish_reason {
+  VEGAS_FINISH_NONE = 0,      /* still running */
+  VEGAS_FINISH_EOS = 1,       /* an end-of-sequence token */
+  VEGAS_FINISH_LENGTH = 2,    /* max_tokens reached */
+  VEGAS_FINISH_STOP = 3,      /* a stop id or stop string */
+  VEGAS_FINISH_CALLBACK = 4,  /* the token callback returned non-zero */
+  VEGAS_FINISH_CANCELLED = 5, /* vegas_session_cancel */
+  VEGAS_FINISH_ERROR = 6,     /* see vegas_sequence_info.status */
+  VEGAS_FINISH_FORCE32 = 0x7FFFFFFF
+} vegas_finish_reason;
+
+typedef struct vegas_sequence_info {
+  uint32_t struct_size;
+  int32_t finish_reason; /* vegas_finish_reason */
+  int32_t status;        /* vegas_status of a sequence that finished with an error */
+  int32_t n_prompt;
+  int32_t n_generated;
+  /* Speculative statistics (zero in vanilla mode). */
+  int64_t rounds;
+  int64_t drafted;
+  int64_t accepted;
+  double tokens_per_round; /* tau: committed tokens per round, corrected/bonus included */
+  double prefill_seconds;
+  double decode_seconds;
+} vegas_sequence_info;
+VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int32_t seq_id,
+                                               vegas_sequence_info *out);
+
+/* The generated token ids (stop tokens excluded). Buffer convention above. */
+VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32_t seq_id,
+                                             int32_t *ids, size_t capacity, size_t *n_ids);
+/* The generated text (stop string excluded), not NUL-terminated. */
+VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id,
+                                           char *text, size_t capacity, size_t *n_bytes);
+/* Forgets a finished sequence (a running one is cancelled) and frees its KV. */
+VEGAS_API vegas_status vegas_sequence_release(vegas_session *session, int32_t seq_id);
+
+/* ------------------------------------------------------------- one call */
+
+typedef struct vegas_generate_options {
+  uint32_t struct_size;
+  int32_t max_tokens;                     /* default 128 */
+  const vegas_sampling_options *sampling; /* NULL = greedy */
+  const vegas_session_options *session;   /* NULL = defaults */
+  vegas_token_fn on_token;                /* optional streaming */
+  void *user_data;
+} vegas_generate_options;
+VEGAS_API void vegas_generate_options_init(vegas_generate_options *options);
+
+/* Tokenizes `prompt` (special tokens parsed), generates in a private session and
+ * writes the completion (not NUL-terminated) to `text`; its length goes to
+ * *n_bytes. When the buffer is short the generation is kept nowhere: size the
+ * buffer generously or use a session. */
+VEGAS_API vegas_status vegas_generate(vegas_model *model, const char *prompt,
+                                      const vegas_generate_options *options, char *text,
+                                      size_t capacity, size_t *n_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* VEGAS_H */

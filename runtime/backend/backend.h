@@ -1,0 +1,83 @@
+// The compute backend interface. A BackendModel holds the weights on one
+// device (made once per vegas_model); a BackendContext holds one session's KV
+// storage and scratch and runs forward passes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace vegas {
+
+enum class BackendKind { kCpu, kCuda };
+
+// New rows of one sequence in a forward batch.
+struct SeqRows {
+  const int32_t *tokens = nullptr;  // n_tokens ids
+  int32_t n_tokens = 0;
+  int32_t start_pos = 0;            // position of tokens[0] = tokens already in the KV
+  const int32_t *page_table = nullptr;  // covers start_pos + n_tokens slots
+  int32_t n_pages = 0;
+  // Which rows need logits: none, the last one, or all (verification).
+  enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
+};
+
+struct ForwardBatch {
+  std::vector<SeqRows> seqs;
+
+  int32_t total_rows() const {
+    int32_t n = 0;
+    for (const auto &s : seqs) n += s.n_tokens;
+    return n;
+  }
+  int32_t logit_rows() const {
+    int32_t n = 0;
+    for (const auto &s : seqs)
+      n += s.logits == SeqRows::Logits::kAll ? s.n_tokens : s.logits == SeqRows::Logits::kLast;
+    return n;
+  }
+};
+
+struct ContextParams {
+  int32_t num_pages = 0;
+  int32_t page_size = 16;
+  int32_t max_rows = 512;  // most rows one forward() call carries
+};
+
+class BackendContext {
+ public:
+  virtual ~BackendContext() = default;
+  // Runs the model over every sequence's new rows, writing their K/V into the
+  // slots their page tables give, and returns the logits of the requested rows
+  // ([batch.logit_rows()][vocab] f32, host memory, in batch order), valid until
+  // the next call. Throws vegas::Error (BACKEND on device faults).
+  virtual const float *forward(const ForwardBatch &batch) = 0;
+};
+
+class BackendModel {
+ public:
+  virtual ~BackendModel() = default;
+  virtual BackendKind kind() const = 0;
+  virtual const ModelConfig &config() const = 0;
+  virtual uint64_t weight_bytes() const = 0;
+  // Bytes of K and V for one token over all layers on this backend.
+  virtual uint64_t kv_bytes_per_token() const = 0;
+  // Throws OUT_OF_MEMORY when the pool cannot be allocated.
+  virtual std::unique_ptr<BackendContext> create_context(const ContextParams &params) = 0;
+};
+
+struct CpuBackendOptions {
+  int32_t n_threads = 0;  // 0 = all cores
+};
+
+// Converts the weights to f32 on the host. `progress` (may be empty) is called
+// with values in [0,1] and returns false to cancel (throws CANCELLED).
+std::unique_ptr<BackendModel> create_cpu_backend(const ModelConfig &config,
+                                                 const ModelWeights &weights,
+                                                 const CpuBackendOptions &options);
+
+}  // namespace vegas

@@ -1,0 +1,99 @@
+// Model loading and queries of the C ABI.
+#include <cstring>
+#include <string>
+
+#include "api/api_guard.h"
+#include "api/api_handles.h"
+
+using vegas::api::guarded;
+using vegas::api::read_options;
+using vegas::api::require_non_null;
+
+extern "C" {
+
+VEGAS_API void vegas_model_options_init(vegas_model_options *options) {
+  if (options == nullptr) return;
+  *options = vegas_model_options{};
+  options->struct_size = sizeof(vegas_model_options);
+  options->backend = VEGAS_BACKEND_AUTO;
+}
+
+VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_options *options,
+                                        vegas_model **out) {
+  return guarded([&] {
+    require_non_null(dir, "dir");
+    require_non_null(out, "out");
+    vegas_model_options opts;
+    vegas_model_options_init(&opts);
+    read_options(options, &opts, "vegas_model_options");
+    vegas::ModelLoadOptions load;
+    switch (opts.backend) {
+      case VEGAS_BACKEND_AUTO: load.backend_auto = true; break;
+      case VEGAS_BACKEND_CPU:
+        load.backend_auto = false;
+        load.backend = vegas::BackendKind::kCpu;
+        break;
+      case VEGAS_BACKEND_CUDA:
+        load.backend_auto = false;
+        load.backend = vegas::BackendKind::kCuda;
+        break;
+      default:
+        vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
+                    "unknown backend " + std::to_string(opts.backend) + " in vegas_model_options");
+    }
+    if (opts.n_threads < 0)
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
+    load.device_index = opts.device_index;
+    load.n_threads = opts.n_threads;
+    if (opts.progress != nullptr) {
+      const vegas_progress_fn fn = opts.progress;
+      void *user_data = opts.progress_user_data;
+      load.progress = [fn, user_data](float p) { return fn(p, user_data) == 0; };
+    }
+    auto handle = std::make_unique<vegas_model>();
+    handle->impl = vegas::Model::load(dir, load);
+    handle->tokenizer.impl = &handle->impl->tokenizer();
+    *out = handle.release();
+  });
+}
+
+VEGAS_API void vegas_model_free(vegas_model *model) { delete model; }
+
+VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model) {
+  if (model == nullptr) {
+    vegas::api::set_last_error("model is NULL");
+    return nullptr;
+  }
+  return &model->tokenizer;
+}
+
+VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_model_info *out) {
+  return guarded([&] {
+    require_non_null(model, "model");
+    require_non_null(out, "out");
+    if (out->struct_size < sizeof(uint32_t) * 2)
+      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_model_info.struct_size is too small");
+    const vegas::ModelConfig &c = model->impl->config();
+    const vegas::BackendModel &b = model->impl->backend();
+    vegas_model_info info{};
+    info.struct_size = sizeof(info);
+    info.backend = b.kind() == vegas::BackendKind::kCuda ? VEGAS_BACKEND_CUDA : VEGAS_BACKEND_CPU;
+    info.n_layers = c.n_layers;
+    info.hidden_size = c.hidden_size;
+    info.n_heads = c.n_heads;
+    info.n_kv_heads = c.n_kv_heads;
+    info.head_dim = c.head_dim;
+    info.vocab_size = c.vocab_size;
+    info.max_context = static_cast<int32_t>(c.max_position > 0x7fffffff ? 0x7fffffff : c.max_position);
+    info.n_params = model->impl->n_params();
+    info.weight_bytes = b.weight_bytes();
+    info.kv_bytes_per_token = b.kv_bytes_per_token();
+    std::strncpy(info.architecture, c.architecture_name.c_str(), sizeof(info.architecture) - 1);
+    const uint32_t n = out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
+    const uint32_t caller_size = out->struct_size;
+    std::memcpy(static_cast<void *>(out), &info, n);
+    out->struct_size = caller_size;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,277 @@
+// Sessions, sequences and the one-call vegas_generate of the C ABI.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "api/api_guard.h"
+#include "api/api_handles.h"
+
+using vegas::api::guarded;
+using vegas::api::read_options;
+using vegas::api::require_non_null;
+using vegas::api::write_buffer;
+
+namespace {
+
+vegas::Session &session_of(vegas_session *session) {
+  require_non_null(session, "session");
+  return *session->impl;
+}
+
+const vegas::Session &session_of(const vegas_session *session) {
+  require_non_null(session, "session");
+  return *session->impl;
+}
+
+vegas::SessionParams to_session_params(const vegas_session_options &o) {
+  if (o.mode != VEGAS_MODE_VANILLA && o.mode != VEGAS_MODE_VEGAS)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown mode " + std::to_string(o.mode));
+  if (o.mode == VEGAS_MODE_VEGAS)
+    vegas::fail(VEGAS_ERR_NOT_BUILT,
+                "speculative (vegas) mode is not built yet in this version; use VEGAS_MODE_VANILLA");
+  vegas::SessionParams p;
+  p.kv_bytes = o.kv_bytes;
+  p.page_size = o.page_size;
+  p.max_batch = o.max_batch;
+  p.prefill_chunk = o.prefill_chunk;
+  return p;
+}
+
+vegas::SamplingParams to_sampling(const vegas_sampling_options *in) {
+  vegas_sampling_options o;
+  vegas_sampling_options_init(&o);
+  read_options(in, &o, "vegas_sampling_options");
+  vegas::SamplingParams s;
+  s.temperature = o.temperature;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.min_p = o.min_p;
+  s.repetition_penalty = o.repetition_penalty;
+  s.presence_penalty = o.presence_penalty;
+  s.frequency_penalty = o.frequency_penalty;
+  s.penalty_last_n = o.penalty_last_n;
+  s.seed = o.seed;
+  const float fields[] = {s.temperature, s.top_p, s.min_p, s.repetition_penalty,
+                          s.presence_penalty, s.frequency_penalty};
+  for (float f : fields)
+    if (!std::isfinite(f))
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "vegas_sampling_options has a non-finite value");
+  if (s.penalty_last_n < -1)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "penalty_last_n must be >= -1");
+  return s;
+}
+
+vegas::SequenceRequest to_request(const vegas_request *in) {
+  require_non_null(in, "request");
+  vegas_request r;
+  vegas_request_init(&r);
+  read_options(in, &r, "vegas_request");
+  if (r.n_prompt == 0) vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.n_prompt is 0");
+  require_non_null(r.prompt, "request.prompt");
+  if (r.n_stop_ids > 0) require_non_null(r.stop_ids, "request.stop_ids");
+  if (r.n_stop_strings > 0) require_non_null(r.stop_strings, "request.stop_strings");
+  vegas::SequenceRequest out;
+  out.prompt.assign(r.prompt, r.prompt + r.n_prompt);
+  out.sampling = to_sampling(r.sampling);
+  out.max_tokens = r.max_tokens;
+  out.ignore_eos = r.ignore_eos != 0;
+  if (r.n_stop_ids > 0) out.stop_ids.assign(r.stop_ids, r.stop_ids + r.n_stop_ids);
+  for (size_t i = 0; i < r.n_stop_strings; ++i) {
+    if (r.stop_strings[i] == nullptr)
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.stop_strings[" + std::to_string(i) + "] is NULL");
+    if (r.stop_strings[i][0] == '\0')
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.stop_strings[" + std::to_string(i) + "] is empty");
+    out.stop_strings.emplace_back(r.stop_strings[i]);
+  }
+  out.on_token = r.on_token;
+  out.user_data = r.user_data;
+  return out;
+}
+
+void check_not_in_callback(const vegas_session *session, const char *what) {
+  if (session != nullptr && session->impl->in_callback())
+    vegas::fail(VEGAS_ERR_WRONG_STATE, std::string(what) + " called from a token callback");
+}
+
+}  // namespace
+
+extern "C" {
+
+VEGAS_API void vegas_session_options_init(vegas_session_options *o) {
+  if (o == nullptr) return;
+  *o = vegas_session_options{};
+  o->struct_size = sizeof(*o);
+  o->kv_bytes = 0;
+  o->page_size = 16;
+  o->max_batch = 64;
+  o->prefill_chunk = 512;
+  o->mode = VEGAS_MODE_VANILLA;
+  o->policy = nullptr;
+  o->gamma = 6;
+  o->ratio = 0.07f;
+  o->min_tokens = 256;
+  o->window_share = 0.5f;
+}
+
+VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *o) {
+  if (o == nullptr) return;
+  *o = vegas_sampling_options{};
+  o->struct_size = sizeof(*o);
+  o->temperature = 0.0f;
+  o->top_k = 0;
+  o->top_p = 1.0f;
+  o->min_p = 0.0f;
+  o->repetition_penalty = 1.0f;
+  o->presence_penalty = 0.0f;
+  o->frequency_penalty = 0.0f;
+  o->penalty_last_n = 64;
+  o->seed = 0;
+}
+
+VEGAS_API void vegas_request_init(vegas_request *r) {
+  if (r == nullptr) return;
+  *r = vegas_request{};
+  r->struct_size = sizeof(*r);
+  r->max_tokens = 128;
+}
+
+VEGAS_API void vegas_generate_options_init(vegas_generate_options *o) {
+  if (o == nullptr) return;
+  *o = vegas_generate_options{};
+  o->struct_size = sizeof(*o);
+  o->max_tokens = 128;
+}
+
+VEGAS_API vegas_status vegas_session_create(vegas_model *model,
+                                            const vegas_session_options *options,
+                                            vegas_session **out) {
+  return guarded([&] {
+    require_non_null(model, "model");
+    require_non_null(out, "out");
+    vegas_session_options o;
+    vegas_session_options_init(&o);
+    read_options(options, &o, "vegas_session_options");
+    auto handle = std::make_unique<vegas_session>();
+    handle->impl = std::make_unique<vegas::Session>(model->impl, to_session_params(o));
+    *out = handle.release();
+  });
+}
+
+VEGAS_API void vegas_session_free(vegas_session *session) {
+  if (session == nullptr) return;
+  if (session->impl->in_callback()) {
+    vegas::api::set_last_error("vegas_session_free called from a token callback: ignored");
+    return;
+  }
+  delete session;
+}
+
+VEGAS_API vegas_status vegas_session_submit(vegas_session *session, const vegas_request *request,
+                                            int32_t *seq_id) {
+  return guarded([&] {
+    vegas::Session &s = session_of(session);
+    require_non_null(seq_id, "seq_id");
+    const int32_t id = s.submit(to_request(request));
+    *seq_id = id;
+  });
+}
+
+VEGAS_API vegas_status vegas_session_step(vegas_session *session, int32_t *n_active) {
+  return guarded([&] {
+    vegas::Session &s = session_of(session);
+    check_not_in_callback(session, "vegas_session_step");
+    const int32_t n = s.step();
+    if (n_active != nullptr) *n_active = n;
+  });
+}
+
+VEGAS_API vegas_status vegas_session_run(vegas_session *session) {
+  return guarded([&] {
+    vegas::Session &s = session_of(session);
+    check_not_in_callback(session, "vegas_session_run");
+    s.run();
+  });
+}
+
+VEGAS_API vegas_status vegas_session_cancel(vegas_session *session, int32_t seq_id) {
+  return guarded([&] { session_of(session).cancel(seq_id); });
+}
+
+VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int32_t seq_id,
+                                               vegas_sequence_info *out) {
+  return guarded([&] {
+    const vegas::Sequence &seq = session_of(session).sequence(seq_id);
+    require_non_null(out, "out");
+    if (out->struct_size < sizeof(uint32_t) * 2)
+      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_sequence_info.struct_size is too small");
+    vegas_sequence_info info{};
+    info.struct_size = out->struct_size;
+    info.finish_reason = seq.finish;
+    info.status = seq.status;
+    info.n_prompt = seq.n_prompt();
+    info.n_generated = seq.n_generated();
+    info.rounds = seq.stats.rounds;
+    info.drafted = seq.stats.drafted;
+    info.accepted = seq.stats.accepted;
+    info.tokens_per_round =
+        seq.stats.rounds > 0 ? static_cast<double>(seq.n_generated()) / seq.stats.rounds : 0.0;
+    info.prefill_seconds = seq.stats.prefill_seconds;
+    info.decode_seconds = seq.stats.decode_seconds;
+    const size_t n = out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
+    std::memcpy(static_cast<void *>(out), &info, n);
+  });
+}
+
+VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32_t seq_id,
+                                             int32_t *ids, size_t capacity, size_t *n_ids) {
+  return guarded([&] {
+    const vegas::Sequence &seq = session_of(session).sequence(seq_id);
+    const size_t n = static_cast<size_t>(seq.n_generated());
+    write_buffer(seq.tokens.data() + seq.n_prompt(), n, ids, capacity, n_ids, "vegas_sequence_tokens");
+  });
+}
+
+VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id, char *text,
+                                           size_t capacity, size_t *n_bytes) {
+  return guarded([&] {
+    const vegas::Sequence &seq = session_of(session).sequence(seq_id);
+    write_buffer(seq.text.data(), seq.text.size(), text, capacity, n_bytes, "vegas_sequence_text");
+  });
+}
+
+VEGAS_API vegas_status vegas_sequence_release(vegas_session *session, int32_t seq_id) {
+  return guarded([&] { session_of(session).release(seq_id); });
+}
+
+VEGAS_API vegas_status vegas_generate(vegas_model *model, const char *prompt,
+                                      const vegas_generate_options *options, char *text,
+                                      size_t capacity, size_t *n_bytes) {
+  return guarded([&] {
+    require_non_null(model, "model");
+    require_non_null(prompt, "prompt");
+    require_non_null(n_bytes, "n_bytes");
+    vegas_generate_options o;
+    vegas_generate_options_init(&o);
+    read_options(options, &o, "vegas_generate_options");
+    vegas_session_options so;
+    vegas_session_options_init(&so);
+    read_options(o.session, &so, "vegas_session_options");
+    vegas::Session session(model->impl, to_session_params(so));
+    vegas::SequenceRequest request;
+    const std::vector<int32_t> ids =
+        model->impl->tokenizer().encode(prompt, /*parse_special=*/true, /*add_special=*/true);
+    request.prompt.assign(ids.begin(), ids.end());
+    request.sampling = to_sampling(o.sampling);
+    request.max_tokens = o.max_tokens;
+    request.on_token = o.on_token;
+    request.user_data = o.user_data;
+    const int32_t id = session.submit(std::move(request));
+    session.run();
+    const vegas::Sequence &seq = session.sequence(id);
+    if (seq.finish == VEGAS_FINISH_ERROR)
+      vegas::fail(seq.status, std::string("generation failed: ") + vegas_status_name(seq.status));
+    write_buffer(seq.text.data(), seq.text.size(), text, capacity, n_bytes, "vegas_generate");
+  });
+}
+
+}  // extern "C"

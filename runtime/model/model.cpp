@@ -1,0 +1,63 @@
+#include "model/model.h"
+
+#include <sys/stat.h>
+
+#include "common/error.h"
+
+namespace vegas {
+
+// Defined in model_backend.cpp: picks and builds the backend for a model.
+std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const ModelWeights &weights,
+                                           const ModelLoadOptions &options);
+
+namespace {
+
+void report(const ModelLoadOptions &options, float progress) {
+  if (options.progress && !options.progress(progress))
+    fail(VEGAS_ERR_CANCELLED, "model load cancelled by the progress callback");
+}
+
+uint64_t count_params(const ModelWeights &w) {
+  uint64_t n = 0;
+  auto add = [&n](const TensorView *t) {
+    if (t != nullptr) n += static_cast<uint64_t>(t->numel());
+  };
+  add(w.embed);
+  add(w.final_norm);
+  if (w.lm_head != w.embed) add(w.lm_head);
+  for (const LayerWeights &l : w.layers) {
+    for (const TensorView *t : {l.attn_norm, l.wq, l.wk, l.wv, l.bq, l.bk, l.bv, l.q_norm,
+                                l.k_norm, l.wo, l.mlp_norm, l.w_gate, l.w_up, l.w_down})
+      add(t);
+  }
+  return n;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> Model::load(const std::string &dir, const ModelLoadOptions &options) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail(VEGAS_ERR_IO, "model directory '" + dir + "' does not exist or is not a directory");
+  auto model = std::shared_ptr<Model>(new Model());
+  report(options, 0.0f);
+  model->config_ = load_model_config(dir + "/config.json");
+  report(options, 0.05f);
+  model->tokenizer_ = Tokenizer::load(dir);
+  if (model->tokenizer_->vocab_size() > model->config_.vocab_size) {
+    // Embedding rows beyond the tokenizer are common (padding); the reverse is not.
+    fail(VEGAS_ERR_FORMAT, "tokenizer has " + std::to_string(model->tokenizer_->vocab_size()) +
+                               " tokens but config.json vocab_size is " +
+                               std::to_string(model->config_.vocab_size));
+  }
+  report(options, 0.1f);
+  model->store_ = WeightStore::open(dir);
+  model->weights_ = bind_model_weights(model->config_, *model->store_);
+  model->n_params_ = count_params(model->weights_);
+  report(options, 0.2f);
+  model->backend_ = make_backend(model->config_, model->weights_, options);
+  report(options, 1.0f);
+  return model;
+}
+
+}  // namespace vegas

@@ -1,0 +1,46 @@
+// A loaded model: config, mapped checkpoint, bound weights, tokenizer and the
+// weights on a backend. Immutable after load; shared by sessions (shared_ptr).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/weight_store.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vegas {
+
+struct ModelLoadOptions {
+  BackendKind backend = BackendKind::kCpu;
+  bool backend_auto = true;  // pick CUDA when built and a device is present
+  int32_t device_index = 0;
+  int32_t n_threads = 0;
+  // Called with progress in [0, 1]; returns false to cancel.
+  std::function<bool(float)> progress;
+};
+
+class Model {
+ public:
+  // Throws vegas::Error.
+  static std::shared_ptr<Model> load(const std::string &dir, const ModelLoadOptions &options);
+
+  const ModelConfig &config() const { return config_; }
+  const Tokenizer &tokenizer() const { return *tokenizer_; }
+  BackendModel &backend() const { return *backend_; }
+  uint64_t n_params() const { return n_params_; }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<WeightStore> store_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<BackendModel> backend_;
+  uint64_t n_params_ = 0;
+};
+
+}  // namespace vegas

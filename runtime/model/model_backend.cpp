@@ -1,0 +1,30 @@
+// Chooses the compute backend of a model at load time.
+#include "common/error.h"
+#include "model/model.h"
+
+#if defined(VEGAS_HAVE_CUDA)
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace vegas {
+
+std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const ModelWeights &weights,
+                                           const ModelLoadOptions &options) {
+  bool use_cuda = !options.backend_auto && options.backend == BackendKind::kCuda;
+#if defined(VEGAS_HAVE_CUDA)
+  if (options.backend_auto) use_cuda = cuda_device_count() > 0;
+  if (use_cuda) {
+    CudaBackendOptions cuda;
+    cuda.device_index = options.device_index;
+    return create_cuda_backend(config, weights, cuda);
+  }
+#else
+  if (use_cuda)
+    fail(VEGAS_ERR_NOT_BUILT, "this libvegas was built without CUDA (configure with -DVEGAS_CUDA=ON)");
+#endif
+  CpuBackendOptions cpu;
+  cpu.n_threads = options.n_threads;
+  return create_cpu_backend(config, weights, cpu);
+}
+
+}  // namespace vegas

@@ -1,0 +1,66 @@
+// One generation request inside a session: its tokens, KV page table, sampling
+// state, stop rules, streaming text and statistics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/mi_allocator.h"
+#include "sampling/sampling.h"
+#include "session/stop_filter.h"
+#include "tokenizer/tokenizer.h"
+#include "vegas.h"
+
+namespace vegas {
+
+struct SequenceRequest {
+  MiVector<int32_t> prompt;
+  SamplingParams sampling;
+  int32_t max_tokens = 128;
+  bool ignore_eos = false;
+  MiVector<int32_t> stop_ids;
+  std::vector<std::string> stop_strings;
+  vegas_token_fn on_token = nullptr;
+  void *user_data = nullptr;
+};
+
+struct SequenceStats {
+  int64_t rounds = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+};
+
+struct Sequence {
+  Sequence(int32_t seq_id, SequenceRequest request, const Tokenizer &tokenizer)
+      : id(seq_id),
+        req(std::move(request)),
+        tokens(req.prompt),
+        rng(req.sampling.seed),
+        detokenizer(tokenizer, /*skip_special=*/true),
+        stop_filter(req.stop_strings) {}
+
+  bool finished() const { return finish != VEGAS_FINISH_NONE; }
+  int32_t n_prompt() const { return static_cast<int32_t>(req.prompt.size()); }
+  int32_t n_generated() const { return static_cast<int32_t>(tokens.size()) - n_prompt(); }
+  // Rows not yet in the KV cache (prompt still to prefill, or the newest token).
+  int32_t pending_rows() const { return static_cast<int32_t>(tokens.size()) - kv_len; }
+
+  int32_t id;
+  SequenceRequest req;
+  MiVector<int32_t> tokens;    // prompt + generated (stop tokens excluded)
+  int32_t kv_len = 0;          // leading tokens whose K/V are in the pool
+  std::vector<int32_t> page_table;
+  Rng rng;
+  StreamingDetokenizer detokenizer;
+  StopFilter stop_filter;
+  MiString text;               // the emitted completion
+  vegas_finish_reason finish = VEGAS_FINISH_NONE;
+  vegas_status status = VEGAS_OK;
+  SequenceStats stats;
+};
+
+}  // namespace vegas

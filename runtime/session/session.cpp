@@ -1,0 +1,307 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+
+namespace vegas {
+
+namespace {
+
+constexpr uint64_t kDefaultCpuKvBytes = 256ull << 20;
+constexpr uint64_t kDefaultCudaKvBytes = 4ull << 30;
+
+int32_t pages_for_budget(const BackendModel &backend, const SessionParams &p) {
+  if (p.page_size <= 0 || p.page_size > 4096)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "page_size " + std::to_string(p.page_size) + " must be in [1, 4096]");
+  if (p.max_batch <= 0 || p.max_batch > 4096)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "max_batch " + std::to_string(p.max_batch) + " must be in [1, 4096]");
+  if (p.prefill_chunk <= 0 || p.prefill_chunk > 65536)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "prefill_chunk " + std::to_string(p.prefill_chunk) + " must be in [1, 65536]");
+  uint64_t budget = p.kv_bytes;
+  if (budget == 0)
+    budget = backend.kind() == BackendKind::kCuda ? kDefaultCudaKvBytes : kDefaultCpuKvBytes;
+  const uint64_t page_bytes = backend.kv_bytes_per_token() * static_cast<uint64_t>(p.page_size);
+  const uint64_t pages = budget / page_bytes;
+  if (pages == 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "kv_bytes " + std::to_string(budget) +
+                                         " is smaller than one KV page (" +
+                                         std::to_string(page_bytes) + " bytes)");
+  if (pages > 0x7fffffffull / static_cast<uint64_t>(p.page_size))
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "kv_bytes " + std::to_string(budget) + " is too large");
+  return static_cast<int32_t>(pages);
+}
+
+bool uses_penalties(const SamplingParams &s) {
+  return s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f ||
+         s.frequency_penalty != 0.0f;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Sets a flag for the lifetime of a scope (reentrancy guards).
+class FlagScope {
+ public:
+  explicit FlagScope(bool &flag) : flag_(flag) { flag_ = true; }
+  ~FlagScope() { flag_ = false; }
+  FlagScope(const FlagScope &) = delete;
+  FlagScope &operator=(const FlagScope &) = delete;
+
+ private:
+  bool &flag_;
+};
+
+}  // namespace
+
+Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
+    : model_(std::move(model)),
+      params_(params),
+      pool_(pages_for_budget(model_->backend(), params), params.page_size) {
+  ContextParams cp;
+  cp.num_pages = pool_.num_pages();
+  cp.page_size = params_.page_size;
+  cp.max_rows = params_.prefill_chunk + params_.max_batch;
+  context_ = model_->backend().create_context(cp);
+}
+
+Session::~Session() = default;
+
+int32_t Session::submit(SequenceRequest request) {
+  if (in_callback_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_submit called from a callback");
+  const int32_t vocab = model_->config().vocab_size;
+  if (request.prompt.empty()) fail(VEGAS_ERR_INVALID_ARGUMENT, "the prompt is empty");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    const int32_t t = request.prompt[i];
+    if (t < 0 || t >= vocab)
+      fail(VEGAS_ERR_TOKEN_OUT_OF_RANGE, "prompt token " + std::to_string(i) + " is " +
+                                             std::to_string(t) + ", outside [0, " +
+                                             std::to_string(vocab) + ")");
+  }
+  for (int32_t t : request.stop_ids)
+    if (t < 0 || t >= vocab)
+      fail(VEGAS_ERR_TOKEN_OUT_OF_RANGE, "stop id " + std::to_string(t) + " is outside [0, " +
+                                             std::to_string(vocab) + ")");
+  if (request.max_tokens < 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "max_tokens " + std::to_string(request.max_tokens) + " < 0");
+  const SamplingParams &s = request.sampling;
+  if (!(s.temperature >= 0.0f) || !(s.top_p > 0.0f && s.top_p <= 1.0f) ||
+      !(s.min_p >= 0.0f && s.min_p <= 1.0f) || s.top_k < 0 || !(s.repetition_penalty > 0.0f))
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "sampling options out of range (temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, "
+         "top_k >= 0, repetition_penalty > 0)");
+  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + 1;
+  if (pool_.pages_for(needed) > pool_.num_pages())
+    fail(VEGAS_ERR_KV_FULL, "the prompt (" + std::to_string(request.prompt.size()) +
+                                " tokens) does not fit the KV pool (" +
+                                std::to_string(int64_t{pool_.num_pages()} * pool_.page_size()) +
+                                " tokens)");
+  const int32_t id = next_id_.fetch_add(1);
+  sequences_.emplace(id, std::make_unique<Sequence>(id, std::move(request), model_->tokenizer()));
+  return id;
+}
+
+Sequence &Session::find(int32_t seq_id) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) fail(VEGAS_ERR_NOT_FOUND, "no sequence " + std::to_string(seq_id));
+  return *it->second;
+}
+
+const Sequence &Session::sequence(int32_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) fail(VEGAS_ERR_NOT_FOUND, "no sequence " + std::to_string(seq_id));
+  return *it->second;
+}
+
+void Session::release(int32_t seq_id) {
+  if (in_callback_ || in_step_)
+    fail(VEGAS_ERR_WRONG_STATE, "vegas_sequence_release called from a callback");
+  Sequence &seq = find(seq_id);
+  pool_.release(seq.page_table);
+  sequences_.erase(seq_id);
+}
+
+void Session::cancel(int32_t seq_id) {
+  if (seq_id < -1 || seq_id >= next_id_.load())
+    fail(VEGAS_ERR_NOT_FOUND, "no sequence " + std::to_string(seq_id));
+  std::lock_guard<std::mutex> lock(cancel_mutex_);
+  pending_cancels_.push_back(seq_id);
+  has_pending_cancels_.store(true, std::memory_order_release);
+}
+
+void Session::apply_cancellations() {
+  if (!has_pending_cancels_.load(std::memory_order_acquire)) return;
+  std::vector<int32_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(cancel_mutex_);
+    ids.swap(pending_cancels_);
+    has_pending_cancels_.store(false, std::memory_order_relaxed);
+  }
+  for (int32_t id : ids) {
+    for (auto &entry : sequences_) {
+      Sequence &seq = *entry.second;
+      if ((id == -1 || id == seq.id) && !seq.finished())
+        finish(seq, VEGAS_FINISH_CANCELLED, VEGAS_OK);
+    }
+  }
+}
+
+int32_t Session::active_count() const {
+  int32_t n = 0;
+  for (const auto &entry : sequences_) n += !entry.second->finished();
+  return n;
+}
+
+void Session::finish(Sequence &seq, vegas_finish_reason reason, vegas_status status) {
+  seq.finish = reason;
+  seq.status = status;
+  pool_.release(seq.page_table);
+  seq.kv_len = 0;
+}
+
+void Session::emit(Sequence &seq, int32_t token, const std::string &piece) {
+  seq.text.append(piece);
+  if (seq.req.on_token == nullptr) return;
+  int32_t stop;
+  {
+    FlagScope guard(in_callback_);
+    stop = seq.req.on_token(seq.id, token, piece.data(), piece.size(), seq.req.user_data);
+  }
+  if (stop != 0 && !seq.finished()) finish(seq, VEGAS_FINISH_CALLBACK, VEGAS_OK);
+}
+
+void Session::commit_token(Sequence &seq, int32_t token) {
+  const SpecialTokenIds &special = model_->tokenizer().special_ids();
+  const bool is_eos = !seq.req.ignore_eos &&
+                      (token == special.eos || token == model_->config().eos_token_id);
+  const bool is_stop_id =
+      std::find(seq.req.stop_ids.begin(), seq.req.stop_ids.end(), token) != seq.req.stop_ids.end();
+  if (is_eos || is_stop_id) {
+    // The ending token is reported with whatever text was still held back.
+    std::string rest = seq.detokenizer.flush();
+    StopFilter::Result r = seq.stop_filter.push(rest);
+    std::string piece = r.emit;
+    if (!r.stopped) piece += seq.stop_filter.finish();
+    finish(seq, is_eos ? VEGAS_FINISH_EOS : VEGAS_FINISH_STOP, VEGAS_OK);
+    emit(seq, token, piece);
+    return;
+  }
+  seq.tokens.push_back(token);
+  const bool last = seq.n_generated() >= seq.req.max_tokens;
+  std::string text = seq.detokenizer.push(token);
+  if (last) text += seq.detokenizer.flush();
+  StopFilter::Result r = seq.stop_filter.push(text);
+  std::string piece = r.emit;
+  if (r.stopped) {
+    finish(seq, VEGAS_FINISH_STOP, VEGAS_OK);
+  } else if (last) {
+    piece += seq.stop_filter.finish();
+    finish(seq, VEGAS_FINISH_LENGTH, VEGAS_OK);
+  }
+  emit(seq, token, piece);
+}
+
+int32_t Session::step() {
+  if (in_callback_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step called from a callback");
+  if (in_step_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step is already running");
+  FlagScope step_guard(in_step_);
+  const auto t0 = std::chrono::steady_clock::now();
+  apply_cancellations();
+
+  // Sequences with nothing to generate finish at once.
+  for (auto &entry : sequences_) {
+    Sequence &seq = *entry.second;
+    if (!seq.finished() && seq.req.max_tokens == 0) finish(seq, VEGAS_FINISH_LENGTH, VEGAS_OK);
+  }
+
+  // Decoding sequences (one pending row) go first so that long prompts, which
+  // are prefilled in chunks of at most prefill_chunk rows per step, never stall them.
+  std::vector<Sequence *> batch_seqs;
+  ForwardBatch batch;
+  int32_t decode_rows = 0;
+  for (auto &entry : sequences_) {
+    Sequence &seq = *entry.second;
+    if (seq.finished() || seq.pending_rows() != 1 || decode_rows >= params_.max_batch) continue;
+    batch_seqs.push_back(&seq);
+    ++decode_rows;
+  }
+  int32_t prefill_budget = params_.prefill_chunk;
+  for (auto &entry : sequences_) {
+    Sequence &seq = *entry.second;
+    if (prefill_budget == 0) break;
+    if (seq.finished() || seq.pending_rows() <= 1) continue;
+    if (static_cast<int32_t>(batch_seqs.size()) >= params_.max_batch) break;
+    batch_seqs.push_back(&seq);
+    prefill_budget -= std::min(prefill_budget, seq.pending_rows());
+  }
+
+  // Reserve KV slots; a sequence that does not fit stops with KV_FULL and
+  // keeps every token it has.
+  prefill_budget = params_.prefill_chunk;
+  std::vector<Sequence *> ready;
+  std::vector<int32_t> rows_of;
+  for (Sequence *seq : batch_seqs) {
+    int32_t rows = seq->pending_rows();
+    if (rows > 1) {
+      rows = std::min(rows, prefill_budget);
+      prefill_budget -= rows;
+    }
+    try {
+      pool_.reserve(seq->page_table, int64_t{seq->kv_len} + rows);
+    } catch (const Error &e) {
+      if (e.status() != VEGAS_ERR_KV_FULL) throw;
+      finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
+      continue;
+    }
+    ready.push_back(seq);
+    rows_of.push_back(rows);
+  }
+  for (size_t i = 0; i < ready.size(); ++i) {
+    Sequence &seq = *ready[i];
+    SeqRows r;
+    r.tokens = seq.tokens.data() + seq.kv_len;
+    r.n_tokens = rows_of[i];
+    r.start_pos = seq.kv_len;
+    r.page_table = seq.page_table.data();
+    r.n_pages = static_cast<int32_t>(seq.page_table.size());
+    r.logits = seq.kv_len + rows_of[i] == static_cast<int32_t>(seq.tokens.size())
+                   ? SeqRows::Logits::kLast
+                   : SeqRows::Logits::kNone;
+    batch.seqs.push_back(r);
+  }
+
+  if (!batch.seqs.empty()) {
+    const float *logits = context_->forward(batch);
+    const int32_t vocab = model_->config().vocab_size;
+    const double forward_seconds = seconds_since(t0);
+    int32_t logit_row = 0;
+    for (size_t i = 0; i < ready.size(); ++i) {
+      Sequence &seq = *ready[i];
+      const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;
+      (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
+      seq.kv_len += rows_of[i];
+      if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
+      const float *row = logits + static_cast<int64_t>(logit_row++) * vocab;
+      if (seq.finished()) continue;  // cancelled from a callback of an earlier sequence
+      history_.clear();
+      if (uses_penalties(seq.req.sampling)) history_.assign(seq.tokens.begin(), seq.tokens.end());
+      build_distribution(row, vocab, seq.req.sampling, history_, &dist_);
+      const int32_t token = seq.req.sampling.greedy() ? dist_.ids[0]
+                                                      : sample_from(dist_, seq.rng.uniform());
+      commit_token(seq, token);
+    }
+  }
+  return active_count();
+}
+
+void Session::run() {
+  while (step() > 0) {
+  }
+}
+
+}  // namespace vegas

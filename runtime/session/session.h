@@ -1,0 +1,76 @@
+// A session: one KV pool, the sequences decoded together, and the step loop
+// (DESIGN §2–3). Driven by one thread at a time; cancel() is the only member
+// safe to call concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "model/model.h"
+#include "sampling/sampling.h"
+#include "session/sequence.h"
+
+namespace vegas {
+
+struct SessionParams {
+  uint64_t kv_bytes = 0;  // 0 = backend default
+  int32_t page_size = 16;
+  int32_t max_batch = 64;
+  int32_t prefill_chunk = 512;
+};
+
+class Session {
+ public:
+  // Throws INVALID_ARGUMENT for bad sizes, OUT_OF_MEMORY when the pool cannot be made.
+  Session(std::shared_ptr<Model> model, const SessionParams &params);
+  ~Session();
+
+  // Returns the new sequence id. Throws INVALID_ARGUMENT, TOKEN_OUT_OF_RANGE, KV_FULL.
+  int32_t submit(SequenceRequest request);
+  // One round for every active sequence; returns how many are still active.
+  int32_t step();
+  // Steps until no sequence is active.
+  void run();
+  // Thread-safe: asks a sequence (or all, with -1) to stop at the next round.
+  void cancel(int32_t seq_id);
+  // Throws NOT_FOUND.
+  const Sequence &sequence(int32_t seq_id) const;
+  void release(int32_t seq_id);
+
+  bool in_callback() const { return in_callback_; }
+  const Model &model() const { return *model_; }
+  const KvPool &kv_pool() const { return pool_; }
+  int32_t active_count() const;
+
+ private:
+  Sequence &find(int32_t seq_id);
+  void apply_cancellations();
+  void finish(Sequence &seq, vegas_finish_reason reason, vegas_status status);
+  void commit_token(Sequence &seq, int32_t token);
+  void emit(Sequence &seq, int32_t token, const std::string &piece);
+
+  std::shared_ptr<Model> model_;
+  SessionParams params_;
+  KvPool pool_;
+  std::unique_ptr<BackendContext> context_;
+  std::map<int32_t, std::unique_ptr<Sequence>> sequences_;
+  std::atomic<int32_t> next_id_{0};
+  bool in_callback_ = false;
+  bool in_step_ = false;
+
+  std::mutex cancel_mutex_;  // guards pending_cancels_
+  std::vector<int32_t> pending_cancels_;
+  std::atomic<bool> has_pending_cancels_{false};
+
+  // Reused per step.
+  TokenDistribution dist_;
+  std::vector<int32_t> history_;
+};
+
+}  // namespace vegas

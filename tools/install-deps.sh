@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and testing libvegas needs on Debian 12 (apt) and the
+# Python test tooling (pip). Installs only what is missing; safe to re-run.
+set -euo pipefail
+
+apt_packages=(cmake ninja-build g++ pkg-config python3 python3-pip
+  libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libmimalloc-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c "import tokenizers, numpy, pytest" >/dev/null 2>&1; then
+  echo "install-deps: pip install tokenizers numpy pytest"
+  "$PYTHON" -m pip install -q tokenizers numpy pytest 2>/dev/null ||
+    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest
+fi

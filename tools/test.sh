@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# README command 2: install what is missing, build (CUDA sources too when nvcc
+# is present: they are compiled for sm_90 even without a GPU), run every test
+# that needs no GPU. GPU tests carry the ctest label `gpu` and are skipped here
+# with a message; tools/device-check.sh runs them on a GPU machine.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${VEGAS_BUILD_DIR:-$root/build}
+"$root/tools/install-deps.sh"
+"$root/tools/build.sh"
+echo "test: the gpu-labelled tests are skipped on this machine (no GPU); see tools/device-check.sh"
+cd "$build"
+ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900

@@ -1,6 +1,16 @@
 // Logit processing and sampling (DESIGN §6). The processed distribution is
 // kept explicitly (support + probabilities) because speculative acceptance
 // needs exactly the distribution a token was drawn from.
+//
+// Order of the logit rules (build_distribution):
+//   1. penalties over the last `penalty_last_n` history tokens: repetition
+//      (HF/llama.cpp: logit > 0 ? logit / r : logit * r, once per distinct token),
+//      then presence and frequency (OpenAI: logit -= count * f + (count > 0) * p);
+//   2. temperature, 3. top-k, 4. top-p, 5. min-p, 6. renormalise.
+// Steps 2-5 follow Hugging Face transformers (llama.cpp applies them in another
+// order), including HF's top-k rule of keeping every token tied with the k-th
+// largest logit. Greedy (temperature 0) applies the penalties, then takes the
+// argmax (lowest id on ties).
 #pragma once
 
 #include <cstdint>
@@ -11,19 +21,27 @@ namespace vegas {
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy
   int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;
-  float min_p = 0.0f;
+  float top_p = 1.0f;        // 1 = off; keep the smallest top set with mass >= top_p
+  float min_p = 0.0f;        // 0 = off; keep tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int32_t penalty_last_n = 64;  // -1 = whole history
+  int32_t penalty_last_n = 64;  // -1 = whole history, 0 = no penalties
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0f; }
+  bool has_penalties() const {
+    return penalty_last_n != 0 &&
+           (repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+  }
 };
 
-// Counter-based generator: draw i of a sequence is a pure function of (seed, i),
-// so host and device can produce the same stream and a run is reproducible.
+// Throws vegas::Error(INVALID_ARGUMENT) naming the first field out of range.
+void validate_sampling_params(const SamplingParams &params);
+
+// Counter-based generator: draw i of a sequence is a pure function of (seed, i)
+// (a SplitMix64-style integer hash), so host and device can produce the same
+// stream, a run is reproducible, and a stream can be rewound with set_counter.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : seed_(seed) {}
@@ -31,30 +49,40 @@ class Rng {
   double uniform();
   uint64_t next_u64();
   uint64_t counter() const { return counter_; }
+  void set_counter(uint64_t counter) { counter_ = counter; }
+
+  // The value of draw `counter` for `seed`, without any state.
+  static uint64_t hash(uint64_t seed, uint64_t counter);
 
  private:
   uint64_t seed_;
   uint64_t counter_ = 0;
 };
 
-// The distribution after every logit rule: ids sorted by descending
-// probability, probabilities summing to 1 (f32).
+// The distribution after every logit rule: the support in ascending id order
+// and its probabilities (f32, summing to 1 up to rounding; every entry > 0 unless
+// the softmax underflowed). Ascending id order makes prob_of a binary search and
+// lets two distributions be merged in linear time (speculative residuals); it
+// also means a full-vocabulary distribution needs no sort.
 struct TokenDistribution {
   std::vector<int32_t> ids;
   std::vector<float> probs;
   float prob_of(int32_t id) const;  // 0 outside the support
+  int32_t size() const { return static_cast<int32_t>(ids.size()); }
 };
 
-// Applies penalties (over `history`, the prompt and generated ids), temperature,
-// top-k, top-p and min-p to `logits` (n_vocab) and fills `out`. Greedy params
-// give a one-token distribution at the argmax.
+// Applies the rules listed above to `logits` (n_vocab entries; -inf masks a
+// token, NaN and +inf are errors) and fills `out`. `history` holds the prompt
+// and generated ids; only its last penalty_last_n entries are read.
+// Errors: INVALID_ARGUMENT (bad params, NaN/+inf logit, every logit -inf),
+// TOKEN_OUT_OF_RANGE (a history id outside [0, n_vocab)).
 void build_distribution(const float *logits, int32_t n_vocab, const SamplingParams &params,
                         const std::vector<int32_t> &history, TokenDistribution *out);
 
-// The lowest index of the largest logit.
+// The lowest index of the largest logit (NaN entries are never chosen).
 int32_t argmax(const float *logits, int32_t n_vocab);
 
-// Inverse-CDF draw from `dist` with u in [0, 1).
+// Inverse-CDF draw from `dist` with u in [0, 1), walking the support in id order.
 int32_t sample_from(const TokenDistribution &dist, double u);
 
 }  // namespace vegas

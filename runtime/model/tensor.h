@@ -11,22 +11,27 @@ namespace vegas {
 
 enum class DType { kF32, kF16, kBF16 };
 
-inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  return t == DType::kF32 ? 4 : 2;
+}
+// The safetensors name: "F32", "F16", "BF16".
 const char *dtype_name(DType t);
+// "[8192, 512]"
+std::string shape_string(const std::vector<int64_t> &shape);
 
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const void *data = nullptr;  // points into a mapped file; lives as long as its WeightStore
-  size_t nbytes = 0;
+  size_t nbytes = 0;           // == numel() * dtype_size(dtype), checked at load
 
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
   }
-  // Element i converted to float.
+  // Element i converted to float; throws INVALID_ARGUMENT when i is out of range.
   float at(int64_t i) const;
   // All elements converted to float into `out` (numel() floats).
   void to_f32(float *out) const;

@@ -16,8 +16,10 @@ class WeightStore {
  public:
   // Opens `dir`/model.safetensors.index.json (shards) or `dir`/model.safetensors
   // or, failing both, the single *.safetensors in `dir`. Throws vegas::Error
-  // (IO, FORMAT with the file and the fault: header length past the end,
-  // offsets out of the file or overlapping, dtype size not matching the shape).
+  // (IO for a missing directory or shard, FORMAT with the file, the tensor and
+  // the fault: header length past the end, offsets out of the file or
+  // overlapping, byte count not matching dtype and shape; UNSUPPORTED for a
+  // dtype other than F32/F16/BF16).
   static std::unique_ptr<WeightStore> open(const std::string &dir);
   // Parses one safetensors file (also used by tests and fuzzers).
   static std::unique_ptr<WeightStore> open_file(const std::string &path);
@@ -28,12 +30,19 @@ class WeightStore {
   // Throws FORMAT "missing tensor NAME" / "tensor NAME has shape [..], expected [..]".
   const TensorView &require(const std::string &name, const std::vector<int64_t> &shape) const;
   const std::map<std::string, TensorView> &tensors() const { return tensors_; }
+  // The directory or file this store was opened from (for messages).
+  const std::string &source() const { return source_; }
+  // Sum of the tensors' bytes.
+  uint64_t total_bytes() const;
 
  private:
   WeightStore() = default;
   void add_file(const std::string &path);
+  void add_index(const std::string &dir, const std::string &index_path);
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> file_of_;  // tensor name -> file path
+  std::string source_;
 };
 
 }  // namespace vegas

@@ -358,6 +358,62 @@ VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t
 /* Forgets a finished sequence (a running one is cancelled) and frees its KV. */
 VEGAS_API vegas_status vegas_sequence_release(vegas_session *session, int32_t seq_id);
 
+/* ------------------------------------------------------- selection policy */
+
+/* A custom KV selection policy (DESIGN.md §5, policy "user"). In VEGAS mode,
+ * after each verification and for every layer of every sequence, the library
+ * reduces the attention of the first and the last verify row to one score per
+ * candidate position (the mean over both rows and all query heads, of the
+ * softmax weight or of the logit, see vegas_score_kind) and asks the policy
+ * which candidates the next drafting round attends to. Candidates are the
+ * positions [0, n_candidates); positions from n_candidates on (tokens after the
+ * selection point) are always attended and are never candidates. */
+
+typedef enum vegas_score_kind {
+  VEGAS_SCORE_WEIGHT = 0, /* softmax weight exp(logit - lse), in [0, 1] (default) */
+  VEGAS_SCORE_LOGIT = 1,  /* pre-softmax logit, scale * q.k */
+  VEGAS_SCORE_FORCE32 = 0x7FFFFFFF
+} vegas_score_kind;
+
+/* What the library hands to vegas_select_policy.select. Filled by the library;
+ * a policy compiled against a newer vegas.h reads only the fields struct_size
+ * covers. Every pointer is valid only during the call. */
+typedef struct vegas_select_input {
+  uint32_t struct_size;     /* sizeof(vegas_select_input) as the library knows it */
+  int32_t seq_id;           /* the sequence, as vegas_session_submit returned it */
+  int32_t layer;            /* in [0, n_layers); one call per layer */
+  int32_t n_layers;
+  int32_t n_candidates;     /* candidate positions are [0, n_candidates) */
+  int32_t budget;           /* the built-in policies' k = clamp(ceil(ratio * n), min_tokens, n) */
+  int32_t score_kind;       /* vegas_score_kind of `scores` */
+  int32_t scores_on_device; /* 0: host pointers; 1: `scores` and `out_positions` are CUDA
+                               device memory, ordered on `stream` */
+  const float *scores;      /* n_candidates scores, larger = more important */
+  void *stream;             /* the cudaStream_t of device scores, NULL for host scores */
+} vegas_select_input;
+
+/* The vtable of a custom policy. The library copies the struct when it takes the
+ * policy; user_data stays the caller's memory, and from then on the library
+ * calls destroy(user_data) exactly once when it drops the policy (not at all if
+ * taking the policy failed). Every callback runs on the thread that drives the
+ * session, never two at once for one policy; callbacks must not call libvegas
+ * functions on the same session. */
+typedef struct vegas_select_policy {
+  uint32_t struct_size; /* sizeof(vegas_select_policy) */
+  void *user_data;      /* passed back to every callback */
+  /* Required. Writes the chosen positions to out_positions in strictly
+   * ascending order, each in [0, n_candidates); capacity >= n_candidates.
+   * Returns how many it wrote (0 is allowed: drafting then attends only to the
+   * tokens after the selection point), or a negative vegas_status to fail the
+   * round (the sequence then finishes with that status). */
+  int32_t (*select)(const vegas_select_input *input, int32_t *out_positions, int32_t capacity,
+                    void *user_data);
+  /* Optional (may be NULL). Sequence seq_id has ended: forget its state. */
+  void (*reset)(int32_t seq_id, void *user_data);
+  /* Optional (may be NULL). The library no longer uses the policy. */
+  void (*destroy)(void *user_data);
+} vegas_select_policy;
+
 /* ------------------------------------------------------------- one call */
 
 typedef struct vegas_generate_options {

@@ -1,0 +1,435 @@
+// Golden tests: the CPU backend against Hugging Face transformers with f32
+// math, on the fixtures that tools/make_fixtures.py writes into tests/fixtures/
+// (tiny random models of every supported architecture and rope variant, and
+// greedy continuations of the embedded model on the public 2K prompts).
+//
+// A missing fixture is a failure, not a skip: only when the whole fixtures
+// directory is absent do these tests skip, loudly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/weight_store.h"
+
+namespace vegas {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The tiny fixtures make_fixtures.py writes; each must exist.
+const char *const kTinyFixtures[] = {"qwen3",   "qwen2",      "llama3",
+                                     "mistral", "llama_yarn", "qwen2_linear"};
+
+// f32 against f32 on different hardware and summation orders: a few 1e-6
+// relative on logits of magnitude <= ~20. One wrong detail (a bias, a norm
+// weight, a rope band) costs more than 1 (measured when the fixtures were made).
+constexpr float kLogitTolerance = 1e-3f;
+// Greedy steps whose reference top1 - top2 margin is below these are not
+// compared: f32 rounding differences may legitimately flip them.
+constexpr float kTinyMarginFloor = 1e-4f;
+constexpr float kEmbeddedMarginFloor = 0.005f;
+constexpr int32_t kPageSize = 16;
+
+std::string source_dir() {
+  if (const char *env = std::getenv("VEGAS_SOURCE_DIR"); env && *env) return env;
+  return VEGAS_SOURCE_DIR;
+}
+
+// VEGAS_FIXTURES_DIR overrides tests/fixtures (to try fixtures before committing them).
+std::string fixtures_dir() {
+  if (const char *env = std::getenv("VEGAS_FIXTURES_DIR"); env && *env) return env;
+  return source_dir() + "/tests/fixtures";
+}
+
+std::string model_dir() {
+  if (const char *env = std::getenv("VEGAS_MODEL_DIR"); env && *env) return env;
+  return source_dir() + "/models/vegas-code-22m";
+}
+
+// True when the fixtures directory exists; otherwise prints why the test skips.
+bool fixtures_present() {
+  if (fs::is_directory(fixtures_dir())) return true;
+  std::cerr
+      << "\n*** GOLDEN FIXTURES DIRECTORY " << fixtures_dir() << " IS ABSENT: golden tests "
+      << "SKIPPED. Run tools/make_fixtures.py on the GPU machine and commit its output. ***\n";
+  return false;
+}
+
+json read_json(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  try {
+    return json::parse(in);
+  } catch (const json::exception &e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+std::vector<float> read_f32_file(const std::string &path, size_t count) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  const auto bytes = static_cast<size_t>(in.tellg());
+  if (bytes != count * sizeof(float)) {
+    throw std::runtime_error(path + " has " + std::to_string(bytes) + " bytes, expected " +
+                             std::to_string(count * sizeof(float)));
+  }
+  std::vector<float> data(count);
+  in.seekg(0);
+  in.read(reinterpret_cast<char *>(data.data()), static_cast<std::streamsize>(bytes));
+  if (!in) throw std::runtime_error("short read of " + path);
+  return data;  // the file is little-endian f32, as is every machine we build for
+}
+
+std::vector<int32_t> read_ids(const json &j, const std::string &what, int32_t vocab) {
+  if (!j.is_array() || j.empty()) throw std::runtime_error(what + ": not a non-empty array");
+  std::vector<int32_t> ids;
+  for (const auto &v : j) {
+    const auto id = v.get<int64_t>();
+    if (id < 0 || id >= vocab) {
+      throw std::runtime_error(what + ": token id " + std::to_string(id) + " outside vocab " +
+                               std::to_string(vocab));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::vector<float> read_margins(const json &j, const std::string &what, size_t count) {
+  auto m = j.get<std::vector<float>>();
+  if (m.size() != count) {
+    throw std::runtime_error(what + ": " + std::to_string(m.size()) + " margins for " +
+                             std::to_string(count) + " tokens");
+  }
+  return m;
+}
+
+// Index of the largest logit, the lowest index on ties.
+int32_t argmax(const float *logits, int32_t n) {
+  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+}
+
+// One model on the CPU backend with one sequence in a paged KV cache.
+class CpuModel {
+ public:
+  // `max_tokens`: the longest sequence; `scatter_pages`: interleave the
+  // sequence's pages with a spacer's, so a page-table lookup that assumes
+  // contiguous pages reads the wrong K/V.
+  CpuModel(const std::string &dir, int32_t max_tokens, int32_t max_rows, bool scatter_pages)
+      : config_(load_model_config(dir + "/config.json")),
+        store_(WeightStore::open(dir)),
+        weights_(bind_model_weights(config_, *store_)),
+        backend_(create_cpu_backend(config_, weights_, CpuBackendOptions{})),
+        max_tokens_(max_tokens),
+        scatter_(scatter_pages),
+        pool_(pages_needed(max_tokens, scatter_pages), kPageSize) {
+    ContextParams params;
+    params.num_pages = pool_.num_pages();
+    params.page_size = kPageSize;
+    params.max_rows = max_rows;
+    context_ = backend_->create_context(params);
+    reset();
+  }
+
+  const ModelConfig &config() const { return config_; }
+  int32_t vocab() const { return config_.vocab_size; }
+  int32_t length() const { return length_; }
+
+  // Empties the sequence (its pages are reused by the next one).
+  void reset() {
+    pool_.release(table_);
+    pool_.release(spacer_);
+    const int32_t pages = static_cast<int32_t>(pool_.pages_for(max_tokens_));
+    for (int32_t p = 1; p <= pages; ++p) {
+      pool_.reserve(table_, int64_t{p} * kPageSize);
+      if (scatter_) pool_.reserve(spacer_, int64_t{p} * kPageSize);
+    }
+    length_ = 0;
+  }
+
+  // Appends `n` tokens to the sequence and returns the requested logits rows.
+  const float *forward(const int32_t *tokens, int32_t n, SeqRows::Logits which) {
+    if (length_ + n > max_tokens_) throw std::runtime_error("test sequence longer than planned");
+    SeqRows rows;
+    rows.tokens = tokens;
+    rows.n_tokens = n;
+    rows.start_pos = length_;
+    rows.page_table = table_.data();
+    rows.n_pages = static_cast<int32_t>(table_.size());
+    rows.logits = which;
+    ForwardBatch batch;
+    batch.seqs.push_back(rows);
+    const float *logits = context_->forward(batch);
+    length_ += n;
+    return logits;
+  }
+
+  // Feeds `ids` in chunks of at most `chunk` rows; returns the last row's logits.
+  const float *prefill(const std::vector<int32_t> &ids, int32_t chunk) {
+    const float *logits = nullptr;
+    for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(chunk)) {
+      const auto n = static_cast<int32_t>(std::min(ids.size() - i, static_cast<size_t>(chunk)));
+      const bool last = i + static_cast<size_t>(n) == ids.size();
+      logits = forward(ids.data() + i, n, last ? SeqRows::Logits::kLast : SeqRows::Logits::kNone);
+    }
+    return logits;
+  }
+
+ private:
+  static int32_t pages_needed(int32_t max_tokens, bool scatter) {
+    const int32_t pages = (max_tokens + kPageSize - 1) / kPageSize;
+    return scatter ? 2 * pages : pages;
+  }
+
+  ModelConfig config_;
+  std::unique_ptr<WeightStore> store_;
+  ModelWeights weights_;
+  std::unique_ptr<BackendModel> backend_;
+  int32_t max_tokens_;
+  bool scatter_;
+  KvPool pool_;
+  std::unique_ptr<BackendContext> context_;
+  std::vector<int32_t> table_, spacer_;
+  int32_t length_ = 0;
+};
+
+// Greedy decoding fed with the reference's tokens (so one low-margin step
+// cannot derail the rest): at every step whose reference margin is at least
+// `margin_floor`, our argmax must be the reference token.
+struct GreedyReport {
+  int32_t compared = 0;
+  int32_t skipped = 0;  // low-margin steps
+  int32_t first_skipped = -1;
+  int32_t mismatches = 0;
+  std::string first_mismatch;
+};
+
+GreedyReport check_greedy(CpuModel &model, const float *first_logits,
+                          const std::vector<int32_t> &ref_ids, const std::vector<float> &margins,
+                          float margin_floor) {
+  GreedyReport r;
+  const float *logits = first_logits;
+  for (size_t step = 0; step < ref_ids.size(); ++step) {
+    const int32_t ours = argmax(logits, model.vocab());
+    if (margins[step] < margin_floor) {
+      if (r.first_skipped < 0) r.first_skipped = static_cast<int32_t>(step);
+      ++r.skipped;
+    } else {
+      ++r.compared;
+      if (ours != ref_ids[step]) {
+        if (r.mismatches++ == 0) {
+          std::ostringstream os;
+          os << "step " << step << ": ours " << ours << " (logit " << logits[ours]
+             << "), reference " << ref_ids[step] << " (our logit " << logits[ref_ids[step]]
+             << ", reference margin " << margins[step] << ")";
+          r.first_mismatch = os.str();
+        }
+      }
+    }
+    if (step + 1 < ref_ids.size())
+      logits = model.forward(&ref_ids[step], 1, SeqRows::Logits::kLast);
+  }
+  return r;
+}
+
+// --------------------------------------------------------------- tiny models
+
+struct TinyFixture {
+  std::string dir;
+  std::vector<int32_t> prompt;
+  std::vector<float> logits;  // [prompt.size()][vocab]
+  std::vector<int32_t> greedy_ids;
+  std::vector<float> greedy_margins;
+};
+
+TinyFixture load_tiny_fixture(const std::string &dir, int32_t vocab) {
+  TinyFixture f;
+  f.dir = dir;
+  const json j = read_json(dir + "/fixture.json");
+  f.prompt = read_ids(j.at("prompt_ids"), dir + " prompt_ids", vocab);
+  const auto shape = j.at("logits_shape").get<std::vector<int64_t>>();
+  if (shape.size() != 2 || shape[0] != static_cast<int64_t>(f.prompt.size()) || shape[1] != vocab) {
+    throw std::runtime_error(dir + "/fixture.json: logits_shape does not match " +
+                             std::to_string(f.prompt.size()) + " prompt ids x vocab " +
+                             std::to_string(vocab));
+  }
+  f.logits = read_f32_file(dir + "/" + j.at("logits_file").get<std::string>(),
+                           f.prompt.size() * static_cast<size_t>(vocab));
+  f.greedy_ids = read_ids(j.at("greedy_ids"), dir + " greedy_ids", vocab);
+  f.greedy_margins =
+      read_margins(j.at("greedy_margins"), dir + " greedy_margins", f.greedy_ids.size());
+  return f;
+}
+
+// Fixture names: the expected ones plus any other directory holding a fixture.json.
+std::vector<std::string> tiny_fixture_names() {
+  std::vector<std::string> names(std::begin(kTinyFixtures), std::end(kTinyFixtures));
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(fixtures_dir(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && fs::exists(entry.path() / "fixture.json") &&
+        std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+class GoldenTiny : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!fixtures_present()) GTEST_SKIP() << "fixtures directory absent: " << fixtures_dir();
+    dir_ = fixtures_dir() + "/" + GetParam();
+    ASSERT_TRUE(fs::exists(dir_ + "/fixture.json"))
+        << "golden fixture " << dir_ << " is missing: run tools/make_fixtures.py";
+    model_ = std::make_unique<CpuModel>(dir_, 128, 128, /*scatter_pages=*/true);
+    fixture_ = load_tiny_fixture(dir_, model_->vocab());
+  }
+
+  // Feeds the prompt in the given chunk sizes (all rows' logits) and compares
+  // every row with the reference.
+  void expect_prompt_logits(const std::vector<int32_t> &chunks, const char *how) {
+    const int32_t vocab = model_->vocab();
+    float worst = 0;
+    size_t worst_at = 0, bad = 0;
+    size_t row = 0;
+    for (int32_t n : chunks) {
+      ASSERT_LE(row + static_cast<size_t>(n), fixture_.prompt.size());
+      const float *got = model_->forward(&fixture_.prompt[row], n, SeqRows::Logits::kAll);
+      for (size_t i = 0; i < static_cast<size_t>(n) * static_cast<size_t>(vocab); ++i) {
+        const size_t at = row * static_cast<size_t>(vocab) + i;
+        const float err = std::fabs(got[i] - fixture_.logits[at]);
+        if (!(err <= kLogitTolerance)) ++bad;  // also counts NaN
+        if (!std::isnan(worst) && (std::isnan(err) || err > worst)) {
+          worst = err;
+          worst_at = at;
+        }
+      }
+      row += static_cast<size_t>(n);
+    }
+    ASSERT_EQ(row, fixture_.prompt.size()) << "chunks do not cover the prompt";
+    EXPECT_EQ(bad, 0u) << bad << " logits off by more than " << kLogitTolerance << "; worst "
+                       << worst << " at position " << worst_at / static_cast<size_t>(vocab)
+                       << ", token " << worst_at % static_cast<size_t>(vocab);
+    std::cout << "[golden] " << GetParam() << " " << how << ": max |logit error| " << worst
+              << " over " << fixture_.prompt.size() << " positions\n";
+  }
+
+  std::string dir_;
+  std::unique_ptr<CpuModel> model_;
+  TinyFixture fixture_;
+};
+
+// Proves one prefill of the whole 64-token prompt gives transformers' f32
+// logits at every position (embedding, norms, projections with their biases,
+// q/k norm, rope variant, GQA, causal attention, SwiGLU, lm_head or tied head).
+TEST_P(GoldenTiny, PrefillLogitsMatchReference) {
+  expect_prompt_logits({static_cast<int32_t>(fixture_.prompt.size())}, "one prefill");
+}
+
+// Proves prefill in uneven chunks (rows attending to K/V written by earlier
+// calls, across scattered pages) gives the same logits as the reference.
+TEST_P(GoldenTiny, ChunkedPrefillLogitsMatchReference) {
+  const auto n = static_cast<int32_t>(fixture_.prompt.size());
+  expect_prompt_logits({1, 6, 17, n - 24}, "chunked prefill");
+}
+
+// Proves the one-token decode path gives the reference logits at every position.
+TEST_P(GoldenTiny, DecodeStepLogitsMatchReference) {
+  expect_prompt_logits(std::vector<int32_t>(fixture_.prompt.size(), 1), "decode steps");
+}
+
+// Proves 32 greedy decode steps after the prompt choose transformers' tokens
+// (steps with a reference margin under 1e-4 are not compared and say so).
+TEST_P(GoldenTiny, GreedyContinuationMatchesReference) {
+  const float *logits = model_->prefill(fixture_.prompt, 64);
+  const GreedyReport r =
+      check_greedy(*model_, logits, fixture_.greedy_ids, fixture_.greedy_margins, kTinyMarginFloor);
+  EXPECT_EQ(r.mismatches, 0) << r.first_mismatch;
+  EXPECT_GE(r.compared * 2, static_cast<int32_t>(fixture_.greedy_ids.size()))
+      << "too few steps with a clear reference margin: the fixture tests little";
+  std::cout << "[golden] " << GetParam() << ": greedy " << r.compared << "/"
+            << fixture_.greedy_ids.size() << " steps compared, " << r.skipped
+            << " skipped (margin < " << kTinyMarginFloor << ")\n";
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string> &info) {
+  std::string name = info.param;
+  for (char &c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTiny, ::testing::ValuesIn(tiny_fixture_names()),
+                         param_name);
+
+// ------------------------------------------------------------ embedded model
+
+// Proves the embedded model, on the CPU with f32 math, continues every public
+// 2K prompt greedily exactly as transformers does with f32 math, step for step
+// (teacher-forced with the reference tokens), wherever the reference's
+// top1 - top2 margin is at least 0.005. Prints how many steps were compared.
+TEST(GoldenEmbedded, Greedy2kMatchesF32Reference) {
+  if (!fixtures_present()) GTEST_SKIP() << "fixtures directory absent: " << fixtures_dir();
+  const std::string path = fixtures_dir() + "/embedded/greedy_2k.json";
+  ASSERT_TRUE(fs::exists(path)) << "golden fixture " << path
+                                << " is missing: run tools/make_fixtures.py";
+  const json prompts = read_json(path);
+  ASSERT_TRUE(prompts.is_array() && !prompts.empty()) << path << ": no prompts";
+
+  size_t longest = 0, longest_gen = 0;
+  for (const auto &p : prompts) {
+    longest = std::max(longest, p.at("prompt_ids").size());
+    longest_gen = std::max(longest_gen, p.at("f32").at("ids").size());
+  }
+  CpuModel model(model_dir(), static_cast<int32_t>(longest + longest_gen), 512,
+                 /*scatter_pages=*/false);
+
+  int32_t total_compared = 0, total_steps = 0;
+  for (const auto &p : prompts) {
+    const std::string id = p.at("id").get<std::string>();
+    SCOPED_TRACE(id);
+    const auto prompt = read_ids(p.at("prompt_ids"), path + " " + id, model.vocab());
+    const auto ref = read_ids(p.at("f32").at("ids"), path + " " + id + " f32.ids", model.vocab());
+    const auto margins = read_margins(p.at("f32").at("margins"), path + " " + id, ref.size());
+
+    model.reset();
+    const float *logits = model.prefill(prompt, 512);
+    const GreedyReport r = check_greedy(model, logits, ref, margins, kEmbeddedMarginFloor);
+    EXPECT_EQ(r.mismatches, 0) << r.first_mismatch;
+    EXPECT_GE(r.compared * 2, static_cast<int32_t>(ref.size()))
+        << "too few steps with a clear reference margin";
+    std::cout << "[golden] " << id << ": " << prompt.size() << " prompt tokens, " << r.compared
+              << "/" << ref.size() << " greedy steps compared";
+    if (r.first_skipped >= 0) {
+      std::cout << " (" << r.skipped << " skipped with margin < " << kEmbeddedMarginFloor
+                << ", the first at step " << r.first_skipped << ")";
+    }
+    std::cout << "\n";
+    total_compared += r.compared;
+    total_steps += static_cast<int32_t>(ref.size());
+  }
+  std::cout << "[golden] embedded 2K: " << total_compared << "/" << total_steps
+            << " greedy steps compared over " << prompts.size() << " prompts\n";
+}
+
+}  // namespace
+}  // namespace vegas

@@ -40,6 +40,8 @@ class Tokenizer {
   virtual int32_t find_token(std::string_view text) const = 0;
   virtual bool is_special(int32_t id) const = 0;
   virtual const SpecialTokenIds &special_ids() const = 0;
+  // Empties the word cache (benchmarks measure the cold path with it).
+  virtual void clear_cache() const {}
 };
 
 // Turns a stream of token ids into complete UTF-8 text.
@@ -48,10 +50,17 @@ class StreamingDetokenizer {
   StreamingDetokenizer(const Tokenizer &tokenizer, bool skip_special);
   // Throws TOKEN_OUT_OF_RANGE. Returns the text completed by this token.
   std::string push(int32_t id);
+  // The text push(id) would return, without changing the state (lets the C
+  // API report a short buffer and leave the stream untouched).
+  std::string preview(int32_t id) const;
   // Pending incomplete bytes as U+FFFD; resets.
   std::string flush();
+  // Pending bytes without consuming them, as flush() would return them.
+  std::string pending_text() const;
 
  private:
+  std::string peek(int32_t id, size_t *keep) const;
+
   const Tokenizer &tokenizer_;
   bool skip_special_;
   std::string pending_;

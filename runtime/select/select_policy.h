@@ -1,0 +1,97 @@
+// The interface of a KV selection policy (DESIGN §3 step 5, §5). A policy is
+// called once per (layer, sequence) and writes the candidate positions that
+// drafting attends to, ascending, into the caller's fixed-capacity buffer.
+// Candidates are the positions [0, n); drafting also attends to every position
+// >= n (tokens after the selection point), which are never candidates.
+//
+// No allocation happens per round: a policy sizes its scratch from the
+// SelectionShape it is made with and rejects inputs beyond it. The device
+// version keeps the same contract (fixed buffers sized at session creation).
+// A policy is driven by one thread at a time (it owns mutable scratch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "select/select_options.h"
+
+namespace vegas {
+
+// The model and session dimensions a policy's scratch is sized from.
+struct SelectionShape {
+  int32_t max_candidates = 0;  // largest n ever passed (the session's max context)
+  int32_t max_rows = 1;        // most verify rows a ScoreView carries (gamma + 1)
+  int32_t n_heads = 0;         // query heads
+  int32_t n_kv_heads = 0;      // divides n_heads
+  int32_t head_dim = 0;
+};
+
+// Scores the verification pass collected for one (layer, sequence). Row j is the
+// j-th collected verify row: with ScoreRows::kFirstLast the backend collects r0
+// and r_gamma (or only the last prompt row after prefill), with kAll all rows.
+struct ScoreView {
+  // logits[(row * n_heads + head) * stride + pos] = scale * q.k for pos in [0, n):
+  // the pre-softmax logit, exactly what the attention's softmax saw.
+  const float *logits = nullptr;
+  // lse[row * n_heads + head]: log-sum-exp of that row/head's logits over every
+  // key it attended to (candidates and the causal tail after them).
+  const float *lse = nullptr;
+  int32_t n_rows = 0;
+  int64_t stride = 0;  // >= n
+};
+
+// Quest's per-page key bounds for one layer. Page i covers positions
+// [i * quest_page_size, min(n, (i + 1) * quest_page_size)).
+struct PageBoundsView {
+  const float *key_min = nullptr;  // [n_pages][n_kv_heads][head_dim]
+  const float *key_max = nullptr;  // same layout
+  int32_t n_pages = 0;             // >= ceil(n / quest_page_size)
+};
+
+struct SelectInput {
+  int32_t seq_id = 0;
+  int32_t layer = 0;
+  int32_t n_layers = 1;
+  int32_t n = 0;  // candidates [0, n)
+  // specextend: the row whose query was the last accepted token (the number of
+  // drafts accepted this round; 0 = r0, and 0 after prefill).
+  int32_t last_accepted_row = 0;
+  ScoreView scores;
+  // quest: the current draft query of this layer, [n_heads][head_dim], post-RoPE.
+  const float *query = nullptr;
+  PageBoundsView pages;
+};
+
+// Which verify rows' logits and lse the attention must write for the policy.
+enum class ScoreRows { kNone, kFirstLast, kAll };
+
+struct SelectionNeeds {
+  ScoreRows score_rows = ScoreRows::kNone;
+  bool page_bounds = false;       // quest: key min/max per page
+  bool every_draft_step = false;  // select before each draft step, not once per round
+};
+
+class SelectionPolicy {
+ public:
+  virtual ~SelectionPolicy() = default;
+  virtual const std::string &name() const = 0;
+  virtual SelectionNeeds needs() const = 0;
+  // Writes the selected positions, strictly ascending, into out[0, count) and
+  // returns count (<= n). Throws vegas::Error: INVALID_ARGUMENT for an input
+  // outside the shape or missing data the policy needs, BUFFER_TOO_SMALL when
+  // capacity < n (every policy may need up to n).
+  virtual int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) = 0;
+  // Sequence seq_id has ended; policies with per-sequence state drop it.
+  virtual void reset(int32_t seq_id) { (void)seq_id; }
+};
+
+// Policies: "vegas", "vegas-all", "specextend", "streaming", "quest", "topp",
+// "full", "user" (options.user required). Throws UNSUPPORTED naming an unknown
+// policy, INVALID_ARGUMENT for bad options or shape (and for "topp" with logit
+// scores: a mass needs weights).
+std::unique_ptr<SelectionPolicy> make_selection_policy(const std::string &name,
+                                                       const SelectionOptions &options,
+                                                       const SelectionShape &shape);
+
+}  // namespace vegas

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,11 +72,13 @@ class BackendModel {
 };
 
 struct CpuBackendOptions {
-  int32_t n_threads = 0;  // 0 = all cores
+  int32_t n_threads = 0;  // 0 = all cores (OpenMP's default team size)
+  // May be empty; called with values in [0,1]; returns false to cancel.
+  std::function<bool(float)> progress;
 };
 
-// Converts the weights to f32 on the host. `progress` (may be empty) is called
-// with values in [0,1] and returns false to cancel (throws CANCELLED).
+// Converts the weights to f32 on the host. `options.progress` (may be empty)
+// is called with values in [0,1] and returns false to cancel (throws CANCELLED).
 std::unique_ptr<BackendModel> create_cpu_backend(const ModelConfig &config,
                                                  const ModelWeights &weights,
                                                  const CpuBackendOptions &options);

@@ -1,0 +1,201 @@
+#include "backend/cpu/cpu_context.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+
+#include "backend/cpu/cpu_backend_model.h"
+#include "backend/cpu/cpu_gemm.h"
+#include "backend/forward_batch_check.h"
+#include "common/error.h"
+
+namespace vegas {
+namespace {
+
+void check_params(const ContextParams &p) {
+  if (p.num_pages <= 0 || p.page_size <= 0 || p.max_rows <= 0) {
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CPU context: num_pages " + std::to_string(p.num_pages) +
+                                         ", page_size " + std::to_string(p.page_size) +
+                                         " and max_rows " + std::to_string(p.max_rows) +
+                                         " must all be > 0");
+  }
+  if (int64_t{p.num_pages} * p.page_size > std::numeric_limits<int32_t>::max()) {
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CPU context: num_pages * page_size exceeds 2^31 slots");
+  }
+}
+
+// Sizes `v` to n floats, turning an allocation failure into OUT_OF_MEMORY.
+void allocate(std::vector<float> &v, int64_t n, const char *what) {
+  try {
+    v.assign(static_cast<size_t>(n), 0.f);
+  } catch (const std::bad_alloc &) {
+    fail(VEGAS_ERR_OUT_OF_MEMORY, std::string("CPU context: cannot allocate ") +
+                                      std::to_string(n * 4) + " bytes for " + what);
+  }
+}
+
+// Zero-filling a pool larger than the host's memory would get the process
+// killed under overcommit instead of failing the allocation, so refuse it.
+void check_fits_memory(uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return;  // unknown: let the allocation decide
+  const uint64_t physical = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
+  if (bytes > physical) {
+    fail(VEGAS_ERR_OUT_OF_MEMORY, "CPU context: a KV pool of " + std::to_string(bytes) +
+                                      " bytes exceeds the host's " + std::to_string(physical) +
+                                      " bytes of memory");
+  }
+}
+
+const float *or_null(const std::vector<float> &v) {
+  return v.empty() ? nullptr : v.data();
+}
+
+}  // namespace
+
+CpuContext::CpuContext(const CpuBackendModel &model, const ContextParams &params)
+    : model_(model), params_(params) {
+  check_params(params_);
+  const ModelConfig &c = model_.config();
+  const int64_t slots = int64_t{params_.num_pages} * params_.page_size;
+  check_fits_memory(model_.kv_bytes_per_token() * static_cast<uint64_t>(slots));
+  k_cache_.resize(static_cast<size_t>(c.n_layers));
+  v_cache_.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    allocate(k_cache_[static_cast<size_t>(l)], slots * c.kv_dim(), "the K cache");
+    allocate(v_cache_[static_cast<size_t>(l)], slots * c.kv_dim(), "the V cache");
+  }
+  const int64_t rows = params_.max_rows;
+  allocate(x_, rows * c.hidden_size, "activations");
+  allocate(xn_, rows * c.hidden_size, "activations");
+  allocate(tmp_, rows * c.hidden_size, "activations");
+  allocate(q_, rows * c.q_dim(), "activations");
+  allocate(attn_, rows * c.q_dim(), "activations");
+  allocate(k_, rows * c.kv_dim(), "activations");
+  allocate(v_, rows * c.kv_dim(), "activations");
+  allocate(gate_, rows * c.intermediate_size, "activations");
+  allocate(up_, rows * c.intermediate_size, "activations");
+}
+
+void CpuContext::prepare_rows(const ForwardBatch &batch) {
+  const int64_t n = batch.total_rows();
+  tokens_.resize(static_cast<size_t>(n));
+  positions_.resize(static_cast<size_t>(n));
+  slots_.resize(static_cast<size_t>(n));
+  attention_rows_.resize(static_cast<size_t>(n));
+  const int32_t ps = params_.page_size;
+  size_t r = 0;
+  for (const SeqRows &s : batch.seqs) {
+    const size_t first = r;
+    for (int32_t i = 0; i < s.n_tokens; ++i, ++r) {
+      const int32_t pos = s.start_pos + i;
+      tokens_[r] = s.tokens[i];
+      positions_[r] = pos;
+      slots_[r] = int64_t{s.page_table[pos / ps]} * ps + pos % ps;
+      AttentionRow &a = attention_rows_[r];
+      a = AttentionRow{};
+      a.page_table = s.page_table;
+      a.position = pos;
+      a.sparse = s.sparse;
+    }
+    if (s.capture != nullptr) {
+      for (int32_t c = 0; c < s.capture->n_rows; ++c) {
+        AttentionRow &a = attention_rows_[first + static_cast<size_t>(s.capture->rows[c])];
+        a.capture = s.capture;
+        a.capture_index = c;
+      }
+    }
+  }
+}
+
+void CpuContext::run_layer(int layer, int64_t n) {
+  const ModelConfig &c = model_.config();
+  const CpuLayerWeights &w = model_.weights().layers[static_cast<size_t>(layer)];
+  const int nt = model_.n_threads();
+  const int64_t hidden = c.hidden_size, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  // Attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
+  cpu_rmsnorm(x_.data(), w.attn_norm.data(), n, hidden, eps, xn_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wq.data(), or_null(w.bq), q_dim, hidden, q_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wk.data(), or_null(w.bk), kv_dim, hidden, k_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wv.data(), or_null(w.bv), kv_dim, hidden, v_.data(), nt);
+  if (c.qk_norm) {
+    cpu_rmsnorm(q_.data(), w.q_norm.data(), n * c.n_heads, c.head_dim, eps, q_.data(), nt);
+    cpu_rmsnorm(k_.data(), w.k_norm.data(), n * c.n_kv_heads, c.head_dim, eps, k_.data(), nt);
+  }
+  cpu_rope(q_.data(), n, c.n_heads, c.head_dim, rope_, nt);
+  cpu_rope(k_.data(), n, c.n_kv_heads, c.head_dim, rope_, nt);
+  // Every new row's K/V goes into its slot before any row attends, so rows of
+  // one sequence see each other causally.
+  float *kc = k_cache_[static_cast<size_t>(layer)].data();
+  float *vc = v_cache_[static_cast<size_t>(layer)].data();
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t slot = slots_[static_cast<size_t>(r)];
+    std::memcpy(kc + slot * kv_dim, k_.data() + r * kv_dim, sizeof(float) * kv_dim);
+    std::memcpy(vc + slot * kv_dim, v_.data() + r * kv_dim, sizeof(float) * kv_dim);
+  }
+  AttentionShape shape;
+  shape.n_layers = c.n_layers;
+  shape.n_heads = c.n_heads;
+  shape.n_kv_heads = c.n_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.page_size = params_.page_size;
+  shape.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+  cpu_paged_attention(q_.data(), attention_rows_, layer, kc, vc, shape, attn_.data(),
+                      attention_scratch_, nt);
+  cpu_matmul(attn_.data(), n, w.wo.data(), nullptr, hidden, q_dim, tmp_.data(), nt);
+  cpu_add(x_.data(), tmp_.data(), n * hidden, nt);
+
+  // MLP block: x += down(silu(gate(norm(x))) * up(norm(x))).
+  const int64_t inter = c.intermediate_size;
+  cpu_rmsnorm(x_.data(), w.mlp_norm.data(), n, hidden, eps, xn_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.w_gate.data(), nullptr, inter, hidden, gate_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.w_up.data(), nullptr, inter, hidden, up_.data(), nt);
+  cpu_silu_mul(gate_.data(), up_.data(), n * inter, nt);
+  cpu_matmul(gate_.data(), n, w.w_down.data(), nullptr, hidden, inter, tmp_.data(), nt);
+  cpu_add(x_.data(), tmp_.data(), n * hidden, nt);
+}
+
+void CpuContext::compute_logits(const ForwardBatch &batch) {
+  const ModelConfig &c = model_.config();
+  const int64_t hidden = c.hidden_size;
+  // Gather the rows that need logits (batch order) into xn_, then norm + head.
+  int64_t out = 0, row = 0;
+  for (const SeqRows &s : batch.seqs) {
+    for (int32_t i = 0; i < s.n_tokens; ++i, ++row) {
+      const bool wanted = s.logits == SeqRows::Logits::kAll ||
+                          (s.logits == SeqRows::Logits::kLast && i == s.n_tokens - 1);
+      if (!wanted) continue;
+      std::memcpy(xn_.data() + out * hidden, x_.data() + row * hidden, sizeof(float) * hidden);
+      ++out;
+    }
+  }
+  if (out == 0) return;
+  const int nt = model_.n_threads();
+  cpu_rmsnorm(xn_.data(), model_.weights().final_norm.data(), out, hidden,
+              static_cast<float>(c.rms_norm_eps), xn_.data(), nt);
+  const int64_t need = out * c.vocab_size;
+  if (static_cast<int64_t>(logits_.size()) < need) allocate(logits_, need, "logits");
+  cpu_matmul(xn_.data(), out, model_.weights().head(), nullptr, c.vocab_size, hidden,
+             logits_.data(), nt);
+}
+
+const float *CpuContext::forward(const ForwardBatch &batch) {
+  const ModelConfig &c = model_.config();
+  check_forward_batch(batch, c, params_);
+  prepare_rows(batch);
+  const int64_t n = static_cast<int64_t>(tokens_.size());
+  cpu_embedding(model_.weights().embed.data(), tokens_.data(), n, c.hidden_size, x_.data());
+  cpu_rope_tables(model_.rope_inv_freq(), model_.rope_scaling(), positions_.data(), n, rope_);
+  for (int l = 0; l < c.n_layers; ++l) run_layer(l, n);
+  compute_logits(batch);
+  return logits_.data();
+}
+
+}  // namespace vegas

@@ -1,0 +1,94 @@
+#include "backend/cpu/cpu_gemm.h"
+
+#include <algorithm>
+
+namespace vegas {
+namespace {
+
+// Eight f32 lanes; GCC/Clang lower it to whatever the clone's ISA has (two SSE
+// registers on baseline x86-64, one AVX register on x86-64-v3/v4).
+typedef float Lanes __attribute__((vector_size(32)));
+constexpr int kLanes = 8;
+
+// Rows of X and W one micro-kernel call combines, and the cache blocks.
+constexpr int64_t kMr = 4;
+constexpr int64_t kNr = 4;
+constexpr int64_t kRowBlock = 128;  // X rows per task (stay in L2 while W's block streams by)
+constexpr int64_t kColBlock = 16;   // W rows per task (16 x k floats stay in L1/L2)
+
+// Lanes are never passed by value between functions (that would tie the
+// clones to an ABI); loads are unaligned memcpys the compiler turns into moves.
+// y[i][j] = dot(x row i, w row j) for an MR x NR block: every X and W vector
+// loaded once feeds NR (resp. MR) products held in registers.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void micro_kernel(const float *x, const float *w,
+                                                        const float *bias, int64_t k, float *y,
+                                                        int64_t ldy) {
+  Lanes acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = Lanes{};
+  int64_t kk = 0;
+  for (; kk + kLanes <= k; kk += kLanes) {
+    Lanes xv[MR];
+    for (int i = 0; i < MR; ++i) __builtin_memcpy(&xv[i], x + i * k + kk, sizeof(Lanes));
+    for (int j = 0; j < NR; ++j) {
+      Lanes wv;
+      __builtin_memcpy(&wv, w + j * k + kk, sizeof wv);
+      for (int i = 0; i < MR; ++i) acc[i][j] += xv[i] * wv;
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = 0.f;
+      for (int l = 0; l < kLanes; ++l) s += acc[i][j][l];
+      for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * w[j * k + t];
+      y[i * ldy + j] = bias != nullptr ? s + bias[j] : s;
+    }
+  }
+}
+
+// One task: X rows [m0, m1) against W rows [n0, n1).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void gemm_block(
+    const float *x, int64_t m0, int64_t m1, const float *w, const float *bias, int64_t n0,
+    int64_t n1, int64_t k, float *y, int64_t ldy) {
+  int64_t n = n0;
+  for (; n + kNr <= n1; n += kNr) {
+    const float *wb = w + n * k;
+    const float *bb = bias != nullptr ? bias + n : nullptr;
+    int64_t m = m0;
+    for (; m + kMr <= m1; m += kMr)
+      micro_kernel<kMr, kNr>(x + m * k, wb, bb, k, y + m * ldy + n, ldy);
+    for (; m < m1; ++m) micro_kernel<1, kNr>(x + m * k, wb, bb, k, y + m * ldy + n, ldy);
+  }
+  for (; n < n1; ++n) {
+    const float *wb = w + n * k;
+    const float *bb = bias != nullptr ? bias + n : nullptr;
+    int64_t m = m0;
+    for (; m + kMr <= m1; m += kMr)
+      micro_kernel<kMr, 1>(x + m * k, wb, bb, k, y + m * ldy + n, ldy);
+    for (; m < m1; ++m) micro_kernel<1, 1>(x + m * k, wb, bb, k, y + m * ldy + n, ldy);
+  }
+}
+
+}  // namespace
+
+void cpu_matmul(const float *x, int64_t m, const float *w, const float *bias, int64_t n, int64_t k,
+                float *y, int n_threads) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t col_blocks = (n + kColBlock - 1) / kColBlock;
+  const int64_t tasks = row_blocks * col_blocks;
+  // Tasks walk W's blocks fastest, so neighbouring threads share X rows and,
+  // with one row block (decode), each thread streams its own slice of W once.
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t rb = t / col_blocks;
+    const int64_t cb = t % col_blocks;
+    const int64_t m0 = rb * kRowBlock;
+    const int64_t n0 = cb * kColBlock;
+    gemm_block(x, m0, std::min(m, m0 + kRowBlock), w, bias, n0, std::min(n, n0 + kColBlock), k, y,
+               n);
+  }
+}
+
+}  // namespace vegas

@@ -1,0 +1,115 @@
+#include "backend/forward_batch_check.h"
+
+#include <string>
+
+#include "common/error.h"
+
+namespace vegas {
+namespace {
+
+[[noreturn]] void bad_seq(size_t i, const std::string &what) {
+  fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: sequence " + std::to_string(i) + ": " + what);
+}
+
+// Drafting rows: per layer an ascending list of positions below `prefix`,
+// and prefix no later than the first row (each row attends [prefix, itself]).
+void check_sparse(size_t i, const SeqRows &s, const SparseAttention &sp, int32_t n_layers) {
+  if (sp.prefix < 0 || sp.prefix > s.start_pos) {
+    bad_seq(i, "sparse prefix " + std::to_string(sp.prefix) + " outside [0, start_pos " +
+                   std::to_string(s.start_pos) + "]");
+  }
+  if (sp.counts == nullptr || sp.stride < 0) bad_seq(i, "sparse counts NULL or stride < 0");
+  for (int32_t l = 0; l < n_layers; ++l) {
+    const int32_t n = sp.counts[l];
+    if (n < 0 || n > sp.stride) {
+      bad_seq(i, "sparse count " + std::to_string(n) + " of layer " + std::to_string(l) +
+                     " outside [0, stride " + std::to_string(sp.stride) + "]");
+    }
+    if (n > 0 && sp.positions == nullptr) bad_seq(i, "sparse positions is NULL");
+    const int32_t *p = sp.positions + int64_t{l} * sp.stride;
+    for (int32_t j = 0; j < n; ++j) {
+      if (p[j] < 0 || p[j] >= sp.prefix || (j > 0 && p[j] <= p[j - 1])) {
+        bad_seq(i, "sparse positions of layer " + std::to_string(l) +
+                       " must ascend strictly within [0, prefix " + std::to_string(sp.prefix) +
+                       "); entry " + std::to_string(j) + " is " + std::to_string(p[j]));
+      }
+    }
+  }
+}
+
+// Verification rows: full attention, and every captured row sees all candidates.
+void check_capture(size_t i, const SeqRows &s, const ScoreCapture &cap) {
+  if (s.sparse != nullptr) bad_seq(i, "score capture needs full attention, not a sparse set");
+  if (cap.n_rows < 0 || cap.n_candidates < 0) bad_seq(i, "capture sizes < 0");
+  if (cap.n_rows > 0 && (cap.rows == nullptr || cap.logits == nullptr || cap.lse == nullptr)) {
+    bad_seq(i, "capture rows, logits or lse is NULL");
+  }
+  for (int32_t c = 0; c < cap.n_rows; ++c) {
+    const int32_t r = cap.rows[c];
+    if (r < 0 || r >= s.n_tokens) {
+      bad_seq(i, "capture row " + std::to_string(r) + " outside [0, " + std::to_string(s.n_tokens) +
+                     ")");
+    }
+    if (int64_t{s.start_pos} + r + 1 < cap.n_candidates) {
+      bad_seq(i, "capture row " + std::to_string(r) + " at position " +
+                     std::to_string(s.start_pos + r) + " cannot see " +
+                     std::to_string(cap.n_candidates) + " candidates");
+    }
+    for (int32_t c2 = 0; c2 < c; ++c2) {
+      if (cap.rows[c2] == r) bad_seq(i, "capture row " + std::to_string(r) + " listed twice");
+    }
+  }
+}
+
+}  // namespace
+
+void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
+                         const ContextParams &params) {
+  const int32_t vocab_size = config.vocab_size;
+  if (batch.seqs.empty()) fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: no sequences");
+  const int64_t capacity = int64_t{params.num_pages} * params.page_size;
+  int64_t total = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SeqRows &s = batch.seqs[i];
+    if (s.n_tokens <= 0) bad_seq(i, "n_tokens " + std::to_string(s.n_tokens) + " <= 0");
+    if (s.tokens == nullptr) bad_seq(i, "tokens is NULL");
+    if (s.start_pos < 0) bad_seq(i, "start_pos " + std::to_string(s.start_pos) + " < 0");
+    const int64_t end = int64_t{s.start_pos} + s.n_tokens;
+    if (end > capacity) {
+      bad_seq(i, "positions up to " + std::to_string(end) + " exceed the KV pool's " +
+                     std::to_string(capacity) + " slots");
+    }
+    const int64_t pages_needed = (end + params.page_size - 1) / params.page_size;
+    if (s.page_table == nullptr || s.n_pages < pages_needed) {
+      bad_seq(i, "page table has " + std::to_string(s.page_table ? s.n_pages : 0) +
+                     " pages, positions up to " + std::to_string(end) + " need " +
+                     std::to_string(pages_needed));
+    }
+    for (int64_t p = 0; p < pages_needed; ++p) {
+      const int32_t page = s.page_table[p];
+      if (page < 0 || page >= params.num_pages) {
+        bad_seq(i, "page table entry " + std::to_string(p) + " is page " + std::to_string(page) +
+                       ", the pool has " + std::to_string(params.num_pages));
+      }
+    }
+    for (int32_t r = 0; r < s.n_tokens; ++r) {
+      const int32_t id = s.tokens[r];
+      if (id < 0 || id >= vocab_size) {
+        fail(VEGAS_ERR_TOKEN_OUT_OF_RANGE, "forward batch: sequence " + std::to_string(i) +
+                                               ": token " + std::to_string(id) + " at row " +
+                                               std::to_string(r) + " is outside [0, " +
+                                               std::to_string(vocab_size) + ")");
+      }
+    }
+    if (s.sparse != nullptr) check_sparse(i, s, *s.sparse, config.n_layers);
+    if (s.capture != nullptr) check_capture(i, s, *s.capture);
+    total += s.n_tokens;
+  }
+  if (total > params.max_rows) {
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: " + std::to_string(total) +
+                                         " rows exceed the context's max_rows " +
+                                         std::to_string(params.max_rows));
+  }
+}
+
+}  // namespace vegas

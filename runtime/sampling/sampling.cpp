@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <queue>
 #include <string>
 #include <utility>
@@ -16,6 +17,11 @@ namespace vegas {
 
 namespace {
 
+struct Ranked {
+  float logit;
+  int32_t pos;  // index into the candidates
+};
+
 // Per-thread scratch so a decode loop does not allocate vocabulary-sized
 // buffers for every token.
 struct Scratch {
@@ -24,8 +30,11 @@ struct Scratch {
   std::vector<int32_t> candidates;
   std::vector<float> weights;
   std::vector<int32_t> order;
+  std::vector<Ranked> ranked;
   std::vector<float> values;
   std::vector<float> nucleus_weights;
+  std::vector<uint16_t> buckets;
+  std::vector<double> bucket_mass;
 };
 
 Scratch &scratch() {
@@ -38,23 +47,52 @@ struct LogitScan {
   int32_t n_finite = 0;
 };
 
-// Rejects NaN and +inf, finds the largest finite logit and counts the finite ones.
+// Rejects NaN and +inf, finds the largest finite logit and counts the finite
+// ones. Eight independent lanes break the max/count dependency chains (the
+// compiler may not reassociate a float max by itself); the offending index is
+// looked up only on error.
 LogitScan scan_logits(const float *logits, int32_t n_vocab) {
   LogitScan scan;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    const float v = logits[i];
-    if (std::isnan(v) || v == INFINITY)
-      fail(VEGAS_ERR_INVALID_ARGUMENT,
-           "logit " + std::to_string(i) + " is " + (std::isnan(v) ? "NaN" : "+inf") +
-               " (after penalties); only finite values and -inf (masked) are allowed");
-    if (v != -INFINITY) {
-      ++scan.n_finite;
-      scan.max = std::max(scan.max, v);
+  constexpr int kLanes = 8;
+  float lane_max[kLanes];
+  int32_t lane_finite[kLanes] = {};
+  int32_t lane_bad[kLanes] = {};
+  std::fill(lane_max, lane_max + kLanes, -INFINITY);
+  const int32_t body = n_vocab - n_vocab % kLanes;
+  for (int32_t i = 0; i < body; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const float v = logits[i + k];
+      lane_bad[k] |= !(v < INFINITY);  // NaN or +inf
+      lane_finite[k] += v > -INFINITY;
+      lane_max[k] = v > lane_max[k] ? v : lane_max[k];
     }
   }
-  if (scan.n_finite == 0)
+  for (int32_t i = body; i < n_vocab; ++i) {
+    const float v = logits[i];
+    lane_bad[0] |= !(v < INFINITY);
+    lane_finite[0] += v > -INFINITY;
+    lane_max[0] = v > lane_max[0] ? v : lane_max[0];
+  }
+  bool bad = false;
+  int32_t finite = 0;
+  float max = -INFINITY;
+  for (int k = 0; k < kLanes; ++k) {
+    bad |= lane_bad[k] != 0;
+    finite += lane_finite[k];
+    max = std::max(max, lane_max[k]);
+  }
+  if (bad) {
+    for (int32_t i = 0; i < n_vocab; ++i)
+      if (!(logits[i] < INFINITY))
+        fail(VEGAS_ERR_INVALID_ARGUMENT,
+             "logit " + std::to_string(i) + " is " + (std::isnan(logits[i]) ? "NaN" : "+inf") +
+                 " (after penalties); only finite values and -inf (masked) are allowed");
+  }
+  if (finite == 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "every one of the " + std::to_string(n_vocab) + " logits is -inf: nothing can be sampled");
+  scan.max = max;
+  scan.n_finite = finite;
   return scan;
 }
 
@@ -83,30 +121,50 @@ float kth_largest(const float *logits, int32_t n_vocab, int32_t k, std::vector<f
   return (*values)[k - 1];
 }
 
-// Number of leading entries (by descending logit, then ascending id) of the
-// candidates whose weight reaches top_p of the total: the nucleus. Sorts only a
-// growing prefix of `order` (positions into the candidates), not the whole set.
-size_t nucleus_size(const float *logits, const std::vector<int32_t> &cand,
-                    const std::vector<float> &weights, double total, float top_p,
-                    std::vector<int32_t> *order) {
-  order->resize(cand.size());
-  for (size_t j = 0; j < cand.size(); ++j) (*order)[j] = static_cast<int32_t>(j);
-  auto before = [&](int32_t a, int32_t b) {
-    const float la = logits[cand[a]], lb = logits[cand[b]];
-    return la > lb || (la == lb && cand[a] < cand[b]);
-  };
+// The nucleus: the candidates ranked first (descending logit, then ascending
+// id) whose weight reaches top_p of the total, written to `order` as positions
+// into the candidates. A full sort of a 152K vocabulary (or even nth_element,
+// which mispredicts most branches) costs milliseconds, so a histogram of the
+// weight mass over logit buckets first finds the bucket where the cumulative
+// mass crosses top_p; only the candidates of that bucket and the ones above it
+// are sorted. Buckets are a monotone function of the logit, so the result is
+// exactly the prefix of the full ranking.
+void nucleus(const float *logits, float max_logit, const std::vector<int32_t> &cand,
+             const std::vector<float> &weights, double total, float top_p, Scratch *s) {
+  constexpr int32_t kBuckets = 4096;
+  const size_t n = cand.size();
+  float min_logit = max_logit;
+  for (int32_t id : cand) min_logit = std::min(min_logit, logits[id]);
+  const float range = max_logit - min_logit;
+  const float scale = range > 0.0f ? static_cast<float>(kBuckets) / range : 0.0f;
+  s->buckets.resize(n);
+  s->bucket_mass.assign(kBuckets, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t b =
+        std::min(kBuckets - 1, static_cast<int32_t>((max_logit - logits[cand[j]]) * scale));
+    s->buckets[j] = static_cast<uint16_t>(b);
+    s->bucket_mass[b] += weights[j];
+  }
   const double target = static_cast<double>(top_p) * total;
-  size_t sorted = std::min<size_t>(cand.size(), 256);
-  for (;;) {
-    std::partial_sort(order->begin(), order->begin() + static_cast<std::ptrdiff_t>(sorted),
-                      order->end(), before);
-    double mass = 0.0;
-    for (size_t r = 0; r < sorted; ++r) {
-      mass += weights[(*order)[r]];
-      if (mass >= target) return r + 1;
-    }
-    if (sorted == cand.size()) return cand.size();  // rounding: keep everything
-    sorted = std::min(cand.size(), sorted * 4);
+  int32_t last = 0;
+  for (double mass = 0.0; last < kBuckets - 1; ++last) {
+    mass += s->bucket_mass[last];
+    if (mass >= target) break;
+  }
+  std::vector<Ranked> &items = s->ranked;
+  items.clear();
+  for (size_t j = 0; j < n; ++j)
+    if (s->buckets[j] <= last) items.push_back(Ranked{logits[cand[j]], static_cast<int32_t>(j)});
+  // Candidates are in ascending id order, so pos order is id order.
+  std::sort(items.begin(), items.end(), [](const Ranked &x, const Ranked &y) {
+    return x.logit > y.logit || (x.logit == y.logit && x.pos < y.pos);
+  });
+  s->order.clear();
+  double cum = 0.0;
+  for (const Ranked &item : items) {
+    s->order.push_back(item.pos);
+    cum += weights[item.pos];
+    if (cum >= target) break;  // else (rounding) every item sorted here stays
   }
 }
 
@@ -165,7 +223,8 @@ void build_distribution(const float *logits, int32_t n_vocab, const SamplingPara
   out->ids.clear();
   out->probs.clear();
   if (params.greedy()) {
-    out->ids.push_back(argmax(l, n_vocab));
+    // The scan found the maximum; its first occurrence is the lowest-index argmax.
+    out->ids.push_back(static_cast<int32_t>(std::find(l, l + n_vocab, scan.max) - l));
     out->probs.push_back(1.0f);
     return;
   }
@@ -175,9 +234,14 @@ void build_distribution(const float *logits, int32_t n_vocab, const SamplingPara
   if (params.top_k > 0 && params.top_k < scan.n_finite)
     threshold = kth_largest(l, n_vocab, params.top_k, &s.values);
   std::vector<int32_t> &cand = s.candidates;
-  cand.clear();
-  for (int32_t i = 0; i < n_vocab; ++i)
-    if (l[i] != -INFINITY && l[i] >= threshold) cand.push_back(i);
+  if (threshold == -INFINITY && scan.n_finite == n_vocab) {
+    cand.resize(static_cast<size_t>(n_vocab));
+    std::iota(cand.begin(), cand.end(), 0);
+  } else {
+    cand.clear();
+    for (int32_t i = 0; i < n_vocab; ++i)
+      if (l[i] != -INFINITY && l[i] >= threshold) cand.push_back(i);
+  }
 
   // 2. Temperature: weights relative to the maximum (which is always kept, so
   // its weight is exactly 1). Subtracting before dividing cannot overflow.
@@ -193,24 +257,30 @@ void build_distribution(const float *logits, int32_t n_vocab, const SamplingPara
   // 4. Top-p: mark the nucleus (order is by probability; the support stays in
   // id order, so mark then filter).
   if (params.top_p < 1.0f) {
-    const size_t keep = nucleus_size(l, cand, w, total, params.top_p, &s.order);
+    nucleus(l, scan.max, cand, w, total, params.top_p, &s);
     std::vector<float> &kept = s.nucleus_weights;
     kept.assign(cand.size(), 0.0f);
-    for (size_t r = 0; r < keep; ++r) kept[s.order[r]] = w[s.order[r]];
+    for (int32_t pos : s.order) kept[pos] = w[pos];
     w.swap(kept);
   }
 
   // 5. Min-p relative to p_max (weight 1), 6. drop zero weights, renormalise.
   const float min_weight = params.min_p;
+  out->ids.resize(cand.size());
+  out->probs.resize(cand.size());
+  size_t kept = 0;
   double kept_total = 0.0;
   for (size_t j = 0; j < cand.size(); ++j) {
     if (w[j] > 0.0f && w[j] >= min_weight) {
-      out->ids.push_back(cand[j]);
-      out->probs.push_back(w[j]);
+      out->ids[kept] = cand[j];
+      out->probs[kept++] = w[j];
       kept_total += w[j];
     }
   }
-  for (float &p : out->probs) p = static_cast<float>(p / kept_total);
+  out->ids.resize(kept);
+  out->probs.resize(kept);
+  const float scale = static_cast<float>(1.0 / kept_total);
+  for (float &p : out->probs) p *= scale;
 }
 
 int32_t sample_from(const TokenDistribution &dist, double u) {

@@ -43,6 +43,14 @@ struct ForwardBatch {
   }
 };
 
+struct SamplingParams;
+
+// The sampling rule of one logit row for BackendContext::forward_sample.
+struct RowSampling {
+  const SamplingParams *params = nullptr;
+  uint64_t rng_counter = 0;  // the row's sequence Rng counter before this draw
+};
+
 struct ContextParams {
   int32_t num_pages = 0;
   int32_t page_size = 16;
@@ -57,6 +65,18 @@ class BackendContext {
   // ([batch.logit_rows()][vocab] f32, host memory, in batch order), valid until
   // the next call. Throws vegas::Error (BACKEND on device faults).
   virtual const float *forward(const ForwardBatch &batch) = 0;
+  // Optional: runs forward() and draws each logit row's token on the device,
+  // writing batch.logit_rows() ids to `tokens_out` (host) without copying
+  // logits back. `rows` has one entry per logit row. Returns false, having
+  // done nothing, when this backend cannot sample some row's rule on the
+  // device; the caller then uses forward() and samples on the host.
+  virtual bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
+                              int32_t *tokens_out) {
+    (void)batch;
+    (void)rows;
+    (void)tokens_out;
+    return false;
+  }
 };
 
 class BackendModel {

@@ -1,0 +1,68 @@
+// Small device helpers shared by the kernels: bf16 vectors, warp and block
+// reductions, launch error reporting. Kernels take raw pointers and a stream
+// and return cudaError_t; nothing here knows about the runtime's types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace vegas::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// The error of the last launch (configuration errors show up here).
+inline cudaError_t launch_status() {
+  return cudaGetLastError();
+}
+
+#if defined(__CUDACC__)  // device helpers: only in .cu translation units
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block of at most 1024 threads; `scratch` holds 32 floats. Every
+// thread gets the result.
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int n_warps = (blockDim.x + 31) >> 5;
+  v = lane < n_warps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+// Eight bf16 packed in 16 bytes, to and from f32.
+__device__ __forceinline__ void unpack8(const uint4 &u, float *f) {
+  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float *f) {
+  uint4 u;
+  __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return u;
+}
+
+#endif  // __CUDACC__
+
+}  // namespace vegas::kernels

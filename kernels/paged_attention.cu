@@ -1,0 +1,289 @@
+#include "paged_attention.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kTile = 64;      // KV tokens per shared-memory tile
+constexpr int kThreads = 256;  // 8 warps
+constexpr int kPad = 8;  // bf16 padding per K/V row: 16 bytes, keeps 16-byte reads conflict-free
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // 0 = fill with zeros (rows past the range must not hold NaN)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <int HD, int QMAX>
+struct Smem {
+  static constexpr int kRow = HD + kPad;
+  static constexpr size_t q = sizeof(float) * QMAX * HD;
+  static constexpr size_t kv = sizeof(bf16) * 2 * kTile * kRow;  // two stages
+  static constexpr size_t s = sizeof(float) * QMAX * (kTile + 1);
+  static constexpr size_t stats = sizeof(float) * 3 * QMAX;
+  static constexpr size_t total = q + 2 * kv + s + stats;
+};
+
+template <int HD, int QMAX>
+__global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParams p) {
+  using S = Smem<HD, QMAX>;
+  constexpr int kChunks = HD / 8;  // 16-byte chunks per K/V row
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *q_s = reinterpret_cast<float *>(smem);
+  bf16 *k_s = reinterpret_cast<bf16 *>(smem + S::q);
+  bf16 *v_s = reinterpret_cast<bf16 *>(smem + S::q + S::kv);
+  float *s_s = reinterpret_cast<float *>(smem + S::q + 2 * S::kv);
+  float *m_s = reinterpret_cast<float *>(smem + S::q + 2 * S::kv + S::s);
+  float *l_s = m_s + QMAX;
+  float *alpha_s = l_s + QMAX;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = p.n_heads / p.n_kv_heads;
+  const int rows_per_tile = QMAX / group;
+  const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
+  const int n_rows = p.seq_n_rows[seq];
+  const int r0 = blockIdx.y * rows_per_tile;
+  if (r0 >= n_rows) return;
+  const int tile_rows = min(rows_per_tile, n_rows - r0);
+  const int nq = tile_rows * group;  // query vectors of this block: row-major (row, head in group)
+  const int start_pos = p.seq_start_pos[seq];
+  const int row_base = p.seq_row_start[seq] + r0;
+  const int32_t *table = p.page_table + p.seq_page_off[seq];
+
+  // This block's KV range: split z of [0, kv_end), in whole tiles.
+  const int kv_end = start_pos + r0 + tile_rows;
+  const int per_split = ((kv_end + p.n_splits - 1) / p.n_splits + kTile - 1) / kTile * kTile;
+  const int begin = blockIdx.z * per_split;
+  const int end = min(kv_end, begin + per_split);
+
+  for (int i = tid; i < nq * HD; i += kThreads) {
+    const int qi = i / HD, d = i % HD;
+    const int row = row_base + qi / group, h = kvh * group + qi % group;
+    q_s[i] = __bfloat162float(p.q[(static_cast<int64_t>(row) * p.n_heads + h) * HD + d]) * p.scale *
+             kLog2e;
+  }
+  for (int i = tid; i < QMAX; i += kThreads) {
+    m_s[i] = -INFINITY;
+    l_s[i] = 0.0f;
+  }
+
+  auto load_tile = [&](int tile_start, int stage) {
+    bf16 *kd = k_s + stage * kTile * S::kRow;
+    bf16 *vd = v_s + stage * kTile * S::kRow;
+    for (int i = tid; i < kTile * kChunks; i += kThreads) {
+      const int t = i / kChunks, c = i % kChunks;
+      const int pos = tile_start + t;
+      const bool valid = pos < end;
+      int64_t off = 0;
+      if (valid) {
+        const int64_t slot =
+            static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
+        off = (slot * p.n_kv_heads + kvh) * HD + c * 8;
+      }
+      cp_async16(kd + t * S::kRow + c * 8, p.k_cache + off, valid);
+      cp_async16(vd + t * S::kRow + c * 8, p.v_cache + off, valid);
+    }
+  };
+
+  constexpr int kGroups = QMAX * kChunks;  // (query, 8-dim chunk) output groups
+  constexpr int kPerThread = (kGroups + kThreads - 1) / kThreads;
+  float acc[kPerThread][8];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[k][e] = 0.0f;
+
+  const int n_tiles = begin < end ? (end - begin + kTile - 1) / kTile : 0;
+  if (n_tiles > 0) load_tile(begin, 0);
+  cp_async_commit();
+  for (int j = 0; j < n_tiles; ++j) {
+    const int tile_start = begin + j * kTile;
+    if (j + 1 < n_tiles) {
+      load_tile(tile_start + kTile, (j + 1) & 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16 *kb = k_s + (j & 1) * kTile * S::kRow;
+    const bf16 *vb = v_s + (j & 1) * kTile * S::kRow;
+
+    // Scores (log2 domain), causal and range masked.
+    for (int i = tid; i < nq * kTile; i += kThreads) {
+      const int qi = i / kTile, t = i % kTile;
+      const float *qr = q_s + qi * HD;
+      const bf16 *kr = kb + t * S::kRow;
+      float dot = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        float kf[8];
+        unpack8(*reinterpret_cast<const uint4 *>(kr + c * 8), kf);
+        const float4 qa = *reinterpret_cast<const float4 *>(qr + c * 8);
+        const float4 qb = *reinterpret_cast<const float4 *>(qr + c * 8 + 4);
+        dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
+               qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+      }
+      const int pos = tile_start + t;
+      const int qpos = start_pos + r0 + qi / group;
+      s_s[qi * (kTile + 1) + t] = (pos < end && pos <= qpos) ? dot : -INFINITY;
+    }
+    __syncthreads();
+
+    // Online softmax: one warp per query vector.
+    for (int qi = warp; qi < nq; qi += kThreads / 32) {
+      float *sr = s_s + qi * (kTile + 1);
+      const float s0 = sr[lane], s1 = sr[lane + 32];
+      const float m_old = m_s[qi];
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(s0, s1)));
+      const float p0 = m_new == -INFINITY ? 0.0f : exp2f(s0 - m_new);
+      const float p1 = m_new == -INFINITY ? 0.0f : exp2f(s1 - m_new);
+      const float sum = warp_sum(p0 + p1);
+      sr[lane] = p0;
+      sr[lane + 32] = p1;
+      if (lane == 0) {
+        const float alpha = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
+        alpha_s[qi] = alpha;
+        l_s[qi] = l_s[qi] * alpha + sum;
+        m_s[qi] = m_new;
+      }
+    }
+    __syncthreads();
+
+    // P·V into the register accumulators.
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int g = tid + k * kThreads;
+      if (g < nq * kChunks) {
+        const int qi = g / kChunks, c = g % kChunks;
+        const float alpha = alpha_s[qi];
+        const float *pr = s_s + qi * (kTile + 1);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[k][e] *= alpha;
+#pragma unroll 8
+        for (int t = 0; t < kTile; ++t) {
+          const float pt = pr[t];
+          float vf[8];
+          unpack8(*reinterpret_cast<const uint4 *>(vb + t * S::kRow + c * 8), vf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[k][e] += pt * vf[e];
+        }
+      }
+    }
+    __syncthreads();  // the next load overwrites this stage
+  }
+
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int g = tid + k * kThreads;
+    if (g >= nq * kChunks) continue;
+    const int qi = g / kChunks, c = g % kChunks;
+    const int row = row_base + qi / group, h = kvh * group + qi % group;
+    const float l = l_s[qi];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = acc[k][e] * inv;
+    if (p.n_splits == 1) {
+      *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + h) * HD + c * 8) =
+          pack8(o);
+    } else {
+      const int64_t idx = static_cast<int64_t>(blockIdx.z) * p.total_rows + row;
+      float *po = p.partial_out + (idx * p.n_heads + h) * HD + c * 8;
+      *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
+      *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
+      if (c == 0) p.partial_lse[idx * p.n_heads + h] = l > 0.0f ? m_s[qi] + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// Combines the splits of each (row, head): weights 2^(lse_z - max).
+__global__ void merge_kernel(PagedAttentionParams p) {
+  const int row = blockIdx.x;
+  const int chunks = p.head_dim / 8;
+  for (int i = threadIdx.x; i < p.n_heads * chunks; i += blockDim.x) {
+    const int h = i / chunks, c = i % chunks;
+    float m = -INFINITY;
+    for (int z = 0; z < p.n_splits; ++z)
+      m = fmaxf(m, p.partial_lse[(static_cast<int64_t>(z) * p.total_rows + row) * p.n_heads + h]);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float wsum = 0.0f;
+    for (int z = 0; z < p.n_splits; ++z) {
+      const int64_t idx = (static_cast<int64_t>(z) * p.total_rows + row) * p.n_heads + h;
+      const float lse = p.partial_lse[idx];
+      if (lse == -INFINITY) continue;
+      const float w = exp2f(lse - m);
+      wsum += w;
+      const float *po = p.partial_out + idx * p.head_dim + c * 8;
+      const float4 a = *reinterpret_cast<const float4 *>(po);
+      const float4 b = *reinterpret_cast<const float4 *>(po + 4);
+      acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+      acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
+    }
+    const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] *= inv;
+    *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + h) * p.head_dim +
+                               c * 8) = pack8(acc);
+  }
+}
+
+template <int HD, int QMAX>
+cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
+  const int group = p.n_heads / p.n_kv_heads;
+  const int rows_per_tile = QMAX / group;
+  const int row_tiles = (p.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile;
+  const dim3 grid(p.n_seqs * p.n_kv_heads, row_tiles, p.n_splits);
+  attention_kernel<HD, QMAX><<<grid, kThreads, Smem<HD, QMAX>::total, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int HD, int QMAX>
+cudaError_t set_smem() {
+  return cudaFuncSetAttribute(attention_kernel<HD, QMAX>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(Smem<HD, QMAX>::total));
+}
+
+}  // namespace
+
+cudaError_t paged_attention_init() {
+  for (cudaError_t e :
+       {set_smem<64, 16>(), set_smem<64, 64>(), set_smem<128, 16>(), set_smem<128, 64>()})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+
+bool paged_attention_supports(int32_t head_dim, int32_t group_size) {
+  return (head_dim == 64 || head_dim == 128) && group_size >= 1 && group_size <= 64;
+}
+
+cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) {
+  if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
+  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.n_splits < 1 ||
+      !paged_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) ||
+      (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)))
+    return cudaErrorInvalidValue;
+  const int group = p.n_heads / p.n_kv_heads;
+  // Small query tiles (decoding, short verification) keep shared memory low
+  // enough for two or more blocks per multiprocessor.
+  const bool small = p.max_rows_per_seq * group <= 16;
+  cudaError_t e;
+  if (p.head_dim == 64)
+    e = small ? launch<64, 16>(p, stream) : launch<64, 64>(p, stream);
+  else
+    e = small ? launch<128, 16>(p, stream) : launch<128, 64>(p, stream);
+  if (e != cudaSuccess || p.n_splits == 1) return e;
+  merge_kernel<<<p.total_rows, 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace vegas::kernels

@@ -1,0 +1,58 @@
+// Attention over the paged KV cache for every kind of batch: decoding (one row
+// per sequence), verification (1+γ rows with causal masking among them),
+// chunked prefill over an existing prefix, and mixes of these.
+//
+// Query rows of sequence s sit at positions start_pos[s] + r (r < n_rows[s])
+// and attend to KV positions [0, start_pos[s] + r]; their own K/V must already
+// be in the cache (rope_kv writes them first). Work is split three ways:
+// (sequence, KV head) × query-row tile × KV split. The query heads of one GQA
+// group and several rows share each K/V tile loaded into shared memory. Long
+// contexts are cut into `n_splits` ranges whose partial results (normalised
+// output + log-sum-exp) are merged by a second kernel, so short batches still
+// fill the GPU. Each block derives its range from the device-side metadata, so
+// one launch configuration (and one captured CUDA graph) serves any length.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_utils.cuh"
+
+namespace vegas::kernels {
+
+struct PagedAttentionParams {
+  const bf16 *q = nullptr;        // [rows][n_heads][head_dim]
+  bf16 *out = nullptr;            // [rows][n_heads][head_dim]
+  const bf16 *k_cache = nullptr;  // [num_slots][n_kv_heads][head_dim] (one layer)
+  const bf16 *v_cache = nullptr;
+  const int32_t *page_table = nullptr;     // all sequences' tables, concatenated
+  const int32_t *seq_page_off = nullptr;   // [n_seqs] first entry of s in page_table
+  const int32_t *seq_row_start = nullptr;  // [n_seqs] first query row of s
+  const int32_t *seq_n_rows = nullptr;     // [n_seqs] 0 = padding (skipped)
+  const int32_t *seq_start_pos = nullptr;  // [n_seqs] KV tokens before the rows
+  int32_t n_seqs = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;  // 64 or 128
+  int32_t page_size = 0;
+  float scale = 0.0f;            // softmax scale, usually 1/sqrt(head_dim)
+  int32_t max_rows_per_seq = 0;  // bounds the row-tile grid dimension
+  int32_t n_splits = 1;          // KV ranges per (sequence, head, row tile)
+  // Workspace for n_splits > 1: [n_splits][rows][n_heads][head_dim] and
+  // [n_splits][rows][n_heads]; total_rows = rows of the batch.
+  float *partial_out = nullptr;
+  float *partial_lse = nullptr;
+  int32_t total_rows = 0;
+};
+
+// Sets kernel attributes (shared memory above 48 KB); call once per device
+// before the first launch and outside stream capture.
+cudaError_t paged_attention_init();
+
+// Whether head_dim and the GQA group size (n_heads / n_kv_heads) are supported.
+bool paged_attention_supports(int32_t head_dim, int32_t group_size);
+
+cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream);
+
+}  // namespace vegas::kernels

@@ -1,0 +1,24 @@
+// Deterministic pseudo-random bf16 fill on the device (synthetic benchmark
+// weights): element i = offset + scale * u(seed, i), u uniform in [-1, 1),
+// from a counter hash, so a tensor depends only on (seed, its size).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_utils.cuh"
+
+namespace vegas::kernels {
+
+struct RandomFillParams {
+  bf16 *out = nullptr;
+  int64_t n = 0;
+  uint64_t seed = 0;
+  float scale = 1.0f;
+  float offset = 0.0f;
+};
+
+cudaError_t random_fill(const RandomFillParams &p, cudaStream_t stream);
+
+}  // namespace vegas::kernels

@@ -1,0 +1,86 @@
+#include "backend/cuda/cuda_backend_model.h"
+
+#include <string>
+
+#include "backend/cuda/cuda_context.h"
+#include "paged_attention.cuh"
+
+namespace vegas {
+
+int32_t cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: not an error here
+    return 0;
+  }
+  return n;
+}
+
+namespace cuda {
+
+namespace {
+
+void check_supported(const ModelConfig &c) {
+  const int32_t group = c.n_kv_heads > 0 ? c.n_heads / c.n_kv_heads : 0;
+  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
+      !kernels::paged_attention_supports(c.head_dim, group))
+    fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: head_dim " + std::to_string(c.head_dim) + " with " +
+                                    std::to_string(c.n_heads) + " query / " +
+                                    std::to_string(c.n_kv_heads) +
+                                    " KV heads is not supported (head_dim 64 or 128, group <= 64)");
+  if (c.sliding_window > 0)
+    fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: sliding-window attention is not supported yet");
+  if (c.mlp_bias) fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: MLP biases are not supported");
+  if (c.rotary_dim() % 2 != 0 || c.rotary_dim() > c.head_dim)
+    fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: rotary_dim " + std::to_string(c.rotary_dim()) +
+                                    " must be even and at most head_dim");
+}
+
+}  // namespace
+
+CudaBackendModel::CudaBackendModel(const ModelConfig &config, const CudaBackendOptions &options)
+    : config_(config), options_(options) {
+  check_supported(config_);
+  const int32_t n = cuda_device_count();
+  if (options_.device_index < 0 || options_.device_index >= n)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CUDA backend: device " +
+                                         std::to_string(options_.device_index) +
+                                         " does not exist (" + std::to_string(n) + " found)");
+  activate();
+  check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount,
+                               options_.device_index),
+        "multiprocessor count");
+  check(kernels::paged_attention_init(), "attention kernel attributes");
+}
+
+void CudaBackendModel::activate() const {
+  check(cudaSetDevice(options_.device_index), "cudaSetDevice");
+}
+
+uint64_t CudaBackendModel::kv_bytes_per_token() const {
+  return static_cast<uint64_t>(config_.n_layers) * 2 * static_cast<uint64_t>(config_.kv_dim()) * 2;
+}
+
+std::unique_ptr<BackendContext> CudaBackendModel::create_context(const ContextParams &params) {
+  return std::make_unique<CudaContext>(*this, params);
+}
+
+}  // namespace cuda
+
+std::unique_ptr<BackendModel> create_cuda_backend(const ModelConfig &config,
+                                                  const ModelWeights &weights,
+                                                  const CudaBackendOptions &options) {
+  auto model = std::make_unique<cuda::CudaBackendModel>(config, options);
+  model->set_weights(cuda::DeviceWeights::upload(config, weights));
+  return model;
+}
+
+std::unique_ptr<BackendModel> create_cuda_backend_synthetic(const ModelConfig &config,
+                                                            uint64_t seed,
+                                                            const CudaBackendOptions &options) {
+  auto model = std::make_unique<cuda::CudaBackendModel>(config, options);
+  model->set_weights(cuda::DeviceWeights::synthetic(config, seed));
+  return model;
+}
+
+}  // namespace vegas

@@ -1,0 +1,361 @@
+#include "backend/cuda/cuda_context.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "argmax.cuh"
+#include "backend/forward_batch_check.h"
+#include "embedding.cuh"
+#include "model/rope.h"
+#include "paged_attention.cuh"
+#include "random_fill.cuh"
+#include "rmsnorm.cuh"
+#include "rope_kv.cuh"
+#include "sampling/sampling.h"
+#include "swiglu.cuh"
+
+namespace vegas::cuda {
+
+namespace {
+
+using kernels::bf16;
+
+// Sections of the staged index buffer, each max_rows int32 long; the
+// concatenated page tables follow them.
+enum Field {
+  kTokens,
+  kPositions,
+  kSlots,
+  kLogitIndex,
+  kSeqPageOff,
+  kSeqRowStart,
+  kSeqRows,
+  kSeqStartPos,
+  kFields
+};
+
+constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits * rows
+constexpr int32_t kMaxSplits = 64;
+constexpr int32_t kMinTokensPerSplit = 256;
+
+template <typename T>
+T *as(const DeviceBuffer &b) {
+  return b.get<T>();
+}
+
+// Smallest bucket >= n among powers of two, capped at max_rows.
+int32_t decode_bucket(int32_t n, int32_t max_rows) {
+  int32_t b = 1;
+  while (b < n) b *= 2;
+  return std::min(b, max_rows);
+}
+
+bool is_device_greedy(const SamplingParams &p) {
+  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
+}
+
+}  // namespace
+
+CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &params)
+    : model_(model), params_(params) {
+  if (params_.num_pages <= 0 || params_.page_size <= 0 || params_.max_rows <= 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CUDA context: num_pages " +
+                                         std::to_string(params_.num_pages) + ", page_size " +
+                                         std::to_string(params_.page_size) + " and max_rows " +
+                                         std::to_string(params_.max_rows) + " must all be > 0");
+  const int64_t slots = int64_t{params_.num_pages} * params_.page_size;
+  if (slots > INT32_MAX)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CUDA context: num_pages * page_size exceeds 2^31 slots");
+  model_.activate();
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  const ModelConfig &c = model_.config();
+  layer_stride_ = slots * c.kv_dim();
+  const size_t kv_bytes = static_cast<size_t>(layer_stride_) * c.n_layers * sizeof(bf16);
+  k_cache_.allocate(kv_bytes, "the K cache");
+  v_cache_.allocate(kv_bytes, "the V cache");
+
+  const int64_t r = params_.max_rows;
+  grow_page_table(std::min<int64_t>(params_.num_pages, 1 << 16) + r);
+  residual_.allocate(r * c.hidden_size * sizeof(float), "activations");
+  normed_.allocate(r * c.hidden_size * sizeof(bf16), "activations");
+  qkv_.allocate(r * (c.q_dim() + 2 * c.kv_dim()) * sizeof(bf16), "activations");
+  q_.allocate(r * c.q_dim() * sizeof(bf16), "activations");
+  attn_.allocate(r * c.q_dim() * sizeof(bf16), "activations");
+  gate_up_.allocate(r * 2 * c.intermediate_size * sizeof(bf16), "activations");
+  act_.allocate(r * c.intermediate_size * sizeof(bf16), "activations");
+  logits_.allocate(r * c.vocab_size * sizeof(float), "logits");
+  sampled_.allocate(r * sizeof(int32_t), "sampled ids");
+  split_rows_capacity_ = std::max<int64_t>(kSplitRowsCapacity, r);
+  partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
+  partial_lse_.allocate(split_rows_capacity_ * c.n_heads * sizeof(float), "attention workspace");
+  sampled_host_.reserve(r * sizeof(int32_t), "sampled ids");
+}
+
+CudaContext::~CudaContext() {
+  graphs_.clear();
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void CudaContext::grow_page_table(int64_t pages) {
+  if (pages <= page_capacity_) return;
+  graphs_.clear();  // graphs hold the old address
+  page_capacity_ = std::max(pages, page_capacity_ * 2);
+  const size_t bytes = (kFields * int64_t{params_.max_rows} + page_capacity_) * sizeof(int32_t);
+  if (stream_) check(cudaStreamSynchronize(stream_), "stream sync");
+  meta_dev_.allocate(bytes, "staged indices");
+  meta_host_.reserve(bytes, "staged indices");
+}
+
+int32_t *CudaContext::meta(int field) const {
+  return meta_dev_.get<int32_t>() + int64_t{field} * params_.max_rows;
+}
+
+int32_t CudaContext::choose_splits(const Step &s, int64_t max_kv) const {
+  const ModelConfig &c = model_.config();
+  const int32_t group = c.n_heads / c.n_kv_heads;
+  const int32_t q_tile = s.max_rows_per_seq * group <= 16 ? 16 : 64;
+  const int32_t rows_per_tile = q_tile / group;
+  const int64_t blocks =
+      int64_t{s.n_seqs} * c.n_kv_heads * ((s.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile);
+  // Enough blocks for about four per multiprocessor, each split at least
+  // kMinTokensPerSplit long; a power of two so graphs see few distinct values.
+  int64_t want = (4 * int64_t{model_.multiprocessors()} + blocks - 1) / blocks;
+  want = std::min<int64_t>(want, (max_kv + kMinTokensPerSplit - 1) / kMinTokensPerSplit);
+  want = std::min<int64_t>(want, kMaxSplits);
+  want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
+  int32_t splits = 1;
+  while (splits * 2 <= want) splits *= 2;
+  return splits;
+}
+
+CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
+  const ModelConfig &c = model_.config();
+  check_forward_batch(batch, c, params_);
+  int64_t pages = 0;
+  bool decode = model_.options().use_graphs;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SeqRows &s = batch.seqs[i];
+    if (s.sparse || s.capture)
+      fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: sequence " + std::to_string(i) +
+                                      " asks for sparse attention or score capture, which this "
+                                      "backend does not do yet");
+    pages += s.n_pages;
+    decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
+  }
+  grow_page_table(pages);
+
+  Step st;
+  const int32_t n = static_cast<int32_t>(batch.seqs.size());
+  st.graph = decode;
+  st.n_seqs = decode ? decode_bucket(n, params_.max_rows) : n;
+  st.rows = decode ? st.n_seqs : batch.total_rows();
+  st.real_logit_rows = batch.logit_rows();
+  st.logit_rows = decode ? st.n_seqs : st.real_logit_rows;
+  st.pages = static_cast<int32_t>(pages);
+
+  int32_t *h = meta_host_.get<int32_t>();
+  const int64_t R = params_.max_rows;
+  int32_t *tokens = h + kTokens * R, *positions = h + kPositions * R, *slots = h + kSlots * R;
+  int32_t *logit_index = h + kLogitIndex * R, *page_off = h + kSeqPageOff * R;
+  int32_t *row_start = h + kSeqRowStart * R, *n_rows = h + kSeqRows * R;
+  int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * R;
+  int32_t row = 0, lrow = 0, page = 0;
+  int64_t max_kv = 0;
+  const int32_t ps = params_.page_size;
+  for (int32_t i = 0; i < n; ++i) {
+    const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
+    page_off[i] = page;
+    row_start[i] = row;
+    n_rows[i] = s.n_tokens;
+    start_pos[i] = s.start_pos;
+    std::copy(s.page_table, s.page_table + s.n_pages, table + page);
+    for (int32_t t = 0; t < s.n_tokens; ++t, ++row) {
+      const int32_t pos = s.start_pos + t;
+      tokens[row] = s.tokens[t];
+      positions[row] = pos;
+      slots[row] = s.page_table[pos / ps] * ps + pos % ps;
+      if (s.logits == SeqRows::Logits::kAll ||
+          (s.logits == SeqRows::Logits::kLast && t == s.n_tokens - 1))
+        logit_index[lrow++] = row;
+    }
+    page += s.n_pages;
+    st.max_rows_per_seq = std::max(st.max_rows_per_seq, s.n_tokens);
+    max_kv = std::max<int64_t>(max_kv, int64_t{s.start_pos} + s.n_tokens);
+  }
+  for (int32_t i = n; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
+    page_off[i] = 0;
+    row_start[i] = row;
+    n_rows[i] = 0;
+    start_pos[i] = 0;
+    tokens[row] = 0;
+    positions[row] = 0;
+    slots[row] = -1;
+    logit_index[lrow++] = row;
+  }
+  st.n_splits = choose_splits(st, max_kv);
+  return st;
+}
+
+void CudaContext::enqueue(const Step &s, bool with_argmax) {
+  const ModelConfig &c = model_.config();
+  const DeviceWeights &w = model_.weights();
+  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
+  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
+
+  kernels::EmbeddingParams ep;
+  ep.tokens = meta(kTokens);
+  ep.table = bf(w.embed);
+  ep.out = as<float>(residual_);
+  ep.rows = s.rows;
+  ep.hidden = c.hidden_size;
+  ep.vocab = c.vocab_size;
+  check(kernels::embedding_gather(ep, stream_), "embedding");
+
+  kernels::RmsNormParams np;
+  np.x = as<float>(residual_);
+  np.out = as<bf16>(normed_);
+  np.rows = s.rows;
+  np.hidden = c.hidden_size;
+  np.eps = static_cast<float>(c.rms_norm_eps);
+
+  kernels::RopeKvParams rp;
+  rp.qkv = as<bf16>(qkv_);
+  rp.norm_eps = static_cast<float>(c.rms_norm_eps);
+  rp.positions = meta(kPositions);
+  rp.slots = meta(kSlots);
+  rp.inv_freq = w.rope_inv_freq;
+  rp.rot_dim = c.rotary_dim();
+  rp.attention_scaling = rope_attention_scaling(c);
+  rp.q_out = as<bf16>(q_);
+  rp.rows = s.rows;
+  rp.n_heads = c.n_heads;
+  rp.n_kv_heads = c.n_kv_heads;
+  rp.head_dim = c.head_dim;
+
+  kernels::PagedAttentionParams ap;
+  ap.q = as<bf16>(q_);
+  ap.out = as<bf16>(attn_);
+  ap.page_table = meta(kFields);
+  ap.seq_page_off = meta(kSeqPageOff);
+  ap.seq_row_start = meta(kSeqRowStart);
+  ap.seq_n_rows = meta(kSeqRows);
+  ap.seq_start_pos = meta(kSeqStartPos);
+  ap.n_seqs = s.n_seqs;
+  ap.n_heads = c.n_heads;
+  ap.n_kv_heads = c.n_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.page_size = params_.page_size;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.max_rows_per_seq = s.max_rows_per_seq;
+  ap.n_splits = s.n_splits;
+  ap.partial_out = as<float>(partial_out_);
+  ap.partial_lse = as<float>(partial_lse_);
+  ap.total_rows = s.rows;
+
+  kernels::SwigluParams sp;
+  sp.gate_up = as<bf16>(gate_up_);
+  sp.out = as<bf16>(act_);
+  sp.rows = s.rows;
+  sp.inter = c.intermediate_size;
+
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer &L = w.layers[static_cast<size_t>(l)];
+    np.weight = bf(L.attn_norm);
+    check(kernels::rmsnorm(np, stream_), "attention rmsnorm");
+    gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, s.rows, QKV, H, stream_);
+    rp.bias = bf(L.bqkv);
+    rp.q_norm = bf(L.q_norm);
+    rp.k_norm = bf(L.k_norm);
+    rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
+    rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
+    check(kernels::rope_kv(rp, stream_), "rope_kv");
+    ap.k_cache = rp.k_cache;
+    ap.v_cache = rp.v_cache;
+    check(kernels::paged_attention(ap, stream_), "paged_attention");
+    gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, s.rows, H, c.q_dim(), stream_);
+    np.weight = bf(L.mlp_norm);
+    check(kernels::rmsnorm(np, stream_), "mlp rmsnorm");
+    gemm_.run(normed_.get(), L.w_gate_up, gate_up_.get(), false, false, s.rows, 2 * I, H, stream_);
+    check(kernels::swiglu(sp, stream_), "swiglu");
+    gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, s.rows, H, I, stream_);
+  }
+  if (s.logit_rows == 0) return;
+  np.weight = bf(w.final_norm);
+  np.row_index = meta(kLogitIndex);
+  np.rows = s.logit_rows;
+  check(kernels::rmsnorm(np, stream_), "final rmsnorm");
+  gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, s.logit_rows, c.vocab_size, H,
+            stream_);
+  if (with_argmax) {
+    kernels::ArgmaxParams gp;
+    gp.logits = as<float>(logits_);
+    gp.out = as<int32_t>(sampled_);
+    gp.rows = s.logit_rows;
+    gp.vocab = c.vocab_size;
+    check(kernels::argmax(gp, stream_), "argmax");
+  }
+}
+
+void CudaContext::launch(const Step &s, bool with_argmax) {
+  const size_t staged = (kFields * int64_t{params_.max_rows} + s.pages) * sizeof(int32_t);
+  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), staged, cudaMemcpyHostToDevice, stream_),
+        "upload of staged indices");
+  if (s.graph)
+    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax}, stream_,
+                [&] { enqueue(s, with_argmax); });
+  else
+    enqueue(s, with_argmax);
+}
+
+const float *CudaContext::forward(const ForwardBatch &batch) {
+  model_.activate();
+  const Step s = stage(batch);
+  launch(s, false);
+  const int64_t vocab = model_.config().vocab_size;
+  const size_t bytes = static_cast<size_t>(s.real_logit_rows * vocab) * sizeof(float);
+  logits_host_.reserve(std::max<size_t>(bytes, 4), "host logits");
+  if (bytes > 0)
+    check(
+        cudaMemcpyAsync(logits_host_.get(), logits_.get(), bytes, cudaMemcpyDeviceToHost, stream_),
+        "logits download");
+  check(cudaStreamSynchronize(stream_), "forward");
+  return logits_host_.get<float>();
+}
+
+bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *rows,
+                                 int32_t *tokens_out) {
+  const int32_t n = batch.logit_rows();
+  for (int32_t i = 0; i < n; ++i)
+    if (rows[i].params == nullptr || !is_device_greedy(*rows[i].params)) return false;
+  model_.activate();
+  const Step s = stage(batch);
+  launch(s, true);
+  if (n > 0)
+    check(cudaMemcpyAsync(sampled_host_.get(), sampled_.get(), n * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, stream_),
+          "sampled ids download");
+  check(cudaStreamSynchronize(stream_), "forward_sample");
+  std::copy(sampled_host_.get<int32_t>(), sampled_host_.get<int32_t>() + n, tokens_out);
+  return true;
+}
+
+void CudaContext::randomize_kv(uint64_t seed) {
+  model_.activate();
+  kernels::RandomFillParams r;
+  r.n = layer_stride_ * model_.config().n_layers;
+  r.scale = 1.0f;
+  r.seed = seed;
+  r.out = as<bf16>(k_cache_);
+  check(kernels::random_fill(r, stream_), "random_fill");
+  r.seed = seed + 1;
+  r.out = as<bf16>(v_cache_);
+  check(kernels::random_fill(r, stream_), "random_fill");
+  check(cudaStreamSynchronize(stream_), "randomize_kv");
+}
+
+}  // namespace vegas::cuda

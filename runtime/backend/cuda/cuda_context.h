@@ -1,0 +1,78 @@
+// One session's state on the GPU: the paged KV pool (bf16, per layer K and V
+// [num_pages][page_size][n_kv_heads][head_dim]), activation scratch sized for
+// ContextParams::max_rows, a stream, cuBLASLt plans and the decode graphs.
+//
+// A forward call stages every index the kernels need (tokens, positions, KV
+// slots, per-sequence row ranges and page tables) in one pinned buffer, copies
+// it with one H2D transfer, runs the layers, and copies back only the logits
+// (or, with forward_sample, the sampled ids): the single host sync of a step.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/cuda/cuda_backend_model.h"
+#include "backend/cuda/decode_graphs.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/lt_gemm.h"
+
+namespace vegas::cuda {
+
+class CudaContext : public BackendContext {
+ public:
+  CudaContext(const CudaBackendModel &model, const ContextParams &params);
+  ~CudaContext() override;
+
+  const float *forward(const ForwardBatch &batch) override;
+  // Device sampling: greedy rows (no penalties) only, for now.
+  bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
+                      int32_t *tokens_out) override;
+
+  // Benchmarks: fills every KV slot with pseudo-random values, so decoding at
+  // a long context can be timed without prefilling it (attention cost does not
+  // depend on the values; zeros would hide faults).
+  void randomize_kv(uint64_t seed);
+  // Number of decode graphs captured so far (tests check that replay happens).
+  size_t graphs_captured() const { return graphs_.size(); }
+
+ private:
+  // The launch shape of one step; rows and sequences include graph padding.
+  struct Step {
+    int32_t rows = 0;
+    int32_t n_seqs = 0;
+    int32_t max_rows_per_seq = 0;
+    int32_t n_splits = 1;
+    int32_t logit_rows = 0;       // rows the lm_head runs on
+    int32_t real_logit_rows = 0;  // of which the caller asked for
+    int32_t pages = 0;            // page-table entries staged
+    bool graph = false;           // a pure decode step, replayable
+  };
+
+  Step stage(const ForwardBatch &batch);
+  int32_t choose_splits(const Step &s, int64_t max_kv) const;
+  void enqueue(const Step &s, bool with_argmax);
+  // Uploads the staged indices and runs the step (graph replay or eager).
+  void launch(const Step &s, bool with_argmax);
+  void grow_page_table(int64_t pages);
+  int32_t *meta(int field) const;
+
+  const CudaBackendModel &model_;
+  ContextParams params_;
+  cudaStream_t stream_ = nullptr;
+  LtGemm gemm_;
+  DeviceGraphs graphs_;
+
+  DeviceBuffer k_cache_, v_cache_;  // [n_layers][slots][kv_dim] each
+  int64_t layer_stride_ = 0;        // elements per layer in k_cache_/v_cache_
+  DeviceBuffer meta_dev_;
+  PinnedBuffer meta_host_;
+  int64_t page_capacity_ = 0;
+  DeviceBuffer residual_, normed_, qkv_, q_, attn_, gate_up_, act_, logits_, sampled_;
+  DeviceBuffer partial_out_, partial_lse_;
+  int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds
+  PinnedBuffer logits_host_, sampled_host_;
+};
+
+}  // namespace vegas::cuda

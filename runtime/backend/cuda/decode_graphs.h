@@ -1,0 +1,35 @@
+// Captured CUDA graphs of decode steps, keyed by launch shape (padded batch
+// size, attention splits, whether the step samples). A shape is captured the
+// second time it is seen, after one eager run has created the cuBLASLt plans
+// it uses, and replayed from then on.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <tuple>
+
+namespace vegas::cuda {
+
+class DeviceGraphs {
+ public:
+  using Key = std::tuple<int32_t, int32_t, bool>;
+  DeviceGraphs() = default;
+  DeviceGraphs(const DeviceGraphs &) = delete;
+  DeviceGraphs &operator=(const DeviceGraphs &) = delete;
+  ~DeviceGraphs() { clear(); }
+
+  // Runs `enqueue` on `stream`: eagerly the first time `key` is seen, then
+  // captured once into a graph that is replayed on every later call.
+  void run(const Key &key, cudaStream_t stream, const std::function<void()> &enqueue);
+  void clear();
+  size_t size() const { return execs_.size(); }
+
+ private:
+  std::map<Key, cudaGraphExec_t> execs_;
+  std::map<Key, int> seen_;
+};
+
+}  // namespace vegas::cuda

@@ -1,0 +1,89 @@
+// Helpers shared by the GPU tests: device buffers of host vectors, bf16
+// rounding, seeded random data and the relative L2 error.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/bf16.h"
+
+namespace vegas::test {
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
+
+// A device copy of a host vector; download() reads it back.
+template <typename T>
+class Dev {
+ public:
+  explicit Dev(const std::vector<T> &host) : n_(host.size()) {
+    cudaMalloc(&p_, n_ * sizeof(T) + 16);
+    cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  explicit Dev(size_t n, uint8_t fill_byte = 0xff) : n_(n) {  // 0xff..: NaN poison for floats/bf16
+    cudaMalloc(&p_, n_ * sizeof(T) + 16);
+    cudaMemset(p_, fill_byte, n_ * sizeof(T));
+  }
+  ~Dev() { cudaFree(p_); }
+  Dev(const Dev &) = delete;
+  Dev &operator=(const Dev &) = delete;
+  T *get() const { return static_cast<T *>(p_); }
+  template <typename U = T>
+  U *as() const {
+    return static_cast<U *>(p_);
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+
+ private:
+  void *p_ = nullptr;
+  size_t n_;
+};
+
+// n bf16 values uniform in [-scale, scale), and their exact float values.
+inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937 &rng, float scale = 1.0f,
+                                         float offset = 0.0f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<uint16_t> v(n);
+  for (auto &x : v) x = f32_to_bf16(offset + u(rng));
+  return v;
+}
+
+inline std::vector<double> to_double(const std::vector<uint16_t> &v) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = bf16_to_f32(v[i]);
+  return d;
+}
+
+// ||got - ref|| / ||ref||; infinite if any value is not finite.
+template <typename G>
+double rel_l2(const std::vector<G> &got, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = static_cast<double>(got[i]);
+    if (!std::isfinite(g)) return INFINITY;
+    num += (g - ref[i]) * (g - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+inline std::vector<float> bf16_vec_to_float(const std::vector<uint16_t> &v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = bf16_to_f32(v[i]);
+  return f;
+}
+
+inline bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace vegas::test

@@ -40,8 +40,7 @@ enum class ScoreRowRule {
 };
 
 // The constructors behind make_selection_policy.
-std::unique_ptr<SelectionPolicy> make_score_top_k_policy(const std::string &name,
-                                                         ScoreRowRule rule,
+std::unique_ptr<SelectionPolicy> make_score_top_k_policy(const std::string &name, ScoreRowRule rule,
                                                          const SelectionOptions &options,
                                                          const SelectionShape &shape);
 std::unique_ptr<SelectionPolicy> make_streaming_policy(const SelectionOptions &options,

@@ -38,8 +38,8 @@ class QuestPolicy final : public PolicyBase {
                                            std::to_string(in.pages.n_pages));
     quest_page_scores(in.query, in.pages, n_pages, shape_.n_heads, shape_.n_kv_heads,
                       shape_.head_dim, page_scores_.data());
-    return select_quest_pages(page_scores_.data(), in.n, page_size, budget(in.n),
-                              scratch_.data(), out);
+    return select_quest_pages(page_scores_.data(), in.n, page_size, budget(in.n), scratch_.data(),
+                              out);
   }
 
  private:

@@ -14,14 +14,13 @@ void check_score_view(const ScoreView &view, int32_t n, int32_t rows_needed,
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "selection policy " + policy + ": the score view has no logits or no lse");
   if (view.n_rows < rows_needed)
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "selection policy " + policy + " needs " +
-                                         std::to_string(rows_needed) +
-                                         " verify rows, the score view has " +
-                                         std::to_string(view.n_rows));
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "selection policy " + policy + " needs " + std::to_string(rows_needed) +
+             " verify rows, the score view has " + std::to_string(view.n_rows));
   if (view.stride < n)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "selection policy " + policy + ": score view stride " +
-                                         std::to_string(view.stride) + " is below n = " +
-                                         std::to_string(n));
+                                         std::to_string(view.stride) +
+                                         " is below n = " + std::to_string(n));
 }
 
 void reduce_scores(const ScoreView &view, int32_t n_heads, const int32_t *rows, int32_t n_used,

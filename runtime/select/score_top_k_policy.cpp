@@ -46,10 +46,9 @@ class ScoreTopKPolicy final : public PolicyBase {
     const ScoreView &view = in.scores;
     check_score_view(view, in.n, 1, name_);
     if (view.n_rows > shape_.max_rows)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, "selection policy " + name_ + ": " +
-                                           std::to_string(view.n_rows) +
-                                           " verify rows exceed the shape's max_rows " +
-                                           std::to_string(shape_.max_rows));
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "selection policy " + name_ + ": " + std::to_string(view.n_rows) +
+               " verify rows exceed the shape's max_rows " + std::to_string(shape_.max_rows));
     switch (rule_) {
       case ScoreRowRule::kFirstLast:
         rows_[0] = 0;
@@ -60,10 +59,10 @@ class ScoreTopKPolicy final : public PolicyBase {
         return view.n_rows;
       case ScoreRowRule::kLastAccepted:
         if (in.last_accepted_row < 0 || in.last_accepted_row >= view.n_rows)
-          fail(VEGAS_ERR_INVALID_ARGUMENT,
-               "selection policy " + name_ + ": last_accepted_row " +
-                   std::to_string(in.last_accepted_row) + " is outside the " +
-                   std::to_string(view.n_rows) + " verify rows");
+          fail(VEGAS_ERR_INVALID_ARGUMENT, "selection policy " + name_ + ": last_accepted_row " +
+                                               std::to_string(in.last_accepted_row) +
+                                               " is outside the " + std::to_string(view.n_rows) +
+                                               " verify rows");
         rows_[0] = in.last_accepted_row;
         return 1;
     }
@@ -78,8 +77,7 @@ class ScoreTopKPolicy final : public PolicyBase {
 
 }  // namespace
 
-std::unique_ptr<SelectionPolicy> make_score_top_k_policy(const std::string &name,
-                                                         ScoreRowRule rule,
+std::unique_ptr<SelectionPolicy> make_score_top_k_policy(const std::string &name, ScoreRowRule rule,
                                                          const SelectionOptions &options,
                                                          const SelectionShape &shape) {
   return std::make_unique<ScoreTopKPolicy>(name, rule, options, shape);

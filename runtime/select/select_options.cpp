@@ -21,8 +21,8 @@ void check_unit_interval(float value, const char *field, bool allow_zero) {
 void check_non_negative(int32_t value, const char *field, int32_t minimum) {
   if (value < minimum)
     fail(VEGAS_ERR_INVALID_ARGUMENT, std::string("selection option ") + field + " is " +
-                                         std::to_string(value) + ", must be >= " +
-                                         std::to_string(minimum));
+                                         std::to_string(value) +
+                                         ", must be >= " + std::to_string(minimum));
 }
 
 }  // namespace
@@ -35,10 +35,9 @@ void validate_selection_options(const SelectionOptions &options) {
   check_unit_interval(options.p, "p", false);
   check_non_negative(options.quest_page_size, "quest_page_size", 1);
   if (options.score_kind != ScoreKind::kWeight && options.score_kind != ScoreKind::kLogit)
-    fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "selection option score_kind is " +
-             std::to_string(static_cast<int32_t>(options.score_kind)) +
-             ", not VEGAS_SCORE_WEIGHT (0) or VEGAS_SCORE_LOGIT (1)");
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "selection option score_kind is " +
+                                         std::to_string(static_cast<int32_t>(options.score_kind)) +
+                                         ", not VEGAS_SCORE_WEIGHT (0) or VEGAS_SCORE_LOGIT (1)");
 }
 
 int32_t selection_budget(int32_t n, float ratio, int32_t min_tokens) {

@@ -28,8 +28,8 @@ double mass_at_or_above(const float *weights, int32_t n, uint32_t threshold_bits
 
 }  // namespace
 
-int32_t select_top_p(const float *weights, int32_t n, float p, int32_t min_count,
-                     int32_t *scratch, int32_t *out, TopPStats *stats) {
+int32_t select_top_p(const float *weights, int32_t n, float p, int32_t min_count, int32_t *scratch,
+                     int32_t *out, TopPStats *stats) {
   double total = 0.0;
   uint32_t max_bits = 0;
   for (int32_t i = 0; i < n; ++i) {

@@ -27,7 +27,7 @@ struct TopPStats {
 // When the set is smaller than min(min_count, n), the best min(min_count, n)
 // by the ranking are returned instead (a superset: the top-p set is a prefix of
 // the ranking). `scratch` holds n ints. Sums are in double, in position order.
-int32_t select_top_p(const float *weights, int32_t n, float p, int32_t min_count,
-                     int32_t *scratch, int32_t *out, TopPStats *stats = nullptr);
+int32_t select_top_p(const float *weights, int32_t n, float p, int32_t min_count, int32_t *scratch,
+                     int32_t *out, TopPStats *stats = nullptr);
 
 }  // namespace vegas

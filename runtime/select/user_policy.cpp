@@ -81,8 +81,8 @@ class UserPolicy final : public PolicyBase {
         fail(static_cast<vegas_status>(count),
              std::string("user selection policy failed with ") +
                  vegas_status_name(static_cast<vegas_status>(count)));
-      fail(VEGAS_ERR_INVALID_ARGUMENT, "user selection policy returned " +
-                                           std::to_string(count) + ", not a vegas_status");
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "user selection policy returned " + std::to_string(count) + ", not a vegas_status");
     }
     if (count > capacity || count > n)
       fail(VEGAS_ERR_INVALID_ARGUMENT, "user selection policy returned count " +
@@ -90,15 +90,15 @@ class UserPolicy final : public PolicyBase {
                                            std::to_string(n));
     for (int32_t i = 0; i < count; ++i) {
       if (out[i] < 0 || out[i] >= n)
-        fail(VEGAS_ERR_INVALID_ARGUMENT, "user selection policy position " +
-                                             std::to_string(i) + " is " +
-                                             std::to_string(out[i]) + ", outside [0, " +
+        fail(VEGAS_ERR_INVALID_ARGUMENT, "user selection policy position " + std::to_string(i) +
+                                             " is " + std::to_string(out[i]) + ", outside [0, " +
                                              std::to_string(n) + ")");
       if (i > 0 && out[i] <= out[i - 1])
-        fail(VEGAS_ERR_INVALID_ARGUMENT, "user selection policy positions are not strictly "
-                                         "ascending at index " + std::to_string(i) + " (" +
-                                             std::to_string(out[i - 1]) + ", " +
-                                             std::to_string(out[i]) + ")");
+        fail(VEGAS_ERR_INVALID_ARGUMENT,
+             "user selection policy positions are not strictly "
+             "ascending at index " +
+                 std::to_string(i) + " (" + std::to_string(out[i - 1]) + ", " +
+                 std::to_string(out[i]) + ")");
     }
   }
 
@@ -114,10 +114,9 @@ std::unique_ptr<SelectionPolicy> make_user_policy(const SelectionOptions &option
   if (given == nullptr)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "selection policy user needs a vegas_select_policy vtable");
   if (given->struct_size < kSelectEnd)
-    fail(VEGAS_ERR_STRUCT_SIZE, "vegas_select_policy.struct_size " +
-                                    std::to_string(given->struct_size) +
-                                    " does not cover the select callback (needs " +
-                                    std::to_string(kSelectEnd) + ")");
+    fail(VEGAS_ERR_STRUCT_SIZE,
+         "vegas_select_policy.struct_size " + std::to_string(given->struct_size) +
+             " does not cover the select callback (needs " + std::to_string(kSelectEnd) + ")");
   // Copy only what the caller's struct_size covers; newer fields keep defaults.
   vegas_select_policy vtable{};
   vtable.struct_size = given->struct_size;

@@ -101,8 +101,8 @@ TEST(SelectOptions, ValidationNamesTheField) {
       {"min_tokens", [](SelectionOptions &o, float) { o.min_tokens = -1; }, 0},
       {"sink", [](SelectionOptions &o, float) { o.sink = -3; }, 0},
       {"quest_page_size", [](SelectionOptions &o, float) { o.quest_page_size = 0; }, 0},
-      {"score_kind",
-       [](SelectionOptions &o, float) { o.score_kind = static_cast<ScoreKind>(7); }, 0},
+      {"score_kind", [](SelectionOptions &o, float) { o.score_kind = static_cast<ScoreKind>(7); },
+       0},
   };
   for (const Case &c : cases) {
     SelectionOptions options;
@@ -154,7 +154,8 @@ TEST(SelectFactory, Needs) {
   EXPECT_TRUE(needs("quest").page_bounds);
   EXPECT_TRUE(needs("quest").every_draft_step);
   EXPECT_FALSE(needs("vegas").every_draft_step);
-  for (const char *name : {"vegas", "vegas-all", "specextend", "streaming", "quest", "topp", "full"})
+  for (const char *name :
+       {"vegas", "vegas-all", "specextend", "streaming", "quest", "topp", "full"})
     EXPECT_EQ(make_selection_policy(name, {}, shape)->name(), name);
 }
 

@@ -97,8 +97,7 @@ struct QuestCase {
 TEST(SelectQuest, PageScoresAndUpperBound) {
   const QuestCase qc(203, 16, 11);
   std::vector<float> scores(static_cast<size_t>(qc.pages));
-  quest_page_scores(qc.query.data(), qc.bounds(), qc.pages, kHeads, kKvHeads, kDim,
-                    scores.data());
+  quest_page_scores(qc.query.data(), qc.bounds(), qc.pages, kHeads, kKvHeads, kDim, scores.data());
   for (int32_t page = 0; page < qc.pages; ++page) {
     double want = 0, magnitude = 0;
     for (int32_t h = 0; h < kHeads; ++h)
@@ -112,7 +111,8 @@ TEST(SelectQuest, PageScoresAndUpperBound) {
     for (int32_t pos = page * 16; pos < std::min(203, (page + 1) * 16); ++pos) {
       double dot = 0;
       for (int32_t h = 0; h < kHeads; ++h)
-        for (int32_t d = 0; d < kDim; ++d) dot += qc.query[h * kDim + d] * qc.seq.key(pos, h / 4)[d];
+        for (int32_t d = 0; d < kDim; ++d)
+          dot += qc.query[h * kDim + d] * qc.seq.key(pos, h / 4)[d];
       EXPECT_LE(dot, scores[page] + 1e-6 * magnitude) << pos;
     }
   }

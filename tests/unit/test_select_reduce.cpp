@@ -173,8 +173,7 @@ std::vector<int32_t> run(const char *name, int32_t k, const SelectInput &in) {
 TEST(SelectReduce, RowsEachPolicyReads) {
   const SpikeView sv;
   EXPECT_EQ(run("vegas", 4, sv.input(4)), (std::vector<int32_t>{1, 2, 31, 32}));
-  EXPECT_EQ(run("vegas-all", 8, sv.input(4)),
-            (std::vector<int32_t>{1, 2, 11, 12, 21, 22, 31, 32}));
+  EXPECT_EQ(run("vegas-all", 8, sv.input(4)), (std::vector<int32_t>{1, 2, 11, 12, 21, 22, 31, 32}));
   SelectInput in = sv.input(4);
   in.last_accepted_row = 2;
   EXPECT_EQ(run("specextend", 2, in), (std::vector<int32_t>{21, 22}));

@@ -18,7 +18,9 @@
 namespace vegas {
 namespace {
 
-float key(float s) { return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s; }
+float key(float s) {
+  return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s;
+}
 
 // Proves select_top_k equals the sort-based top-k exactly (same tie rule), and,
 // independently of any tie rule, that no unchosen score beats a chosen one.
@@ -42,8 +44,10 @@ TEST(SelectTopK, MatchesSortReference) {
     float worst_chosen = std::numeric_limits<float>::infinity();
     float best_other = -std::numeric_limits<float>::infinity();
     for (int32_t i = 0; i < m; ++i) {
-      if (chosen[i]) worst_chosen = std::min(worst_chosen, key(s[i]));
-      else best_other = std::max(best_other, key(s[i]));
+      if (chosen[i])
+        worst_chosen = std::min(worst_chosen, key(s[i]));
+      else
+        best_other = std::max(best_other, key(s[i]));
     }
     if (count > 0 && count < m) {
       EXPECT_GE(worst_chosen, best_other) << "trial " << trial;

@@ -131,8 +131,8 @@ TEST(SelectTopP, MinCountFloor) {
 
 // Proves negative, NaN and infinite weights are refused naming the position.
 TEST(SelectTopP, BadWeights) {
-  for (float bad : {-0.5f, std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {-0.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     std::vector<float> w(8, 0.1f);
     w[5] = bad;
     try {

@@ -1,0 +1,136 @@
+// `vegas tokenize` and `vegas detokenize`: text <-> token ids with the model's
+// tokenizer, loaded alone (no weights).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "vegas.h"
+
+namespace vegas_cli {
+
+namespace {
+
+// Prints "vegas: <STATUS>: <message>" and ends the command with a non-zero exit.
+void check_status(vegas_status status) {
+  if (status == VEGAS_OK) return;
+  std::fprintf(stderr, "vegas: %s: %s\n", vegas_status_name(status), vegas_last_error());
+  throw CLI::RuntimeError(1);
+}
+
+using TokenizerPtr = std::unique_ptr<vegas_tokenizer, decltype(&vegas_tokenizer_free)>;
+
+TokenizerPtr load_tokenizer(const std::string &model_dir) {
+  vegas_tokenizer *tok = nullptr;
+  check_status(
+      vegas_tokenizer_load(model_dir.empty() ? default_model_dir() : model_dir.c_str(), &tok));
+  return TokenizerPtr(tok, &vegas_tokenizer_free);
+}
+
+std::string read_text_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "vegas: VEGAS_ERR_IO: cannot read '%s'\n", path.c_str());
+    throw CLI::RuntimeError(1);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TokenizeArgs {
+  std::string model_dir, text, file;
+  bool json = false, no_special = false;
+};
+
+void run_tokenize(const TokenizeArgs &a) {
+  const std::string text = a.file.empty() ? a.text : read_text_file(a.file);
+  TokenizerPtr tok = load_tokenizer(a.model_dir);
+  vegas_tokenize_options opts;
+  vegas_tokenize_options_init(&opts);
+  opts.parse_special = a.no_special ? 0 : 1;
+  size_t n = 0;
+  std::vector<int32_t> ids(text.size() + 16);  // never more ids than bytes, plus specials
+  vegas_status st =
+      vegas_tokenize(tok.get(), text.data(), text.size(), &opts, ids.data(), ids.size(), &n);
+  if (st == VEGAS_ERR_BUFFER_TOO_SMALL) {
+    ids.resize(n);
+    st = vegas_tokenize(tok.get(), text.data(), text.size(), &opts, ids.data(), ids.size(), &n);
+  }
+  check_status(st);
+  ids.resize(n);
+  if (a.json) {
+    std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+    return;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+  std::printf("\n");
+}
+
+struct DetokenizeArgs {
+  std::string model_dir, ids;
+};
+
+std::vector<int32_t> parse_ids(const std::string &list) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception &) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX) {
+      std::fprintf(stderr, "vegas: VEGAS_ERR_INVALID_ARGUMENT: --ids: '%s' is not a token id\n",
+                   item.c_str());
+      throw CLI::RuntimeError(1);
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+void run_detokenize(const DetokenizeArgs &a) {
+  const std::vector<int32_t> ids = parse_ids(a.ids);
+  TokenizerPtr tok = load_tokenizer(a.model_dir);
+  size_t n = 0;
+  vegas_status st = vegas_detokenize(tok.get(), ids.data(), ids.size(), 0, nullptr, 0, &n);
+  std::string text(n, '\0');
+  if (st == VEGAS_ERR_BUFFER_TOO_SMALL)
+    st = vegas_detokenize(tok.get(), ids.data(), ids.size(), 0, text.data(), text.size(), &n);
+  check_status(st);
+  std::fwrite(text.data(), 1, n, stdout);
+  std::printf("\n");
+}
+
+}  // namespace
+
+void add_tokenize_commands(CLI::App &app) {
+  auto targs = std::make_shared<TokenizeArgs>();
+  CLI::App *tok = app.add_subcommand("tokenize", "Print the token ids of a text");
+  tok->add_option("--model", targs->model_dir, "Model directory (default: the embedded model)");
+  auto *text = tok->add_option("--text", targs->text, "Text to tokenize");
+  auto *file = tok->add_option("--file", targs->file, "File whose contents to tokenize");
+  text->excludes(file);
+  tok->add_flag("--json", targs->json, "Print {\"ids\":[...]}");
+  tok->add_flag("--no-special", targs->no_special, "Treat special-token text as plain text");
+  tok->callback([targs, text, file] {
+    if (text->count() == 0 && file->count() == 0) throw CLI::RequiredError("--text or --file");
+    run_tokenize(*targs);
+  });
+
+  auto dargs = std::make_shared<DetokenizeArgs>();
+  CLI::App *detok = app.add_subcommand("detokenize", "Print the text of token ids");
+  detok->add_option("--model", dargs->model_dir, "Model directory (default: the embedded model)");
+  detok->add_option("--ids", dargs->ids, "Comma-separated token ids")->required();
+  detok->callback([dargs] { run_detokenize(*dargs); });
+}
+
+}  // namespace vegas_cli

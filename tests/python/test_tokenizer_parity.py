@@ -264,3 +264,23 @@ def test_gpt2_style_parity(tmp_path):
                       string_merges=True)
     ours = vegas_ctypes.Tokenizer(LIB, path)
     run_parity_suite(ours, hf, "gpt2")
+
+
+@pytest.mark.parametrize("behavior", ["removed", "isolated", "merged_with_previous",
+                                      "merged_with_next", "contiguous"])
+def test_split_behaviors_parity(tmp_path, model_tokenizer, behavior):
+    """Every Split behaviour, inverted or not, with a regex and a literal pattern, matches HF."""
+    from tokenizers import Regex, pre_tokenizers
+    texts = ["a, b,, c ,d", "  x  y ", ",,,", "hello world, foo-bar", "", "no delims", ", a , ",
+             "x , é ,, 你好 ,"]
+    for invert in (False, True):
+        for pattern in (Regex(r"\s*,\s*"), " "):
+            hf = tokenizers.Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
+            hf.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(pattern, behavior=behavior, invert=invert),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            path = tmp_path / f"split-{invert}-{isinstance(pattern, str)}.json"
+            hf.save(str(path))
+            ours = vegas_ctypes.Tokenizer(LIB, path)
+            for text in texts:
+                assert ours.encode(text) == hf.encode(text).ids, (behavior, invert, text)

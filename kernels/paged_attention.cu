@@ -180,6 +180,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
     }
     __syncthreads();  // the next load overwrites this stage
   }
+  __syncthreads();  // with no tile at all, m_s/l_s were only initialised above
 
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the CUDA test and benchmark binaries here (no GPU needed) and packs
+# them, stripped, with the Debian shared libraries they need and the Qwen3-8B
+# config into .carry/cuda (ignored by git), for `run` with carry [".carry/cuda"].
+#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]
+set -eu
+cd "$(dirname "$0")/.."
+B=${1:-build-cuda}
+cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
+ninja -C "$B" -j2 test_cuda_kernels test_cuda_attention test_cuda_backend bench_cuda_decode
+rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
+for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode; do
+  strip -o ".carry/cuda/bin/$(basename "$b")" "$b"
+done
+# Libraries the device image lacks (it has CUDA, not our Debian packages).
+for lib in $(ldd .carry/cuda/bin/* | awk '/=> \// {print $3}' | sort -u); do
+  case "$(basename "$lib")" in
+    libmimalloc*|libgomp*|libpcre2*|libutf8proc*) cp -L "$lib" .carry/cuda/lib/ ;;
+  esac
+done
+cp ../shared/configs/qwen3-8b.json .carry/cuda/
+cp tools/device-check.sh .carry/cuda/
+du -sh .carry/cuda

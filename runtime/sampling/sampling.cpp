@@ -135,13 +135,14 @@ void nucleus(const float *logits, float max_logit, const std::vector<int32_t> &c
   const size_t n = cand.size();
   float min_logit = max_logit;
   for (int32_t id : cand) min_logit = std::min(min_logit, logits[id]);
-  const float range = max_logit - min_logit;
-  const float scale = range > 0.0f ? static_cast<float>(kBuckets) / range : 0.0f;
+  // In double, so neither the range of extreme logits nor its inverse overflows.
+  const double range = static_cast<double>(max_logit) - min_logit;
+  const double scale = range > 0.0 ? kBuckets / range : 0.0;
   s->buckets.resize(n);
   s->bucket_mass.assign(kBuckets, 0.0);
   for (size_t j = 0; j < n; ++j) {
-    const int32_t b =
-        std::min(kBuckets - 1, static_cast<int32_t>((max_logit - logits[cand[j]]) * scale));
+    const double offset = (static_cast<double>(max_logit) - logits[cand[j]]) * scale;
+    const int32_t b = std::min(kBuckets - 1, static_cast<int32_t>(offset));
     s->buckets[j] = static_cast<uint16_t>(b);
     s->bucket_mass[b] += weights[j];
   }

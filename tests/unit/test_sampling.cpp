@@ -153,6 +153,20 @@ TEST(BuildDistribution, TiedLogitsMatchReference) {
   EXPECT_EQ(d.ids, (std::vector<int32_t>{0, 1, 2, 3}));  // 0.3 < 0.35 <= 0.4
 }
 
+// Proves extreme but legal rows are handled exactly: logits near the float
+// limits (their range overflows f32) and logits differing only by a subnormal.
+TEST(BuildDistribution, ExtremeLogitsMatchReference) {
+  const std::vector<float> huge = {3e38f, -3e38f, 0.0f, 2.9e38f, -INFINITY};
+  const std::vector<float> tiny = {1.4e-45f, 0.0f, 0.0f, 1.4e-45f};
+  for (const std::vector<float> *logits : {&huge, &tiny})
+    for (float top_p : {1.0f, 0.5f, 0.9f}) {
+      SamplingParams sp;
+      sp.temperature = 1.0f;
+      sp.top_p = top_p;
+      expect_matches_reference(*logits, sp);
+    }
+}
+
 // Proves the 152K-vocabulary paths (the benchmark setting and plain T=1 with
 // the whole vocabulary in the support) and prints their cost.
 TEST(BuildDistribution, LargeVocabularyMatchesReference) {

@@ -16,6 +16,28 @@ namespace vegas {
 
 enum class BackendKind { kCpu, kCuda };
 
+// Sparse drafting (DESIGN §3 step 2): in layer l a row attends to
+// positions[l * stride + 0 .. counts[l]) (ascending, all < prefix) and to every
+// position from `prefix` up to its own.
+struct SparseAttention {
+  int32_t prefix = 0;
+  const int32_t *positions = nullptr;  // [n_layers][stride]
+  const int32_t *counts = nullptr;     // [n_layers]
+  int32_t stride = 0;
+};
+
+// Verification scores (DESIGN §3 step 3, §5): for the listed rows of the
+// sequence, per layer and query head, the scaled logits scale * q.k over the
+// candidate positions [0, n_candidates) and the row's log-sum-exp over every
+// position it attended to, so softmax weights are exp(logit - lse).
+struct ScoreCapture {
+  int32_t n_candidates = 0;
+  const int32_t *rows = nullptr;  // row indices within this sequence's new rows
+  int32_t n_rows = 0;
+  float *logits = nullptr;  // [n_layers][n_rows][n_heads][n_candidates]
+  float *lse = nullptr;     // [n_layers][n_rows][n_heads]
+};
+
 // New rows of one sequence in a forward batch.
 struct SeqRows {
   const int32_t *tokens = nullptr;  // n_tokens ids
@@ -25,6 +47,8 @@ struct SeqRows {
   int32_t n_pages = 0;
   // Which rows need logits: none, the last one, or all (verification).
   enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
+  const SparseAttention *sparse = nullptr;  // optional: sparse drafting
+  const ScoreCapture *capture = nullptr;    // optional: selection scores
 };
 
 struct ForwardBatch {

@@ -231,6 +231,7 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
 /* ---------------------------------------------------------------- session */
 
 typedef struct vegas_session vegas_session;
+struct vegas_select_policy; /* defined in the selection policy section below */
 
 typedef enum vegas_decode_mode {
   VEGAS_MODE_VANILLA = 0, /* one token per step with full attention */
@@ -250,6 +251,13 @@ typedef struct vegas_session_options {
   float ratio;            /* selected share of the KV, default 0.07 */
   int32_t min_tokens;     /* selection floor, default 256 */
   float window_share;     /* share of the budget kept for recent tokens, default 0.5 */
+  int32_t score_kind;     /* vegas_score_kind used by the score-driven policies, default WEIGHT */
+  int32_t sink;           /* policy "streaming": leading tokens always kept, default 16 */
+  float top_p_mass;       /* policy "topp": attention mass to cover, default 0.9 */
+  /* Policy "user": the caller's vtable (see vegas_select_policy below); the
+   * session copies it and owns user_data from a successful create on (it calls
+   * destroy once when freed). Ignored by other policies. */
+  const struct vegas_select_policy *select_policy;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init(vegas_session_options *options);
 
@@ -413,6 +421,27 @@ typedef struct vegas_select_policy {
   /* Optional (may be NULL). The library no longer uses the policy. */
   void (*destroy)(void *user_data);
 } vegas_select_policy;
+
+/* Speculative statistics of a session, summed over its sequences since it was
+ * created (all zero in VANILLA mode). */
+#define VEGAS_MAX_GAMMA 32
+typedef struct vegas_session_stats {
+  uint32_t struct_size;
+  int32_t gamma;
+  int64_t rounds;    /* draft-verify rounds (one per sequence per step) */
+  int64_t drafted;   /* draft tokens proposed */
+  int64_t accepted;  /* draft tokens accepted */
+  int64_t committed; /* tokens committed by rounds: accepted + corrected/bonus */
+  double tokens_per_round; /* tau = committed / rounds */
+  double draft_seconds;    /* wall time in drafting, verification and selection */
+  double verify_seconds;
+  double select_seconds;
+  int64_t drafted_at[VEGAS_MAX_GAMMA];  /* rounds that drafted position i */
+  int64_t accepted_at[VEGAS_MAX_GAMMA]; /* rounds whose draft i was accepted */
+} vegas_session_stats;
+/* Fills `out` (set out->struct_size first). */
+VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
+                                               vegas_session_stats *out);
 
 /* ------------------------------------------------------------- one call */
 

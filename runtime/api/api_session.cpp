@@ -26,14 +26,28 @@ const vegas::Session &session_of(const vegas_session *session) {
 vegas::SessionParams to_session_params(const vegas_session_options &o) {
   if (o.mode != VEGAS_MODE_VANILLA && o.mode != VEGAS_MODE_VEGAS)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown mode " + std::to_string(o.mode));
-  if (o.mode == VEGAS_MODE_VEGAS)
-    vegas::fail(VEGAS_ERR_NOT_BUILT,
-                "speculative (vegas) mode is not built yet in this version; use VEGAS_MODE_VANILLA");
   vegas::SessionParams p;
   p.kv_bytes = o.kv_bytes;
   p.page_size = o.page_size;
   p.max_batch = o.max_batch;
   p.prefill_chunk = o.prefill_chunk;
+  p.speculative = o.mode == VEGAS_MODE_VEGAS;
+  if (p.speculative) {
+    p.spec.policy = o.policy != nullptr ? o.policy : "vegas";
+    p.spec.gamma = o.gamma;
+    vegas::SelectionOptions &sel = p.spec.selection;
+    sel.ratio = o.ratio;
+    sel.min_tokens = o.min_tokens;
+    sel.window_share = o.window_share;
+    sel.sink = o.sink;
+    sel.p = o.top_p_mass;
+    if (o.score_kind != VEGAS_SCORE_WEIGHT && o.score_kind != VEGAS_SCORE_LOGIT)
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown score_kind " + std::to_string(o.score_kind));
+    sel.score_kind = static_cast<vegas::ScoreKind>(o.score_kind);
+    sel.user = o.select_policy;
+    if (p.spec.policy == "user" && o.select_policy == nullptr)
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "policy \"user\" needs select_policy");
+  }
   return p;
 }
 
@@ -111,6 +125,10 @@ VEGAS_API void vegas_session_options_init(vegas_session_options *o) {
   o->ratio = 0.07f;
   o->min_tokens = 256;
   o->window_share = 0.5f;
+  o->score_kind = VEGAS_SCORE_WEIGHT;
+  o->sink = 16;
+  o->top_p_mass = 0.9f;
+  o->select_policy = nullptr;
 }
 
 VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *o) {
@@ -214,11 +232,41 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
     info.drafted = seq.stats.drafted;
     info.accepted = seq.stats.accepted;
     info.tokens_per_round =
-        seq.stats.rounds > 0 ? static_cast<double>(seq.n_generated()) / seq.stats.rounds : 0.0;
+        seq.stats.rounds > 0 ? static_cast<double>(seq.stats.committed) / seq.stats.rounds : 0.0;
     info.prefill_seconds = seq.stats.prefill_seconds;
     info.decode_seconds = seq.stats.decode_seconds;
     const size_t n = out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
     std::memcpy(static_cast<void *>(out), &info, n);
+  });
+}
+
+VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
+                                               vegas_session_stats *out) {
+  return guarded([&] {
+    const vegas::Session &s = session_of(session);
+    require_non_null(out, "out");
+    if (out->struct_size < sizeof(uint32_t) * 2)
+      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_session_stats.struct_size is too small");
+    vegas_session_stats st{};
+    st.struct_size = out->struct_size;
+    if (const vegas::SpeculativeDecoder *spec = s.speculative()) {
+      const vegas::SpeculativeTotals &t = spec->totals();
+      st.gamma = spec->params().gamma;
+      st.rounds = t.rounds;
+      st.drafted = t.drafted;
+      st.accepted = t.accepted;
+      st.committed = t.committed;
+      st.tokens_per_round = t.rounds > 0 ? static_cast<double>(t.committed) / t.rounds : 0.0;
+      st.draft_seconds = t.draft_seconds;
+      st.verify_seconds = t.verify_seconds;
+      st.select_seconds = t.select_seconds;
+      for (size_t i = 0; i < t.accepted_at.size() && i < VEGAS_MAX_GAMMA; ++i) {
+        st.accepted_at[i] = t.accepted_at[i];
+        st.drafted_at[i] = t.drafted_at[i];
+      }
+    }
+    const size_t n = out->struct_size < sizeof(st) ? out->struct_size : sizeof(st);
+    std::memcpy(static_cast<void *>(out), &st, n);
   });
 }
 

@@ -30,6 +30,7 @@ struct SequenceStats {
   int64_t rounds = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
+  int64_t committed = 0;  // tokens committed by speculative rounds
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
 };

@@ -67,6 +67,13 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   cp.num_pages = pool_.num_pages();
   cp.page_size = params_.page_size;
   cp.max_rows = params_.prefill_chunk + params_.max_batch;
+  if (params_.speculative) {
+    const int64_t capacity = int64_t{pool_.num_pages()} * pool_.page_size();
+    spec_ = std::make_unique<SpeculativeDecoder>(
+        model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
+    // A verification pass carries gamma + 1 rows per sequence.
+    cp.max_rows = std::max(cp.max_rows, params_.max_batch * (params_.spec.gamma + 1));
+  }
   context_ = model_->backend().create_context(cp);
 }
 
@@ -162,6 +169,7 @@ void Session::finish(Sequence &seq, vegas_finish_reason reason, vegas_status sta
   seq.status = status;
   pool_.release(seq.page_table);
   seq.kv_len = 0;
+  if (spec_) spec_->forget(seq.id);
 }
 
 void Session::emit(Sequence &seq, int32_t token, const std::string &piece) {
@@ -222,12 +230,13 @@ int32_t Session::step() {
   // Decoding sequences (one pending row) go first so that long prompts, which
   // are prefilled in chunks of at most prefill_chunk rows per step, never stall them.
   std::vector<Sequence *> batch_seqs;
+  std::vector<Sequence *> spec_seqs;  // VEGAS mode: decoding sequences for the speculative round
   ForwardBatch batch;
   int32_t decode_rows = 0;
   for (auto &entry : sequences_) {
     Sequence &seq = *entry.second;
     if (seq.finished() || seq.pending_rows() != 1 || decode_rows >= params_.max_batch) continue;
-    batch_seqs.push_back(&seq);
+    (spec_ ? spec_seqs : batch_seqs).push_back(&seq);
     ++decode_rows;
   }
   int32_t prefill_budget = params_.prefill_chunk;
@@ -272,6 +281,8 @@ int32_t Session::step() {
     r.logits = seq.kv_len + rows_of[i] == static_cast<int32_t>(seq.tokens.size())
                    ? SeqRows::Logits::kLast
                    : SeqRows::Logits::kNone;
+    if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0)
+      spec_->prepare_prefill_capture(seq, r);
     batch.seqs.push_back(r);
   }
 
@@ -293,8 +304,21 @@ int32_t Session::step() {
       build_distribution(row, vocab, seq.req.sampling, history_, &dist_);
       const int32_t token = seq.req.sampling.greedy() ? dist_.ids[0]
                                                       : sample_from(dist_, seq.rng.uniform());
+      const bool first_token = seq.n_generated() == 0;
       commit_token(seq, token);
+      if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
     }
+  }
+  if (spec_ && !spec_seqs.empty()) {
+    const auto t_round = std::chrono::steady_clock::now();
+    std::vector<Sequence *> live;
+    for (Sequence *seq : spec_seqs)
+      if (!seq->finished()) live.push_back(seq);
+    spec_->round(
+        live, *context_, pool_, [this](Sequence &seq, int32_t token) { commit_token(seq, token); },
+        [this](Sequence &seq, vegas_status status) { finish(seq, VEGAS_FINISH_ERROR, status); });
+    const double round_seconds = seconds_since(t_round);
+    for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
   }
   return active_count();
 }

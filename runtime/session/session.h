@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "sampling/sampling.h"
 #include "session/sequence.h"
+#include "speculative/speculative_decoder.h"
 
 namespace vegas {
 
@@ -23,6 +24,8 @@ struct SessionParams {
   int32_t page_size = 16;
   int32_t max_batch = 64;
   int32_t prefill_chunk = 512;
+  bool speculative = false;  // VEGAS mode: draft/verify rounds instead of one token per step
+  SpeculativeParams spec;
 };
 
 class Session {
@@ -47,6 +50,8 @@ class Session {
   const Model &model() const { return *model_; }
   const KvPool &kv_pool() const { return pool_; }
   int32_t active_count() const;
+  // nullptr in vanilla mode.
+  const SpeculativeDecoder *speculative() const { return spec_.get(); }
 
  private:
   Sequence &find(int32_t seq_id);
@@ -59,6 +64,7 @@ class Session {
   SessionParams params_;
   KvPool pool_;
   std::unique_ptr<BackendContext> context_;
+  std::unique_ptr<SpeculativeDecoder> spec_;
   std::map<int32_t, std::unique_ptr<Sequence>> sequences_;
   std::atomic<int32_t> next_id_{0};
   bool in_callback_ = false;

@@ -1,0 +1,274 @@
+#include "speculative/speculative_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+#include "sampling/speculative_accept.h"
+
+namespace vegas {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The history the logit rules see for a row: the sequence's tokens, then the
+// drafts before that row. Only built when penalties need it.
+void build_history(const Sequence &seq, const std::vector<int32_t> &drafts, int32_t n_drafts,
+                   std::vector<int32_t> *out) {
+  out->clear();
+  if (!seq.req.sampling.has_penalties()) return;
+  out->assign(seq.tokens.begin(), seq.tokens.end());
+  out->insert(out->end(), drafts.begin(), drafts.begin() + n_drafts);
+}
+
+}  // namespace
+
+SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
+                                       int32_t max_context)
+    : config_(config), params_(params) {
+  if (params_.gamma < 1 || params_.gamma > 32)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "gamma " + std::to_string(params_.gamma) + " must be in [1, 32]");
+  SelectionShape shape;
+  shape.max_candidates = std::max(max_context, 1);
+  shape.max_rows = params_.gamma + 1;
+  shape.n_heads = config.n_heads;
+  shape.n_kv_heads = config.n_kv_heads;
+  shape.head_dim = config.head_dim;
+  policy_ = make_selection_policy(params_.policy, params_.selection, shape);
+  if (policy_->needs().page_bounds || policy_->needs().every_draft_step)
+    fail(VEGAS_ERR_NOT_BUILT, "policy '" + params_.policy +
+                                  "' needs per-draft-step page bounds, which this build's "
+                                  "speculative loop does not provide yet");
+  totals_.accepted_at.assign(static_cast<size_t>(params_.gamma), 0);
+  totals_.drafted_at.assign(static_cast<size_t>(params_.gamma), 0);
+}
+
+SpeculativeDecoder::SeqState &SpeculativeDecoder::state(int32_t seq_id) { return states_[seq_id]; }
+
+void SpeculativeDecoder::forget(int32_t seq_id) {
+  if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
+}
+
+void SpeculativeDecoder::setup_capture(SeqState &st, int32_t n_candidates,
+                                       const std::vector<int32_t> &rows) {
+  const size_t n_rows = rows.size();
+  st.capture_rows = rows;
+  const size_t per_layer = n_rows * static_cast<size_t>(config_.n_heads);
+  st.score_logits.resize(static_cast<size_t>(config_.n_layers) * per_layer *
+                         static_cast<size_t>(n_candidates));
+  st.score_lse.resize(static_cast<size_t>(config_.n_layers) * per_layer);
+  st.capture.n_candidates = n_candidates;
+  st.capture.rows = st.capture_rows.data();
+  st.capture.n_rows = static_cast<int32_t>(n_rows);
+  st.capture.logits = st.score_logits.data();
+  st.capture.lse = st.score_lse.data();
+}
+
+void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidates,
+                                int32_t last_accepted_row) {
+  const int32_t n_layers = config_.n_layers;
+  st.stride = std::max(n_candidates, 1);
+  st.positions.resize(static_cast<size_t>(n_layers) * static_cast<size_t>(st.stride));
+  st.counts.assign(static_cast<size_t>(n_layers), 0);
+  const bool with_scores = policy_->needs().score_rows != ScoreRows::kNone;
+  const size_t per_layer = static_cast<size_t>(st.capture.n_rows) * config_.n_heads;
+  for (int32_t layer = 0; layer < n_layers; ++layer) {
+    SelectInput in;
+    in.seq_id = seq.id;
+    in.layer = layer;
+    in.n_layers = n_layers;
+    in.n = n_candidates;
+    in.last_accepted_row = last_accepted_row;
+    if (with_scores) {
+      in.scores.logits = st.score_logits.data() + layer * per_layer * n_candidates;
+      in.scores.lse = st.score_lse.data() + layer * per_layer;
+      in.scores.n_rows = st.capture.n_rows;
+      in.scores.stride = n_candidates;
+    }
+    int32_t *out = st.positions.data() + static_cast<size_t>(layer) * st.stride;
+    st.counts[static_cast<size_t>(layer)] = policy_->select(in, out, st.stride);
+  }
+  st.sparse.prefix = n_candidates;
+  st.sparse.positions = st.positions.data();
+  st.sparse.counts = st.counts.data();
+  st.sparse.stride = st.stride;
+  st.has_selection = true;
+}
+
+void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
+  SeqState &st = state(seq.id);
+  if (policy_->needs().score_rows == ScoreRows::kNone) return;
+  setup_capture(st, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1});
+  rows.capture = &st.capture;
+}
+
+void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
+  const double t0 = now_seconds();
+  SeqState &st = state(seq.id);
+  if (policy_->needs().score_rows == ScoreRows::kNone) st.capture.n_rows = 0;
+  select(seq, st, seq.kv_len, 0);
+  totals_.select_seconds += now_seconds() - t0;
+}
+
+void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
+                               KvPool &pool, const CommitFn &commit, const FailFn &fail_seq) {
+  const int32_t vocab = config_.vocab_size;
+  // Per sequence: how many drafts this round (never more than max_tokens allows).
+  struct Work {
+    Sequence *seq;
+    SeqState *st;
+    int32_t gamma;
+    std::vector<int32_t> drafts;
+    std::vector<TokenDistribution> q;
+  };
+  std::vector<Work> work;
+  for (Sequence *seq : seqs) {
+    const int32_t remaining = seq->req.max_tokens - seq->n_generated();
+    Work w{seq, &state(seq->id), std::max(0, std::min(params_.gamma, remaining - 1)), {}, {}};
+    try {
+      pool.reserve(seq->page_table, int64_t{seq->kv_len} + w.gamma + 1);
+    } catch (const Error &e) {
+      if (e.status() != VEGAS_ERR_KV_FULL) throw;
+      fail_seq(*seq, VEGAS_ERR_KV_FULL);
+      continue;
+    }
+    if (!w.st->has_selection) w.gamma = 0;  // nothing selected yet: verify only
+    w.drafts.resize(static_cast<size_t>(w.gamma));
+    w.q.resize(static_cast<size_t>(w.gamma));
+    work.push_back(std::move(w));
+  }
+  if (work.empty()) return;
+
+  // Draft: γ single-row sparse forward passes, batched over the sequences.
+  const double t_draft = now_seconds();
+  std::vector<int32_t> history;
+  int32_t max_gamma = 0;
+  for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
+  std::vector<int32_t> inputs(work.size());
+  for (int32_t j = 0; j < max_gamma; ++j) {
+    ForwardBatch batch;
+    std::vector<Work *> in_batch;
+    for (size_t i = 0; i < work.size(); ++i) {
+      Work &w = work[i];
+      if (j >= w.gamma) continue;
+      inputs[i] = j == 0 ? w.seq->tokens.back() : w.drafts[static_cast<size_t>(j - 1)];
+      SeqRows r;
+      r.tokens = &inputs[i];
+      r.n_tokens = 1;
+      r.start_pos = w.seq->kv_len + j;
+      r.page_table = w.seq->page_table.data();
+      r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
+      r.logits = SeqRows::Logits::kLast;
+      r.sparse = &w.st->sparse;
+      batch.seqs.push_back(r);
+      in_batch.push_back(&w);
+    }
+    const float *logits = context.forward(batch);
+    for (size_t b = 0; b < in_batch.size(); ++b) {
+      Work &w = *in_batch[b];
+      build_history(*w.seq, w.drafts, j, &history);
+      TokenDistribution &q = w.q[static_cast<size_t>(j)];
+      build_distribution(logits + static_cast<int64_t>(b) * vocab, vocab, w.seq->req.sampling,
+                         history, &q);
+      w.drafts[static_cast<size_t>(j)] =
+          w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
+    }
+  }
+  totals_.draft_seconds += now_seconds() - t_draft;
+
+  // Verify: γ+1 full-attention rows per sequence, with the scores the policy needs.
+  const double t_verify = now_seconds();
+  const ScoreRows score_rows = policy_->needs().score_rows;
+  std::vector<std::vector<int32_t>> verify_tokens(work.size());
+  ForwardBatch verify;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Work &w = work[i];
+    std::vector<int32_t> &vt = verify_tokens[i];
+    vt.push_back(w.seq->tokens.back());
+    vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());
+    SeqRows r;
+    r.tokens = vt.data();
+    r.n_tokens = static_cast<int32_t>(vt.size());
+    r.start_pos = w.seq->kv_len;
+    r.page_table = w.seq->page_table.data();
+    r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
+    r.logits = SeqRows::Logits::kAll;
+    if (score_rows != ScoreRows::kNone) {
+      std::vector<int32_t> rows;
+      if (score_rows == ScoreRows::kAll) {
+        for (int32_t k = 0; k <= w.gamma; ++k) rows.push_back(k);
+      } else {
+        rows.push_back(0);
+        if (w.gamma > 0) rows.push_back(w.gamma);
+      }
+      setup_capture(*w.st, w.seq->kv_len + 1, rows);
+      r.capture = &w.st->capture;
+    }
+    verify.seqs.push_back(r);
+  }
+  const float *vlogits = context.forward(verify);
+  totals_.verify_seconds += now_seconds() - t_verify;
+
+  // Accept, commit, select.
+  int64_t row_base = 0;
+  AcceptResult result;
+  std::vector<TokenDistribution> p;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Work &w = work[i];
+    Sequence &seq = *w.seq;
+    const float *rows = vlogits + row_base * vocab;
+    row_base += w.gamma + 1;
+    p.resize(static_cast<size_t>(w.gamma) + 1);
+    auto target = [&](int32_t row) -> const TokenDistribution & {
+      build_history(seq, w.drafts, row, &history);
+      build_distribution(rows + static_cast<int64_t>(row) * vocab, vocab, seq.req.sampling,
+                         history, &p[static_cast<size_t>(row)]);
+      return p[static_cast<size_t>(row)];
+    };
+    if (seq.req.sampling.greedy()) {
+      std::vector<int32_t> argmaxes;
+      for (int32_t row = 0; row <= w.gamma; ++row) {
+        argmaxes.push_back(target(row).ids[0]);
+        if (row < w.gamma && argmaxes.back() != w.drafts[static_cast<size_t>(row)]) break;
+      }
+      argmaxes.resize(static_cast<size_t>(w.gamma) + 1, -1);
+      accept_greedy(w.drafts.data(), w.gamma, argmaxes.data(), &result);
+    } else {
+      accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result);
+    }
+    const int32_t old_kv = seq.kv_len;
+    seq.stats.rounds += 1;
+    seq.stats.drafted += w.gamma;
+    seq.stats.accepted += result.n_accepted;
+    totals_.rounds += 1;
+    totals_.drafted += w.gamma;
+    totals_.accepted += result.n_accepted;
+    for (int32_t k = 0; k < w.gamma; ++k) {
+      totals_.drafted_at[static_cast<size_t>(k)] += 1;
+      if (k < result.n_accepted) totals_.accepted_at[static_cast<size_t>(k)] += 1;
+    }
+    for (int32_t token : result.tokens) {
+      if (seq.finished()) break;
+      commit(seq, token);
+      totals_.committed += 1;
+      seq.stats.committed += 1;
+    }
+    if (seq.finished()) continue;
+    // t0 and the accepted drafts now hold exact K/V; the rest is rolled back.
+    seq.kv_len = old_kv + 1 + result.n_accepted;
+    pool.truncate(seq.page_table, seq.kv_len + 1);
+    const double t_select = now_seconds();
+    if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
+    const int32_t last_row =
+        score_rows == ScoreRows::kAll ? result.n_accepted : (w.gamma > 0 ? 1 : 0);
+    select(seq, *w.st, old_kv + 1, last_row);
+    totals_.select_seconds += now_seconds() - t_select;
+  }
+}
+
+}  // namespace vegas

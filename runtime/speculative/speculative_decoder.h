@@ -1,0 +1,97 @@
+// The draft → verify → accept → select loop of Vegas (DESIGN §3, §5, §6) for the
+// decoding sequences of one session. Drafting runs the model γ times on one
+// token per sequence with attention restricted to the sequence's selected KV
+// positions (plus every position after the selection point); verification runs
+// γ+1 rows per sequence with full attention and also returns the attention
+// scores of the rows the policy needs, from which the next selection is made.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "sampling/sampling.h"
+#include "select/select_policy.h"
+#include "session/sequence.h"
+
+namespace vegas {
+
+struct SpeculativeParams {
+  std::string policy = "vegas";
+  int32_t gamma = 6;
+  SelectionOptions selection;
+};
+
+// Session-wide counters (vegas_session_stats).
+struct SpeculativeTotals {
+  int64_t rounds = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  int64_t committed = 0;
+  std::vector<int64_t> accepted_at;  // [gamma]: rounds whose draft i was accepted
+  std::vector<int64_t> drafted_at;   // [gamma]: rounds that drafted position i
+  double draft_seconds = 0.0;
+  double verify_seconds = 0.0;
+  double select_seconds = 0.0;
+};
+
+class SpeculativeDecoder {
+ public:
+  // Commits one token to a sequence (the session's stop/eos/callback logic);
+  // after it the sequence may be finished.
+  using CommitFn = std::function<void(Sequence &, int32_t)>;
+  // Ends a sequence with an error status (e.g. KV_FULL), keeping its tokens.
+  using FailFn = std::function<void(Sequence &, vegas_status)>;
+
+  SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
+                     int32_t max_context);
+
+  const SpeculativeParams &params() const { return params_; }
+  const SpeculativeTotals &totals() const { return totals_; }
+  const SelectionPolicy &policy() const { return *policy_; }
+
+  // Adds score capture of the last prompt row to a prefill chunk that ends the
+  // prompt of `seq`; call select_after_prefill once the forward pass ran.
+  void prepare_prefill_capture(Sequence &seq, SeqRows &rows);
+  void select_after_prefill(Sequence &seq);
+
+  // One speculative round for sequences whose prompt is fully in the KV cache
+  // and whose newest token is pending.
+  void round(const std::vector<Sequence *> &seqs, BackendContext &context, KvPool &pool,
+             const CommitFn &commit, const FailFn &fail_seq);
+
+  // The sequence ended: drop its state.
+  void forget(int32_t seq_id);
+
+ private:
+  struct SeqState {
+    int32_t selection_point = 0;      // candidates were [0, selection_point)
+    std::vector<int32_t> positions;   // [n_layers][stride]
+    std::vector<int32_t> counts;      // [n_layers]
+    int32_t stride = 0;
+    std::vector<int32_t> capture_rows;
+    std::vector<float> score_logits;  // [n_layers][n_rows][n_heads][n_candidates]
+    std::vector<float> score_lse;     // [n_layers][n_rows][n_heads]
+    ScoreCapture capture;
+    SparseAttention sparse;
+    bool has_selection = false;
+  };
+
+  SeqState &state(int32_t seq_id);
+  void setup_capture(SeqState &st, int32_t n_candidates, const std::vector<int32_t> &rows);
+  // Runs the policy for every layer over the captured scores.
+  void select(Sequence &seq, SeqState &st, int32_t n_candidates, int32_t last_accepted_row);
+
+  const ModelConfig &config_;
+  SpeculativeParams params_;
+  std::unique_ptr<SelectionPolicy> policy_;
+  std::map<int32_t, SeqState> states_;
+  SpeculativeTotals totals_;
+};
+
+}  // namespace vegas

@@ -27,7 +27,8 @@ uint64_t count_params(const ModelWeights &w) {
   if (w.lm_head != w.embed) add(w.lm_head);
   for (const LayerWeights &l : w.layers) {
     for (const TensorView *t : {l.attn_norm, l.wq, l.wk, l.wv, l.bq, l.bk, l.bv, l.q_norm,
-                                l.k_norm, l.wo, l.mlp_norm, l.w_gate, l.w_up, l.w_down})
+                                l.k_norm, l.wo, l.bo, l.mlp_norm, l.w_gate, l.w_up, l.w_down,
+                                l.b_gate, l.b_up, l.b_down})
       add(t);
   }
   return n;

@@ -24,6 +24,11 @@ std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const Mode
 #endif
   CpuBackendOptions cpu;
   cpu.n_threads = options.n_threads;
+  if (options.progress) {
+    // The backend reports [0, 1] of its own work, which is the last 80% of loading.
+    auto outer = options.progress;
+    cpu.progress = [outer](float p) { return outer(0.2f + 0.8f * p); };
+  }
   return create_cpu_backend(config, weights, cpu);
 }
 

@@ -102,6 +102,13 @@ int32_t Session::submit(SequenceRequest request) {
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "sampling options out of range (temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, "
          "top_k >= 0, repetition_penalty > 0)");
+  const int64_t window = model_->config().sliding_window;
+  if (window > 0 && static_cast<int64_t>(request.prompt.size()) + request.max_tokens > window)
+    fail(VEGAS_ERR_UNSUPPORTED,
+         "prompt + max_tokens (" +
+             std::to_string(static_cast<int64_t>(request.prompt.size()) + request.max_tokens) +
+             ") exceeds the model's sliding window of " + std::to_string(window) +
+             " tokens; sliding-window attention is not implemented yet");
   const int64_t needed = static_cast<int64_t>(request.prompt.size()) + 1;
   if (pool_.pages_for(needed) > pool_.num_pages())
     fail(VEGAS_ERR_KV_FULL, "the prompt (" + std::to_string(request.prompt.size()) +

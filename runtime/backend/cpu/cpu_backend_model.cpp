@@ -33,6 +33,7 @@ void check_config(const ModelConfig &c) {
                                std::to_string(c.n_kv_heads));
   }
   if (c.mlp_bias) fail(VEGAS_ERR_UNSUPPORTED, "CPU backend: mlp_bias is not supported");
+  if (c.o_bias) fail(VEGAS_ERR_UNSUPPORTED, "CPU backend: an o_proj bias is not supported");
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ void check_supported(const ModelConfig &c) {
                                     std::to_string(c.n_heads) + " query / " +
                                     std::to_string(c.n_kv_heads) +
                                     " KV heads is not supported (head_dim 64 or 128, group <= 64)");
-  if (c.sliding_window > 0)
-    fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: sliding-window attention is not supported yet");
+  // Sliding windows: sequences longer than the window are refused by the session.
+  if (c.o_bias) fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: an o_proj bias is not supported");
   if (c.mlp_bias) fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: MLP biases are not supported");
   if (c.rotary_dim() % 2 != 0 || c.rotary_dim() > c.head_dim)
     fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: rotary_dim " + std::to_string(c.rotary_dim()) +

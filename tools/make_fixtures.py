@@ -12,9 +12,16 @@ Writes
   <out>/<tiny>/          one tiny random model per supported architecture and
                          rope variant (see TINY_MODELS): config.json,
                          generation_config.json, model.safetensors (bf16),
-                         tokenizer.json, tokenizer_config.json,
-                         logits_f32.bin  raw little-endian float32 [64][vocab]:
-                                         f32-math logits of every prompt position,
+                         hidden_f32.bin  raw little-endian float32 [64][hidden]:
+                                         f32-math final hidden states (after the
+                                         final norm) of every prompt position; the
+                                         logits of every position are these times
+                                         the checkpoint's lm_head (tests rebuild
+                                         them in double),
+                         logits_rows_f32.bin  float32 [len(logits_rows)][vocab]:
+                                         f32-math logits of a few positions as
+                                         transformers computed them, to check
+                                         that rebuild,
                          fixture.json    prompt_ids, greedy_ids (32, f32 math),
                                          greedy_margins (top1 - top2 logit at each
                                          greedy step), bf16-math logit error.
@@ -62,7 +69,7 @@ TINY_GREEDY = 32         # greedy tokens recorded for the tiny models
 EMBEDDED_GREEDY = 64     # greedy tokens recorded for the embedded model's prompts
 VOCAB = 8192
 
-# Tiny models: hidden 64, 2 layers, head_dim 16, SwiGLU 128. Weight scales are
+# Tiny models: hidden 32, 2 layers, head_dim 16, SwiGLU 64. Weight scales are
 # far above a trained model's init so that attention is clearly non-uniform and
 # logits spread over several units: a runtime that drops a bias, a norm weight
 # or a rope detail then misses the reference by much more than the tolerance.
@@ -71,7 +78,11 @@ LINEAR_STD = 0.15
 NORM_STD = 0.2    # norm weights = 1 + NORM_STD * N(0,1)
 BIAS_STD = 0.3
 
-COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+# Hidden 32 keeps each checkpoint near 1 MB: the embedded model (42 MB) and
+# the fixtures must travel together to the GPU machine within its 64 MiB limit.
+HIDDEN = 32
+LOGIT_ROWS = [0, 21, 42, 63]  # positions whose full logits are stored as computed
+COMMON = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
               hidden_act="silu", bos_token_id=0, eos_token_id=0, pad_token_id=0)
 
@@ -94,7 +105,7 @@ TINY_MODELS = [
          rope=dict(rope_type="llama3", rope_theta=10_000.0, factor=8.0, low_freq_factor=1.0,
                    high_freq_factor=4.0, original_max_position_embeddings=256),
          max_position=2048, expect=dict(qk_norm=False, qkv_bias=False, tied=False)),
-    dict(name="mistral", covers="Mistral: 8 query / 2 KV heads (GQA 4), q_dim 128 != hidden 64",
+    dict(name="mistral", covers="Mistral: 8 query / 2 KV heads (GQA 4), q_dim 128 != hidden 32",
          config="MistralConfig",
          overrides=dict(num_attention_heads=8, num_key_value_heads=2, sliding_window=None,
                         tie_word_embeddings=False),
@@ -279,8 +290,8 @@ def check_structure(spec, model, saved_names):
     name, expect = spec["name"], spec["expect"]
     heads = model.config.num_attention_heads
     wq = model.model.layers[0].self_attn.q_proj.weight
-    if tuple(wq.shape) != (heads * 16, 64):
-        die(f"{name}: q_proj is {tuple(wq.shape)}, expected ({heads * 16}, 64)")
+    if tuple(wq.shape) != (heads * 16, HIDDEN):
+        die(f"{name}: q_proj is {tuple(wq.shape)}, expected ({heads * 16}, {HIDDEN})")
     has_qk_norm = "model.layers.0.self_attn.q_norm.weight" in saved_names
     has_bias = "model.layers.0.self_attn.q_proj.bias" in saved_names
     has_head = "lm_head.weight" in saved_names
@@ -310,8 +321,8 @@ def make_tiny(spec, index, tok, eot, model_dir, out_root, device):
         save_kwargs["safe_serialization"] = True
     model.save_pretrained(out, **save_kwargs)
     del model
-    for fname in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(os.path.join(model_dir, fname), os.path.join(out, fname))
+    # No tokenizer copy: the tiny models use the embedded model's tokenizer
+    # (the prompt ids are in fixture.json), which keeps the fixtures small.
     if not os.path.isfile(os.path.join(out, "model.safetensors")):
         die(f"{out}: save_pretrained wrote no single model.safetensors: {sorted(os.listdir(out))}")
 
@@ -325,11 +336,21 @@ def make_tiny(spec, index, tok, eot, model_dir, out_root, device):
     saved = check_loaded_weights(model, out)
     check_structure(spec, model, saved)
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor([prompt], device=device), use_cache=False).logits
+        ids = torch.tensor([prompt], device=device)
+        logits = model(input_ids=ids, use_cache=False).logits
+        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
     logits = logits[0].float().cpu()
+    hidden = hidden[0].float().cpu()
     if tuple(logits.shape) != (PROMPT_LEN, VOCAB) or not torch.isfinite(logits).all():
         die(f"{name}: bad reference logits {tuple(logits.shape)}")
-    logits.numpy().astype("<f4").tofile(os.path.join(out, "logits_f32.bin"))
+    # The logits must be the hidden states times lm_head, or storing only the
+    # hidden states would not pin the logits down.
+    lm_head = model.lm_head.weight.detach().double().cpu()
+    rebuilt = hidden.double() @ lm_head.T
+    if float((rebuilt - logits.double()).abs().max()) > 1e-4:
+        die(f"{name}: logits are not final hidden @ lm_head^T")
+    hidden.numpy().astype("<f4").tofile(os.path.join(out, "hidden_f32.bin"))
+    logits[LOGIT_ROWS].numpy().astype("<f4").tofile(os.path.join(out, "logits_rows_f32.bin"))
     greedy_ids, greedy_margins = greedy(model, prompt, TINY_GREEDY, device)
     # The greedy loop's first step must agree with the one-pass logits.
     first, _ = margin_of(logits[-1])
@@ -354,7 +375,10 @@ def make_tiny(spec, index, tok, eot, model_dir, out_root, device):
         "made_with": {"transformers": transformers.__version__, "torch": torch.__version__,
                       "seed": SEED + index, "device": str(device)},
         "prompt_ids": prompt,
-        "logits_file": "logits_f32.bin",
+        "hidden_file": "hidden_f32.bin",
+        "hidden_shape": [PROMPT_LEN, HIDDEN],
+        "logits_rows_file": "logits_rows_f32.bin",
+        "logits_rows": LOGIT_ROWS,
         "logits_shape": [PROMPT_LEN, VOCAB],
         "logits_abs_max": float(logits.abs().max()),
         "logits_std": float(logits.std()),

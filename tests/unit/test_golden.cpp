@@ -270,8 +270,44 @@ TinyFixture load_tiny_fixture(const std::string &dir, int32_t vocab) {
                              std::to_string(f.prompt.size()) + " prompt ids x vocab " +
                              std::to_string(vocab));
   }
-  f.logits = read_f32_file(dir + "/" + j.at("logits_file").get<std::string>(),
-                           f.prompt.size() * static_cast<size_t>(vocab));
+  // The reference logits of every position are transformers' final hidden
+  // states (after the final norm) times the checkpoint's lm_head, rebuilt here
+  // in double; the few rows stored as transformers computed them must agree
+  // with the rebuild, which proves it (the fixtures stay small enough to travel).
+  const auto hshape = j.at("hidden_shape").get<std::vector<int64_t>>();
+  if (hshape.size() != 2 || hshape[0] != static_cast<int64_t>(f.prompt.size()))
+    throw std::runtime_error(dir + "/fixture.json: hidden_shape does not match the prompt");
+  const size_t rows = f.prompt.size();
+  const size_t hidden = static_cast<size_t>(hshape[1]);
+  const std::vector<float> h =
+      read_f32_file(dir + "/" + j.at("hidden_file").get<std::string>(), rows * hidden);
+  const vegas::ModelConfig config = vegas::load_model_config(dir + "/config.json");
+  const auto store = vegas::WeightStore::open(dir);
+  const vegas::ModelWeights weights = vegas::bind_model_weights(config, *store);
+  std::vector<float> head(static_cast<size_t>(weights.lm_head->numel()));
+  weights.lm_head->to_f32(head.data());
+  if (head.size() != static_cast<size_t>(vocab) * hidden)
+    throw std::runtime_error(dir + ": lm_head does not match vocab x hidden");
+  f.logits.resize(rows * static_cast<size_t>(vocab));
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t v = 0; v < static_cast<size_t>(vocab); ++v) {
+      double acc = 0.0;
+      for (size_t k = 0; k < hidden; ++k)
+        acc += static_cast<double>(h[r * hidden + k]) * head[v * hidden + k];
+      f.logits[r * vocab + v] = static_cast<float>(acc);
+    }
+  const auto stored_rows = j.at("logits_rows").get<std::vector<int64_t>>();
+  const std::vector<float> stored = read_f32_file(
+      dir + "/" + j.at("logits_rows_file").get<std::string>(), stored_rows.size() * vocab);
+  for (size_t i = 0; i < stored_rows.size(); ++i)
+    for (size_t v = 0; v < static_cast<size_t>(vocab); ++v) {
+      const float want = stored[i * vocab + v];
+      const float got = f.logits[static_cast<size_t>(stored_rows[i]) * vocab + v];
+      if (std::fabs(want - got) > 1e-5f)
+        throw std::runtime_error(dir + ": rebuilt logit of row " + std::to_string(stored_rows[i]) +
+                                 " token " + std::to_string(v) + " is " + std::to_string(got) +
+                                 ", transformers computed " + std::to_string(want));
+    }
   f.greedy_ids = read_ids(j.at("greedy_ids"), dir + " greedy_ids", vocab);
   f.greedy_margins =
       read_margins(j.at("greedy_margins"), dir + " greedy_margins", f.greedy_ids.size());

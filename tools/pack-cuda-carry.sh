@@ -7,13 +7,15 @@ set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}
 cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
-ninja -C "$B" -j2 test_cuda_kernels test_cuda_attention test_cuda_backend bench_cuda_decode
+ninja -C "$B" -j2 test_cuda_kernels test_cuda_attention test_cuda_backend bench_cuda_decode vegas_cli vegas
 rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
-for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode; do
+for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/vegas; do
   strip -o ".carry/cuda/bin/$(basename "$b")" "$b"
 done
+# The CLI finds libvegas through its $ORIGIN/../lib rpath.
+strip -o .carry/cuda/lib/libvegas.so.0 "$B"/lib/libvegas.so.0
 # Libraries the device image lacks (it has CUDA, not our Debian packages).
-for lib in $(ldd .carry/cuda/bin/* | awk '/=> \// {print $3}' | sort -u); do
+for lib in $(ldd .carry/cuda/bin/* .carry/cuda/lib/libvegas.so.0 | awk '/=> \// {print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libmimalloc*|libgomp*|libpcre2*|libutf8proc*) cp -L "$lib" .carry/cuda/lib/ ;;
   esac

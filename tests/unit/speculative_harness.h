@@ -1,0 +1,141 @@
+// Test helper: runs the speculative decoder (runtime/speculative) of many
+// policies from ONE prefill of a prompt. The prompt minus its last token is
+// prefilled once into a private KV pool; each run copies that page table,
+// prefills the last prompt token itself (with the score capture the policy
+// needs, exactly as a session's final prefill chunk does), commits the first
+// token and then does speculative rounds until max_tokens are generated.
+//
+// Why sharing is sound: a run only writes K/V at positions >= the shared
+// prefix (the last prompt token, drafts, verified tokens), and every position
+// is written before any row attends to it, so what an earlier run left in the
+// slots after the prefix is never read. Runs are sequential.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "model/model.h"
+#include "sampling/sampling.h"
+#include "session/sequence.h"
+#include "speculative/speculative_decoder.h"
+
+namespace vegas::test {
+
+struct SpeculativeRun {
+  std::vector<int32_t> generated;  // the committed tokens, first (prefill) token included
+  SequenceStats stats;             // rounds, drafted, accepted, committed
+  SpeculativeTotals totals;        // the decoder's session-wide counters
+};
+
+class SharedPrefixRunner {
+ public:
+  // `max_new` bounds max_tokens of later runs and `max_gamma` their gamma (KV room).
+  SharedPrefixRunner(const Model &model, std::vector<int32_t> prompt, int32_t max_new,
+                     int32_t max_gamma = 8, int32_t prefill_chunk = 512)
+      : model_(model), prompt_(std::move(prompt)) {
+    if (prompt_.size() < 2) throw std::invalid_argument("SharedPrefixRunner: prompt too short");
+    const int32_t n = static_cast<int32_t>(prompt_.size());
+    const int64_t slots = int64_t{n} + max_new + max_gamma + 2;
+    ContextParams cp;
+    cp.page_size = kPageSize;
+    cp.num_pages = static_cast<int32_t>((slots + kPageSize - 1) / kPageSize) + 1;
+    cp.max_rows = std::max(prefill_chunk, max_gamma + 1);
+    context_ = model_.backend().create_context(cp);
+    pool_ = std::make_unique<KvPool>(cp.num_pages, kPageSize);
+    max_context_ = cp.num_pages * kPageSize;
+    pool_->reserve(prefix_table_, n - 1);
+    for (int32_t start = 0; start < n - 1; start += prefill_chunk) {
+      SeqRows r;
+      r.tokens = prompt_.data() + start;
+      r.n_tokens = std::min(prefill_chunk, n - 1 - start);
+      r.start_pos = start;
+      r.page_table = prefix_table_.data();
+      r.n_pages = static_cast<int32_t>(prefix_table_.size());
+      r.logits = SeqRows::Logits::kNone;
+      ForwardBatch batch;
+      batch.seqs.push_back(r);
+      context_->forward(batch);
+    }
+  }
+
+  // One generation of max_tokens tokens (eos ignored) with `params`.
+  SpeculativeRun run(const SpeculativeParams &params, const SamplingParams &sampling,
+                     int32_t max_tokens) {
+    SpeculativeDecoder decoder(model_.config(), params, max_context_);
+    SequenceRequest req;
+    req.prompt.assign(prompt_.begin(), prompt_.end());
+    req.sampling = sampling;
+    req.max_tokens = max_tokens;
+    req.ignore_eos = true;
+    Sequence seq(0, std::move(req), model_.tokenizer());
+    seq.page_table = prefix_table_;
+    seq.kv_len = static_cast<int32_t>(prompt_.size()) - 1;
+    // Whatever happens, give back only the pages this run added.
+    struct PageGuard {
+      KvPool &pool;
+      Sequence &seq;
+      int64_t prefix_tokens;
+      ~PageGuard() {
+        pool.truncate(seq.page_table, prefix_tokens);
+        seq.page_table.clear();
+      }
+    } guard{*pool_, seq, static_cast<int64_t>(prompt_.size()) - 1};
+
+    auto commit = [&](Sequence &s, int32_t token) {
+      s.tokens.push_back(token);
+      if (s.n_generated() >= s.req.max_tokens) s.finish = VEGAS_FINISH_LENGTH;
+    };
+    auto fail_seq = [](Sequence &s, vegas_status status) {
+      s.finish = VEGAS_FINISH_ERROR;
+      s.status = status;
+    };
+
+    // The last prompt row: the final prefill chunk of a session.
+    pool_->reserve(seq.page_table, seq.kv_len + 1);
+    SeqRows r;
+    r.tokens = prompt_.data() + seq.kv_len;
+    r.n_tokens = 1;
+    r.start_pos = seq.kv_len;
+    r.page_table = seq.page_table.data();
+    r.n_pages = static_cast<int32_t>(seq.page_table.size());
+    r.logits = SeqRows::Logits::kLast;
+    decoder.prepare_prefill_capture(seq, r);
+    ForwardBatch batch;
+    batch.seqs.push_back(r);
+    const float *logits = context_->forward(batch);
+    seq.kv_len += 1;
+    TokenDistribution dist;
+    std::vector<int32_t> history;
+    if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+    build_distribution(logits, model_.config().vocab_size, seq.req.sampling, history, &dist);
+    commit(seq, seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform()));
+    if (!seq.finished()) decoder.select_after_prefill(seq);
+
+    while (!seq.finished()) decoder.round({&seq}, *context_, *pool_, commit, fail_seq);
+    if (seq.status != VEGAS_OK)
+      throw std::runtime_error(std::string("speculative run failed: ") +
+                               vegas_status_name(seq.status));
+    SpeculativeRun out;
+    out.generated.assign(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end());
+    out.stats = seq.stats;
+    out.totals = decoder.totals();
+    return out;
+  }
+
+ private:
+  static constexpr int32_t kPageSize = 16;
+
+  const Model &model_;
+  std::vector<int32_t> prompt_;
+  std::unique_ptr<BackendContext> context_;
+  std::unique_ptr<KvPool> pool_;
+  std::vector<int32_t> prefix_table_;
+  int32_t max_context_ = 0;
+};
+
+}  // namespace vegas::test

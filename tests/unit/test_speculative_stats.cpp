@@ -1,0 +1,155 @@
+// The speculative statistics through the public ABI (issue P0-4, "Must show" 4)
+// on the embedded model and a public 2K prompt, greedy:
+// - policy `full` drafts with full attention, so every draft is accepted: each
+//   round commits gamma + 1 tokens except the last, which is cut to the tokens
+//   left; rounds, drafted, accepted, tau and acceptance by position are exact;
+// - policy `vegas` (sparse) gives counters that are mutually consistent
+//   (acceptance by position is non-increasing, sums match, tau = committed/rounds);
+// - both sessions, driven through vegas_session_*, generate the vanilla tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "speculative_test_data.h"
+#include "tokenizer/tokenizer.h"
+#include "vegas.h"
+
+namespace vegas {
+namespace {
+
+constexpr int32_t kGamma = 6;
+constexpr int32_t kMaxTokens = 60;  // 59 after the prefill token: the last round is partial
+
+struct Generation {
+  std::vector<int32_t> tokens;
+  vegas_sequence_info info{};
+  vegas_session_stats stats{};
+};
+
+void expect_ok(vegas_status status) {
+  ASSERT_EQ(status, VEGAS_OK) << vegas_status_name(status) << ": " << vegas_last_error();
+}
+
+Generation generate(vegas_model *model, const std::vector<int32_t> &prompt, int32_t mode,
+                    const char *policy) {
+  Generation g;
+  vegas_session_options so;
+  vegas_session_options_init(&so);
+  so.mode = mode;
+  so.policy = policy;
+  so.gamma = kGamma;
+  vegas_session *session = nullptr;
+  expect_ok(vegas_session_create(model, &so, &session));
+  std::unique_ptr<vegas_session, void (*)(vegas_session *)> guard(session, vegas_session_free);
+  vegas_request req;
+  vegas_request_init(&req);
+  req.prompt = prompt.data();
+  req.n_prompt = prompt.size();
+  req.max_tokens = kMaxTokens;
+  req.ignore_eos = 1;
+  int32_t id = -1;
+  expect_ok(vegas_session_submit(session, &req, &id));
+  expect_ok(vegas_session_run(session));
+  g.tokens.resize(kMaxTokens);
+  size_t n = 0;
+  expect_ok(vegas_sequence_tokens(session, id, g.tokens.data(), g.tokens.size(), &n));
+  g.tokens.resize(n);
+  g.info.struct_size = sizeof(g.info);
+  expect_ok(vegas_sequence_get_info(session, id, &g.info));
+  g.stats.struct_size = sizeof(g.stats);
+  expect_ok(vegas_session_get_stats(session, &g.stats));
+  return g;
+}
+
+class SpeculativeStats : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or prompts absent";
+    vegas_model_options mo;
+    vegas_model_options_init(&mo);
+    mo.backend = VEGAS_BACKEND_CPU;
+    ASSERT_EQ(vegas_model_load(test::embedded_model_dir().c_str(), &mo, &model_), VEGAS_OK)
+        << vegas_last_error();
+    auto tokenizer = Tokenizer::load(test::embedded_model_dir() + "/tokenizer.json");
+    prompt_ = test::load_public_prompts(*tokenizer, "-2k").at(0).ids;
+  }
+  void TearDown() override { vegas_model_free(model_); }
+
+  vegas_model *model_ = nullptr;
+  std::vector<int32_t> prompt_;
+};
+
+TEST_F(SpeculativeStats, FullPolicyAcceptsEveryDraftAndCountsExactly) {
+  const Generation vanilla = generate(model_, prompt_, VEGAS_MODE_VANILLA, nullptr);
+  const Generation full = generate(model_, prompt_, VEGAS_MODE_VEGAS, "full");
+  ASSERT_EQ(vanilla.tokens.size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_EQ(full.tokens, vanilla.tokens);
+
+  // What rounds must look like when every draft is accepted.
+  int64_t rounds = 0, drafted = 0;
+  std::vector<int64_t> drafted_at(kGamma, 0);
+  for (int32_t left = kMaxTokens - 1; left > 0;) {
+    const int32_t gamma = std::min(kGamma, left - 1);
+    for (int32_t i = 0; i < gamma; ++i) drafted_at[static_cast<size_t>(i)] += 1;
+    drafted += gamma;
+    rounds += 1;
+    left -= gamma + 1;
+  }
+  ASSERT_EQ(rounds, 9);  // 8 rounds of 7 tokens and one of 3
+  const vegas_session_stats &s = full.stats;
+  EXPECT_EQ(s.gamma, kGamma);
+  EXPECT_EQ(s.rounds, rounds);
+  EXPECT_EQ(s.drafted, drafted);
+  EXPECT_EQ(s.accepted, drafted);
+  EXPECT_EQ(s.committed, kMaxTokens - 1);
+  EXPECT_DOUBLE_EQ(s.tokens_per_round, static_cast<double>(kMaxTokens - 1) / rounds);
+  for (int32_t i = 0; i < VEGAS_MAX_GAMMA; ++i) {
+    const int64_t expected = i < kGamma ? drafted_at[static_cast<size_t>(i)] : 0;
+    EXPECT_EQ(s.drafted_at[i], expected) << "position " << i;
+    EXPECT_EQ(s.accepted_at[i], expected) << "position " << i;
+  }
+  EXPECT_GT(s.draft_seconds, 0.0);
+  EXPECT_GT(s.verify_seconds, 0.0);
+  EXPECT_GT(s.select_seconds, 0.0);
+  // The per-sequence view of the only sequence agrees.
+  EXPECT_EQ(full.info.rounds, s.rounds);
+  EXPECT_EQ(full.info.drafted, s.drafted);
+  EXPECT_EQ(full.info.accepted, s.accepted);
+  EXPECT_DOUBLE_EQ(full.info.tokens_per_round, s.tokens_per_round);
+  EXPECT_EQ(full.info.n_generated, kMaxTokens);
+  // Vanilla sessions report no speculative work.
+  EXPECT_EQ(vanilla.stats.rounds, 0);
+  EXPECT_EQ(vanilla.info.rounds, 0);
+}
+
+TEST_F(SpeculativeStats, SparsePolicyCountersAreConsistent) {
+  const Generation vanilla = generate(model_, prompt_, VEGAS_MODE_VANILLA, nullptr);
+  const Generation sparse = generate(model_, prompt_, VEGAS_MODE_VEGAS, "vegas");
+  EXPECT_EQ(sparse.tokens, vanilla.tokens);
+  const vegas_session_stats &s = sparse.stats;
+  EXPECT_GT(s.rounds, 0);
+  EXPECT_LT(s.accepted, s.drafted) << "a 2K prompt at min_tokens 256 drafts sparsely";
+  EXPECT_EQ(s.committed, s.accepted + s.rounds);
+  EXPECT_EQ(s.committed, kMaxTokens - 1);
+  EXPECT_DOUBLE_EQ(s.tokens_per_round, static_cast<double>(s.committed) / s.rounds);
+  int64_t sum_drafted = 0, sum_accepted = 0;
+  for (int32_t i = 0; i < kGamma; ++i) {
+    sum_drafted += s.drafted_at[i];
+    sum_accepted += s.accepted_at[i];
+    EXPECT_LE(s.accepted_at[i], s.drafted_at[i]);
+    // Draft i+1 is only accepted after draft i was.
+    if (i + 1 < kGamma) {
+      EXPECT_GE(s.accepted_at[i], s.accepted_at[i + 1]) << "position " << i;
+    }
+  }
+  EXPECT_EQ(sum_drafted, s.drafted);
+  EXPECT_EQ(sum_accepted, s.accepted);
+  EXPECT_EQ(sparse.info.accepted, s.accepted);
+  EXPECT_DOUBLE_EQ(sparse.info.tokens_per_round, s.tokens_per_round);
+}
+
+}  // namespace
+}  // namespace vegas

@@ -49,7 +49,8 @@ void residual_distribution(const TokenDistribution &p, const TokenDistribution &
 }
 
 void accept_sampled(const int32_t *drafts, const TokenDistribution *draft_dists, int32_t gamma,
-                    const TargetDistributionFn &target, Rng &rng, AcceptResult *out) {
+                    const TargetDistributionFn &target, Rng &rng, AcceptResult *out,
+                    ResidualRule residual_rule) {
   check_gamma(drafts, gamma, gamma > 0 ? static_cast<const void *>(draft_dists) : &target,
               "draft distributions");
   out->tokens.clear();
@@ -69,7 +70,8 @@ void accept_sampled(const int32_t *drafts, const TokenDistribution *draft_dists,
     }
     out->n_accepted = i;
     TokenDistribution residual;
-    residual_distribution(p, draft_dists[i], &residual);
+    if (residual_rule == ResidualRule::kLossless)
+      residual_distribution(p, draft_dists[i], &residual);
     out->tokens.push_back(sample_from(residual.ids.empty() ? p : residual, rng.uniform()));
     return;
   }

@@ -30,6 +30,11 @@ void accept_greedy(const int32_t *drafts, int32_t gamma, const int32_t *target_a
 // never built.
 using TargetDistributionFn = std::function<const TokenDistribution &(int32_t row)>;
 
+// Where the token after a rejection comes from. Only kLossless is correct;
+// kBrokenFromTarget (draw it from p instead of norm(max(0, p - q))) exists so
+// that statistical tests can prove they detect a broken acceptance rule.
+enum class ResidualRule { kLossless, kBrokenFromTarget };
+
 // Sampling: accept drafts[i] with probability min(1, p_i(x)/q_i(x)) using one
 // rng.uniform() each; on the first rejection draw from norm(max(0, p_i - q_i))
 // (from p_i if that is all zero); if every draft is kept, draw the bonus from
@@ -37,7 +42,8 @@ using TargetDistributionFn = std::function<const TokenDistribution &(int32_t row
 // from. Errors: INVALID_ARGUMENT (gamma < 0, a draft outside its distribution's
 // support, an empty distribution).
 void accept_sampled(const int32_t *drafts, const TokenDistribution *draft_dists, int32_t gamma,
-                    const TargetDistributionFn &target, Rng &rng, AcceptResult *out);
+                    const TargetDistributionFn &target, Rng &rng, AcceptResult *out,
+                    ResidualRule residual_rule = ResidualRule::kLossless);
 
 // The same with all γ+1 target distributions built up front.
 void accept_sampled(const int32_t *drafts, const TokenDistribution *draft_dists, int32_t gamma,

@@ -11,8 +11,7 @@ namespace vegas {
 namespace {
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // The history the logit rules see for a row: the sequence's tokens, then the
@@ -48,7 +47,9 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   totals_.drafted_at.assign(static_cast<size_t>(params_.gamma), 0);
 }
 
-SpeculativeDecoder::SeqState &SpeculativeDecoder::state(int32_t seq_id) { return states_[seq_id]; }
+SpeculativeDecoder::SeqState &SpeculativeDecoder::state(int32_t seq_id) {
+  return states_[seq_id];
+}
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
   if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
@@ -226,8 +227,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     p.resize(static_cast<size_t>(w.gamma) + 1);
     auto target = [&](int32_t row) -> const TokenDistribution & {
       build_history(seq, w.drafts, row, &history);
-      build_distribution(rows + static_cast<int64_t>(row) * vocab, vocab, seq.req.sampling,
-                         history, &p[static_cast<size_t>(row)]);
+      build_distribution(rows + static_cast<int64_t>(row) * vocab, vocab, seq.req.sampling, history,
+                         &p[static_cast<size_t>(row)]);
       return p[static_cast<size_t>(row)];
     };
     if (seq.req.sampling.greedy()) {
@@ -239,7 +240,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       argmaxes.resize(static_cast<size_t>(w.gamma) + 1, -1);
       accept_greedy(w.drafts.data(), w.gamma, argmaxes.data(), &result);
     } else {
-      accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result);
+      accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result,
+                     params_.debug_broken_residual ? ResidualRule::kBrokenFromTarget
+                                                   : ResidualRule::kLossless);
     }
     const int32_t old_kv = seq.kv_len;
     seq.stats.rounds += 1;

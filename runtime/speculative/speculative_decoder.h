@@ -25,6 +25,10 @@ struct SpeculativeParams {
   std::string policy = "vegas";
   int32_t gamma = 6;
   SelectionOptions selection;
+  // Test only (not reachable from the C ABI): draw the token after a rejection
+  // from p instead of norm(max(0, p - q)), a lossy rule the statistical tests
+  // must detect.
+  bool debug_broken_residual = false;
 };
 
 // Session-wide counters (vegas_session_stats).
@@ -70,9 +74,9 @@ class SpeculativeDecoder {
 
  private:
   struct SeqState {
-    int32_t selection_point = 0;      // candidates were [0, selection_point)
-    std::vector<int32_t> positions;   // [n_layers][stride]
-    std::vector<int32_t> counts;      // [n_layers]
+    int32_t selection_point = 0;     // candidates were [0, selection_point)
+    std::vector<int32_t> positions;  // [n_layers][stride]
+    std::vector<int32_t> counts;     // [n_layers]
     int32_t stride = 0;
     std::vector<int32_t> capture_rows;
     std::vector<float> score_logits;  // [n_layers][n_rows][n_heads][n_candidates]

@@ -1,5 +1,8 @@
 // `vegas bench`: decode and prefill throughput against the memory-bandwidth
-// floor (DESIGN §7), one JSON object out.
+// floor (DESIGN §7), one JSON object out. With --mode vegas it runs vanilla and
+// speculative decoding on the same prompts and seeds in the same process and
+// adds τ, acceptance by draft position, the draft/verify/select time shares and
+// the speed-up (decode tokens/s, each sequence's first token excluded).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +37,15 @@ struct BenchArgs {
   int32_t top_k = 0;
   float top_p = 1.0f;
   uint64_t seed = 1;
+  // --mode vegas
+  bool baseline = true;  // also run vanilla on the same prompts, for the speed-up
+  std::string policy = "vegas";
+  int32_t gamma = 6;
+  float ratio = 0.07f;
+  int32_t min_tokens = 256;
+  float window_share = 0.5f;
+  int32_t sink = 16;
+  std::string score_kind = "weight";
 };
 
 double now_s() {
@@ -107,13 +120,119 @@ std::vector<std::vector<int32_t>> make_prompts(const BenchArgs &a, const vegas_t
   return prompts;
 }
 
+// One generation over `prompts` in a fresh session of the given options: the
+// prefill (until every sequence has its first token) and the decode that follows.
+struct Measured {
+  double prefill_s = 0.0;
+  double decode_s = 0.0;
+  double median_step_s = 0.0;
+  int64_t decode_steps = 0;
+  int64_t decode_tokens = 0;  // tokens committed after each sequence's first
+  vegas_session_stats stats{};
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+};
+
+Measured measure(vegas_model *model, const vegas_session_options &so, const BenchArgs &a,
+                 const std::vector<std::vector<int32_t>> &prompts) {
+  vegas_session *session = nullptr;
+  check(vegas_session_create(model, &so, &session), "creating the session");
+  std::unique_ptr<vegas_session, void (*)(vegas_session *)> session_guard(session,
+                                                                          vegas_session_free);
+  vegas_sampling_options sampling;
+  vegas_sampling_options_init(&sampling);
+  sampling.temperature = a.temperature;
+  sampling.top_k = a.top_k;
+  sampling.top_p = a.top_p;
+  std::vector<int32_t> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    sampling.seed = a.seed + i;  // the same seeds in every mode
+    vegas_request req;
+    vegas_request_init(&req);
+    req.prompt = prompts[i].data();
+    req.n_prompt = prompts[i].size();
+    req.sampling = &sampling;
+    req.max_tokens = a.new_tokens;
+    req.ignore_eos = 1;
+    int32_t id = -1;
+    check(vegas_session_submit(session, &req, &id), "submitting");
+    seqs.push_back(id);
+  }
+  auto generated = [&]() {
+    int64_t started = 0, total = 0;
+    for (int32_t id : seqs) {
+      vegas_sequence_info si;
+      si.struct_size = sizeof(si);
+      check(vegas_sequence_get_info(session, id, &si), "info");
+      started += si.n_generated > 0 || si.finish_reason != VEGAS_FINISH_NONE;
+      total += si.n_generated;
+    }
+    return std::make_pair(started, total);
+  };
+  Measured m;
+  // Prefill: steps until every sequence has its first token.
+  const double t_prefill = now_s();
+  int32_t active = 0;
+  while (generated().first < static_cast<int64_t>(seqs.size()))
+    check(vegas_session_step(session, &active), "prefill step");
+  m.prefill_s = now_s() - t_prefill;
+  const int64_t after_prefill = generated().second;
+
+  std::vector<double> steps;
+  while (active > 0) {
+    const double t0 = now_s();
+    check(vegas_session_step(session, &active), "decode step");
+    steps.push_back(now_s() - t0);
+  }
+  // The first decode step may still contain graph capture / warm-up: drop it from the median.
+  std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
+  m.median_step_s = median(warm);
+  for (double s : steps) m.decode_s += s;
+  m.decode_steps = static_cast<int64_t>(steps.size());
+  m.decode_tokens = generated().second - after_prefill;
+  m.stats.struct_size = sizeof(m.stats);
+  check(vegas_session_get_stats(session, &m.stats), "session stats");
+  for (int32_t id : seqs) {
+    std::vector<int32_t> ids(static_cast<size_t>(a.new_tokens));
+    size_t n = 0;
+    check(vegas_sequence_tokens(session, id, ids.data(), ids.size(), &n), "tokens");
+    ids.resize(n);
+    m.tokens.push_back(std::move(ids));
+  }
+  return m;
+}
+
+nlohmann::json speculative_json(const Measured &m) {
+  const vegas_session_stats &s = m.stats;
+  nlohmann::json j;
+  j["rounds"] = s.rounds;
+  j["drafted"] = s.drafted;
+  j["accepted"] = s.accepted;
+  j["committed"] = s.committed;
+  j["tau"] = s.tokens_per_round;
+  std::vector<double> by_position;
+  for (int32_t i = 0; i < s.gamma && i < VEGAS_MAX_GAMMA; ++i)
+    by_position.push_back(s.drafted_at[i] > 0 ? static_cast<double>(s.accepted_at[i]) /
+                                                    static_cast<double>(s.drafted_at[i])
+                                              : 0.0);
+  j["acceptance_by_position"] = by_position;
+  const double round_s = s.draft_seconds + s.verify_seconds + s.select_seconds;
+  j["draft_seconds"] = s.draft_seconds;
+  j["verify_seconds"] = s.verify_seconds;
+  j["select_seconds"] = s.select_seconds;
+  j["draft_share"] = round_s > 0 ? s.draft_seconds / round_s : 0.0;
+  j["verify_share"] = round_s > 0 ? s.verify_seconds / round_s : 0.0;
+  j["select_share"] = round_s > 0 ? s.select_seconds / round_s : 0.0;
+  return j;
+}
+
 void run_bench(const BenchArgs &a) {
   if (!a.synthetic.empty()) {
     std::fprintf(stderr, "vegas bench: --synthetic is not built yet (needs the CUDA backend)\n");
     throw CLI::RuntimeError(2);
   }
-  if (a.mode != "vanilla") {
-    std::fprintf(stderr, "vegas bench: --mode %s is not built yet\n", a.mode.c_str());
+  const bool vegas_mode = a.mode == "vegas";
+  if (!vegas_mode && a.mode != "vanilla") {
+    std::fprintf(stderr, "vegas bench: unknown --mode %s (vanilla or vegas)\n", a.mode.c_str());
     throw CLI::RuntimeError(2);
   }
   vegas_model_options mo;
@@ -137,66 +256,32 @@ void run_bench(const BenchArgs &a) {
   vegas_session_options_init(&so);
   so.max_batch = std::max(a.batch, 1);
   so.prefill_chunk = 2048;
-  so.kv_bytes = static_cast<uint64_t>(a.batch) * static_cast<uint64_t>(max_prompt + a.new_tokens + 64) *
+  // Room for every sequence plus a round's drafts.
+  so.kv_bytes = static_cast<uint64_t>(a.batch) *
+                static_cast<uint64_t>(max_prompt + a.new_tokens + a.gamma + 64) *
                 info.kv_bytes_per_token;
-  vegas_session *session = nullptr;
-  check(vegas_session_create(model, &so, &session), "creating the session");
-  std::unique_ptr<vegas_session, void (*)(vegas_session *)> session_guard(session, vegas_session_free);
+  vegas_session_options vso = so;
+  vso.mode = VEGAS_MODE_VEGAS;
+  vso.policy = a.policy.c_str();
+  vso.gamma = a.gamma;
+  vso.ratio = a.ratio;
+  vso.min_tokens = a.min_tokens;
+  vso.window_share = a.window_share;
+  vso.sink = a.sink;
+  vso.score_kind = a.score_kind == "logit" ? VEGAS_SCORE_LOGIT : VEGAS_SCORE_WEIGHT;
 
-  vegas_sampling_options sampling;
-  vegas_sampling_options_init(&sampling);
-  sampling.temperature = a.temperature;
-  sampling.top_k = a.top_k;
-  sampling.top_p = a.top_p;
-  std::vector<int32_t> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    sampling.seed = a.seed + i;
-    vegas_request req;
-    vegas_request_init(&req);
-    req.prompt = prompts[i].data();
-    req.n_prompt = prompts[i].size();
-    req.sampling = &sampling;
-    req.max_tokens = a.new_tokens;
-    req.ignore_eos = 1;
-    int32_t id = -1;
-    check(vegas_session_submit(session, &req, &id), "submitting");
-    seqs.push_back(id);
-  }
-  // Prefill: steps until every sequence has its first token.
-  const double t_prefill = now_s();
-  auto all_started = [&]() {
-    for (int32_t id : seqs) {
-      vegas_sequence_info si;
-      si.struct_size = sizeof(si);
-      check(vegas_sequence_get_info(session, id, &si), "info");
-      if (si.n_generated == 0 && si.finish_reason == VEGAS_FINISH_NONE) return false;
-    }
-    return true;
-  };
-  int32_t active = 0;
-  while (!all_started()) check(vegas_session_step(session, &active), "prefill step");
-  const double prefill_s = now_s() - t_prefill;
+  Measured vanilla;
+  const bool with_vanilla = !vegas_mode || a.baseline;
+  if (with_vanilla) vanilla = measure(model, so, a, prompts);
+  Measured vegas;
+  if (vegas_mode) vegas = measure(model, vso, a, prompts);
+  const Measured &main_run = vegas_mode ? vegas : vanilla;
 
-  std::vector<double> steps;
-  int64_t generated_in_decode = 0;
-  for (;;) {
-    const double t0 = now_s();
-    check(vegas_session_step(session, &active), "decode step");
-    steps.push_back(now_s() - t0);
-    generated_in_decode += static_cast<int64_t>(seqs.size());  // vanilla: one token per sequence
-    if (active == 0) break;
-  }
-  // The first decode step may still contain graph capture / warm-up: drop it from the median.
-  std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
-  const double step_s = median(warm);
-  double decode_s = 0;
-  for (double s : steps) decode_s += s;
-
-  const double avg_context = static_cast<double>(total_prompt) / std::max<size_t>(prompts.size(), 1) +
-                             a.new_tokens / 2.0;
-  const double bytes_per_step = static_cast<double>(info.weight_bytes) +
-                                avg_context * static_cast<double>(prompts.size()) *
-                                    static_cast<double>(info.kv_bytes_per_token);
+  const double avg_context =
+      static_cast<double>(total_prompt) / std::max<size_t>(prompts.size(), 1) + a.new_tokens / 2.0;
+  const double bytes_per_step =
+      static_cast<double>(info.weight_bytes) + avg_context * static_cast<double>(prompts.size()) *
+                                                   static_cast<double>(info.kv_bytes_per_token);
   const double bandwidth = host_copy_bandwidth();
   const double floor_s = bytes_per_step / (bandwidth / 2.0);  // a copy moves each byte twice
 
@@ -208,16 +293,44 @@ void run_bench(const BenchArgs &a) {
   j["batch"] = static_cast<int32_t>(prompts.size());
   j["new_tokens"] = a.new_tokens;
   j["prompt_tokens"] = total_prompt;
-  j["prefill_seconds"] = prefill_s;
-  j["prefill_tokens_per_s"] = prefill_s > 0 ? total_prompt / prefill_s : 0.0;
-  j["decode_steps"] = steps.size();
-  j["median_step_ms"] = step_s * 1e3;
-  j["decode_tokens_per_s"] = step_s > 0 ? static_cast<double>(prompts.size()) / step_s : 0.0;
-  j["decode_tokens_per_s_mean"] = decode_s > 0 ? generated_in_decode / decode_s : 0.0;
+  j["temperature"] = a.temperature;
+  j["top_k"] = a.top_k;
+  j["top_p"] = a.top_p;
+  j["prefill_seconds"] = main_run.prefill_s;
+  j["prefill_tokens_per_s"] = main_run.prefill_s > 0 ? total_prompt / main_run.prefill_s : 0.0;
+  j["decode_steps"] = main_run.decode_steps;
+  j["median_step_ms"] = main_run.median_step_s * 1e3;
   j["bytes_per_step"] = bytes_per_step;
   j["copy_bandwidth_GBps"] = bandwidth / 1e9;
   j["floor_step_ms"] = floor_s * 1e3;
-  j["fraction_of_floor"] = step_s > 0 ? floor_s / step_s : 0.0;
+  const double vanilla_tps = vanilla.decode_s > 0 ? vanilla.decode_tokens / vanilla.decode_s : 0.0;
+  if (with_vanilla) {
+    // Vanilla commits one token per sequence and step.
+    j["decode_tokens_per_s"] = vanilla.median_step_s > 0
+                                   ? static_cast<double>(prompts.size()) / vanilla.median_step_s
+                                   : 0.0;
+    j["decode_tokens_per_s_mean"] = vanilla_tps;
+    j["fraction_of_floor"] = vanilla.median_step_s > 0 ? floor_s / vanilla.median_step_s : 0.0;
+  }
+  if (vegas_mode) {
+    nlohmann::json v = speculative_json(vegas);
+    v["policy"] = a.policy;
+    v["gamma"] = a.gamma;
+    v["ratio"] = a.ratio;
+    v["min_tokens"] = a.min_tokens;
+    v["window_share"] = a.window_share;
+    v["sink"] = a.sink;
+    v["score_kind"] = a.score_kind;
+    const double vegas_tps = vegas.decode_s > 0 ? vegas.decode_tokens / vegas.decode_s : 0.0;
+    v["decode_tokens_per_s"] = vegas_tps;
+    v["prefill_seconds"] = vegas.prefill_s;
+    if (with_vanilla) {
+      v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;
+      // Greedy speculative decoding must reproduce vanilla exactly.
+      if (a.temperature <= 0.0f) v["identical_to_vanilla"] = vegas.tokens == vanilla.tokens;
+    }
+    j["vegas"] = v;
+  }
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -229,12 +342,14 @@ void add_bench_command(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON out)");
   cmd->add_option("--model", args->model_dir, "Model directory (default: the embedded model)");
   cmd->add_option("--synthetic", args->synthetic, "config.json for random weights (CUDA)");
-  cmd->add_option("--prompts", args->prompts_file, "JSONL prompts (field `text`) instead of random ids");
+  cmd->add_option("--prompts", args->prompts_file,
+                  "JSONL prompts (field `text`) instead of random ids");
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--mode", args->mode, "vanilla or vegas");
-  cmd->add_option("--context", args->context, "Prompt tokens per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--context", args->context, "Prompt tokens per sequence")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", args->batch, "Sequences decoded together")->check(CLI::PositiveNumber);
   cmd->add_option("--new-tokens", args->new_tokens, "Tokens generated per sequence")
       ->check(CLI::PositiveNumber);
@@ -242,6 +357,22 @@ void add_bench_command(CLI::App &app) {
   cmd->add_option("--top-k", args->top_k, "0 = off");
   cmd->add_option("--top-p", args->top_p, "1 = off");
   cmd->add_option("--seed", args->seed, "Seed for prompts and sampling");
+  cmd->add_option("--policy", args->policy, "Selection policy for --mode vegas");
+  cmd->add_option("--gamma", args->gamma, "Draft length for --mode vegas")
+      ->check(CLI::Range(1, 32));
+  cmd->add_option("--ratio", args->ratio, "Selected share of the KV for --mode vegas")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-tokens", args->min_tokens, "Selection floor for --mode vegas")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--window-share", args->window_share,
+                  "Share of the budget kept for recent tokens")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--sink", args->sink, "Policy streaming: leading tokens always kept")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--score-kind", args->score_kind, "weight or logit")
+      ->check(CLI::IsMember({"weight", "logit"}));
+  cmd->add_flag("!--no-baseline", args->baseline,
+                "With --mode vegas, skip the vanilla run (no speed-up reported)");
   cmd->callback([args]() { run_bench(*args); });
 }
 

@@ -1,5 +1,7 @@
 #include "paged_attention.cuh"
 
+#include <climits>
+
 namespace vegas::kernels {
 
 namespace {
@@ -8,6 +10,28 @@ constexpr int kTile = 64;      // KV tokens per shared-memory tile
 constexpr int kThreads = 256;  // 8 warps
 constexpr int kPad = 8;  // bf16 padding per K/V row: 16 bytes, keeps 16-byte reads conflict-free
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// The keys of one sequence in one layer: key j is position
+// j < n_sel ? sel[j] : prefix + (j - n_sel). Dense sequences: n_sel = prefix = 0.
+struct KeyMap {
+  const int32_t *sel = nullptr;
+  int n_sel = 0;
+  int prefix = 0;
+  __device__ __forceinline__ int pos(int j) const { return j < n_sel ? sel[j] : prefix + j - n_sel; }
+};
+
+__device__ __forceinline__ KeyMap key_map(const PagedAttentionParams &p, int seq) {
+  KeyMap m;
+  const int off = p.seq_sparse_off == nullptr ? -1 : p.seq_sparse_off[seq];
+  if (off >= 0) {
+    const int32_t *rec = p.sparse_data + off;
+    m.prefix = rec[0];
+    m.n_sel = rec[2 + p.layer];
+    m.sel = rec + 2 + p.n_layers + static_cast<int64_t>(p.layer) * rec[1];
+  }
+  return m;
+}
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -44,6 +68,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   float *m_s = reinterpret_cast<float *>(smem + S::q + 2 * S::kv + S::s);
   float *l_s = m_s + QMAX;
   float *alpha_s = l_s + QMAX;
+  __shared__ int cap_s[QMAX];  // capture slot of each query vector, -1 = none
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int group = p.n_heads / p.n_kv_heads;
@@ -58,11 +83,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   const int row_base = p.seq_row_start[seq] + r0;
   const int32_t *table = p.page_table + p.seq_page_off[seq];
 
-  // This block's KV range: split z of [0, kv_end), in whole tiles.
-  const int kv_end = start_pos + r0 + tile_rows;
-  const int per_split = ((kv_end + p.n_splits - 1) / p.n_splits + kTile - 1) / kTile * kTile;
+  // This block's key range: split z of keys [0, n_keys), in whole tiles.
+  const KeyMap keys = key_map(p, seq);
+  const int n_keys = keys.n_sel + start_pos + r0 + tile_rows - keys.prefix;
+  const int per_split = ((n_keys + p.n_splits - 1) / p.n_splits + kTile - 1) / kTile * kTile;
   const int begin = blockIdx.z * per_split;
-  const int end = min(kv_end, begin + per_split);
+  const int end = min(n_keys, begin + per_split);
+  const int n_cand = p.cap_logits == nullptr ? 0 : p.seq_cap_cand[seq];
 
   for (int i = tid; i < nq * HD; i += kThreads) {
     const int qi = i / HD, d = i % HD;
@@ -73,6 +100,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   for (int i = tid; i < QMAX; i += kThreads) {
     m_s[i] = -INFINITY;
     l_s[i] = 0.0f;
+    cap_s[i] = (p.cap_logits != nullptr && i < nq) ? p.row_cap_slot[row_base + i / group] : -1;
   }
 
   auto load_tile = [&](int tile_start, int stage) {
@@ -80,10 +108,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
     bf16 *vd = v_s + stage * kTile * S::kRow;
     for (int i = tid; i < kTile * kChunks; i += kThreads) {
       const int t = i / kChunks, c = i % kChunks;
-      const int pos = tile_start + t;
-      const bool valid = pos < end;
+      const bool valid = tile_start + t < end;
       int64_t off = 0;
       if (valid) {
+        const int pos = keys.pos(tile_start + t);
         const int64_t slot =
             static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
         off = (slot * p.n_kv_heads + kvh) * HD + c * 8;
@@ -132,9 +160,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
         dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
                qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
       }
-      const int pos = tile_start + t;
+      const int j = tile_start + t;
+      const int pos = j < end ? keys.pos(j) : INT_MAX;
       const int qpos = start_pos + r0 + qi / group;
-      s_s[qi * (kTile + 1) + t] = (pos < end && pos <= qpos) ? dot : -INFINITY;
+      const bool visible = pos <= qpos;
+      s_s[qi * (kTile + 1) + t] = visible ? dot : -INFINITY;
+      // Captured rows are dense, so key j is position j.
+      const int slot = cap_s[qi];
+      if (slot >= 0 && visible && pos < n_cand)
+        p.cap_logits[(static_cast<int64_t>(slot) * p.n_heads + kvh * group + qi % group) *
+                         p.cap_stride +
+                     pos] = dot * kLn2;
     }
     __syncthreads();
 
@@ -196,6 +232,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
     if (p.n_splits == 1) {
       *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + h) * HD + c * 8) =
           pack8(o);
+      if (c == 0 && cap_s[qi] >= 0)
+        p.cap_lse[static_cast<int64_t>(cap_s[qi]) * p.n_heads + h] =
+            l > 0.0f ? (m_s[qi] + log2f(l)) * kLn2 : -INFINITY;
     } else {
       const int64_t idx = static_cast<int64_t>(blockIdx.z) * p.total_rows + row;
       float *po = p.partial_out + (idx * p.n_heads + h) * HD + c * 8;
@@ -232,6 +271,12 @@ __global__ void merge_kernel(PagedAttentionParams p) {
     const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] *= inv;
+    if (c == 0 && p.cap_logits != nullptr) {
+      const int slot = p.row_cap_slot[row];
+      if (slot >= 0)
+        p.cap_lse[static_cast<int64_t>(slot) * p.n_heads + h] =
+            wsum > 0.0f ? (m + log2f(wsum)) * kLn2 : -INFINITY;
+    }
     *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + h) * p.head_dim +
                                c * 8) = pack8(acc);
   }
@@ -271,7 +316,11 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
   if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
   if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.n_splits < 1 ||
       !paged_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) ||
-      (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)))
+      (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
+      (p.seq_sparse_off != nullptr && (p.sparse_data == nullptr || p.layer < 0 ||
+                                       p.layer >= p.n_layers)) ||
+      (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr ||
+                                   p.seq_cap_cand == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_heads / p.n_kv_heads;
   // Small query tiles (decoding, short verification) keep shared memory low

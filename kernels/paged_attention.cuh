@@ -44,6 +44,26 @@ struct PagedAttentionParams {
   float *partial_out = nullptr;
   float *partial_lse = nullptr;
   int32_t total_rows = 0;
+
+  // Sparse drafting (optional): seq_sparse_off[s] = -1 for a dense sequence,
+  // else the offset in sparse_data of its record {prefix, stride,
+  // counts[n_layers], positions[n_layers][stride]}. In layer `layer` its rows
+  // attend to the counts[layer] selected positions (ascending, < prefix), then
+  // to every position from prefix to their own.
+  const int32_t *sparse_data = nullptr;
+  const int32_t *seq_sparse_off = nullptr;  // [n_seqs]; null = all dense
+  int32_t n_layers = 0;
+  int32_t layer = 0;
+
+  // Score capture (optional, cap_logits null = none): rows with
+  // row_cap_slot[row] >= 0 (full-attention rows) write scale*q.k for positions
+  // [0, seq_cap_cand[s]) to cap_logits[slot][head][0 .. cap_stride) and their
+  // natural-log log-sum-exp over all keys to cap_lse[slot][head] (this layer's slices).
+  float *cap_logits = nullptr;
+  float *cap_lse = nullptr;
+  const int32_t *row_cap_slot = nullptr;  // [total_rows]
+  const int32_t *seq_cap_cand = nullptr;  // [n_seqs]
+  int32_t cap_stride = 0;
 };
 
 // Sets kernel attributes (shared memory above 48 KB); call once per device

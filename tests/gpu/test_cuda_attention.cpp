@@ -3,7 +3,11 @@
 // split-K with the LSE merge, and a 16K context. Tolerance: the output is
 // rounded to bf16 (relative step 2^-8, error <= 2^-9 per element), the inputs
 // are exact bf16 values used identically by both sides and accumulation is
-// f32, so the relative L2 error must stay under 5e-3.
+// f32, so the relative L2 error must stay under 5e-3. Sparse drafting rows
+// (random selected sets below a prefix, several layers' records) and score
+// capture (logits and log-sum-exp of full rows, f32 outputs) are checked the
+// same way; captured values are f32 dot products of exact inputs, so they must
+// match the float64 reference to 1e-4 relative (plus 1e-4 absolute).
 #include <algorithm>
 #include <numeric>
 
@@ -16,6 +20,9 @@ namespace {
 struct SeqSpec {
   int start_pos;
   int n_rows;
+  int sparse_prefix = -1;  // >= 0: sparse row set over [0, prefix), see n_selected
+  int n_selected = 0;
+  int n_candidates = -1;   // >= 0: every row captured with this many candidates
 };
 
 struct Case {
@@ -23,6 +30,32 @@ struct Case {
   std::vector<SeqSpec> seqs;
   int n_splits;
 };
+
+constexpr int kLayers = 3;  // sparse records hold this many layers
+constexpr int kLayer = 1;   // the layer the kernel attends in
+
+// A sparse record {prefix, stride, counts[kLayers], positions[kLayers][stride]}
+// with a different random selection per layer; returns layer kLayer's set.
+std::vector<int32_t> add_sparse_record(const SeqSpec &s, std::mt19937 &rng,
+                                       std::vector<int32_t> &data) {
+  const int stride = s.n_selected + 3;
+  std::vector<int32_t> all(s.sparse_prefix), mine;
+  std::iota(all.begin(), all.end(), 0);
+  data.push_back(s.sparse_prefix);
+  data.push_back(stride);
+  const size_t counts_at = data.size();
+  data.resize(data.size() + kLayers + size_t(kLayers) * stride, -7);
+  for (int l = 0; l < kLayers; ++l) {
+    std::shuffle(all.begin(), all.end(), rng);
+    const int n = std::min<int>(s.n_selected + l % 2, s.sparse_prefix);  // counts differ by layer
+    std::vector<int32_t> sel(all.begin(), all.begin() + n);
+    std::sort(sel.begin(), sel.end());
+    data[counts_at + l] = n;
+    std::copy(sel.begin(), sel.end(), data.begin() + counts_at + kLayers + size_t(l) * stride);
+    if (l == kLayer) mine = sel;
+  }
+  return mine;
+}
 
 void run_case(const Case &c, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -36,8 +69,16 @@ void run_case(const Case &c, uint32_t seed) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<int32_t> table, page_off, row_start, n_rows, start_pos;
-  int rows = 0, used = 0, max_rows = 0;
+  std::vector<int32_t> sparse_data, sparse_off, row_slot, cap_cand;
+  std::vector<std::vector<int32_t>> selected;
+  int rows = 0, used = 0, max_rows = 0, slots = 0, cap_stride = 1;
   for (const auto &s : c.seqs) {
+    sparse_off.push_back(s.sparse_prefix >= 0 ? static_cast<int32_t>(sparse_data.size()) : -1);
+    selected.push_back(s.sparse_prefix >= 0 ? add_sparse_record(s, rng, sparse_data)
+                                            : std::vector<int32_t>{});
+    cap_cand.push_back(std::max(s.n_candidates, 0));
+    cap_stride = std::max(cap_stride, s.n_candidates);
+    for (int r = 0; r < s.n_rows; ++r) row_slot.push_back(s.n_candidates >= 0 ? slots++ : -1);
     const int pages = (s.start_pos + s.n_rows + c.page_size - 1) / c.page_size;
     page_off.push_back(static_cast<int32_t>(table.size()));
     for (int p = 0; p < pages; ++p) table.push_back(perm[used++]);
@@ -54,6 +95,11 @@ void run_case(const Case &c, uint32_t seed) {
   Dev<int32_t> dt(table), dpo(page_off), drs(row_start), dnr(n_rows), dsp(start_pos);
   Dev<float> po(size_t(c.n_splits) * rows * c.n_heads * hd),
       pl(size_t(c.n_splits) * rows * c.n_heads);
+  sparse_data.push_back(0);  // never empty
+  Dev<int32_t> dsd(sparse_data), dso(sparse_off), drc(row_slot), dcc(cap_cand);
+  const float poison = std::nanf("");
+  Dev<float> cap_l(std::vector<float>(size_t(std::max(slots, 1)) * c.n_heads * cap_stride, poison)),
+      cap_e(std::vector<float>(size_t(std::max(slots, 1)) * c.n_heads, poison));
 
   kernels::PagedAttentionParams p;
   p.q = q.as<kernels::bf16>();
@@ -76,41 +122,72 @@ void run_case(const Case &c, uint32_t seed) {
   p.partial_out = po.get();
   p.partial_lse = pl.get();
   p.total_rows = rows;
+  p.sparse_data = dsd.get();
+  p.seq_sparse_off = dso.get();
+  p.n_layers = kLayers;
+  p.layer = kLayer;
+  if (slots > 0) {
+    p.cap_logits = cap_l.get();
+    p.cap_lse = cap_e.get();
+    p.row_cap_slot = drc.get();
+    p.seq_cap_cand = dcc.get();
+    p.cap_stride = cap_stride;
+  }
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
 
   const auto kd = to_double(kh), vd = to_double(vh), qd = to_double(qh);
   std::vector<double> ref(size_t(rows) * c.n_heads * hd);
+  const auto got_l = cap_l.download(), got_e = cap_e.download();
+  int cap_bad = 0;
   for (size_t si = 0; si < c.seqs.size(); ++si) {
     for (int r = 0; r < n_rows[si]; ++r) {
       const int row = row_start[si] + r, qpos = start_pos[si] + r;
+      // The positions this row attends to.
+      std::vector<int> keys = selected[si];
+      for (int pos = std::max(c.seqs[si].sparse_prefix, 0); pos <= qpos; ++pos) keys.push_back(pos);
       for (int h = 0; h < c.n_heads; ++h) {
         const int kvh = h / group;
         const double *qv = &qd[(size_t(row) * c.n_heads + h) * hd];
-        std::vector<double> s(qpos + 1);
+        std::vector<double> s(keys.size());
         double m = -INFINITY;
         auto base = [&](int pos) {
           const int slot =
               table[page_off[si] + pos / c.page_size] * c.page_size + pos % c.page_size;
           return (size_t(slot) * c.n_kv_heads + kvh) * hd;
         };
-        for (int pos = 0; pos <= qpos; ++pos) {
+        for (size_t j = 0; j < keys.size(); ++j) {
           double dot = 0;
-          for (int d = 0; d < hd; ++d) dot += qv[d] * kd[base(pos) + d];
-          s[pos] = dot / std::sqrt(double(hd));
-          m = std::max(m, s[pos]);
+          for (int d = 0; d < hd; ++d) dot += qv[d] * kd[base(keys[j]) + d];
+          s[j] = dot / std::sqrt(double(hd));
+          m = std::max(m, s[j]);
+        }
+        const int cslot = row_slot[row];
+        for (int j = 0; cslot >= 0 && j < cap_cand[si]; ++j) {
+          const float g = got_l[(size_t(cslot) * c.n_heads + h) * cap_stride + j];
+          if (!(std::abs(g - s[j]) <= 1e-4 + 1e-4 * std::abs(s[j])) && cap_bad++ < 5)
+            ADD_FAILURE() << "capture logit seq " << si << " row " << r << " head " << h
+                          << " pos " << j << ": " << g << " vs " << s[j];
         }
         double sum = 0;
         for (auto &x : s) sum += (x = std::exp(x - m));
+        if (cslot >= 0) {
+          const double lse = m + std::log(sum);
+          const float g = got_e[size_t(cslot) * c.n_heads + h];
+          if (!(std::abs(g - lse) <= 1e-4 + 1e-4 * std::abs(lse)) && cap_bad++ < 5)
+            ADD_FAILURE() << "capture lse seq " << si << " row " << r << " head " << h << ": " << g
+                          << " vs " << lse;
+        }
         double *o = &ref[(size_t(row) * c.n_heads + h) * hd];
-        for (int pos = 0; pos <= qpos; ++pos)
-          for (int d = 0; d < hd; ++d) o[d] += s[pos] / sum * vd[base(pos) + d];
+        for (size_t j = 0; j < keys.size(); ++j)
+          for (int d = 0; d < hd; ++d) o[d] += s[j] / sum * vd[base(keys[j]) + d];
       }
     }
   }
   const auto got = bf16_vec_to_float(out.download());
   EXPECT_LT(rel_l2(got, ref), 5e-3) << "splits " << c.n_splits << " head_dim " << hd;
+  EXPECT_EQ(cap_bad, 0);
 }
 
 class Attention : public ::testing::Test {
@@ -148,6 +225,35 @@ TEST_F(Attention, PrefillChunkOverPrefixMixedWithDecode) {
 TEST_F(Attention, LongContext16K) {
   run_case({32, 8, 128, 16, {{16383, 1}, {16000, 4}}, 16}, 21);
   run_case({8, 2, 64, 16, {{16383, 1}}, 64}, 22);
+}
+
+// Sparse drafting: each decode row attends to a random sorted selection below
+// its prefix plus every position from the prefix on; selections differ per
+// layer (layer kLayer of a 3-layer record is used), mixed with dense rows, with
+// and without split-K, up to a 16K context. A wrong selection, layer offset or
+// key mapping changes the output far beyond the tolerance.
+TEST_F(Attention, SparseDraftRows) {
+  for (int hd : {64, 128})
+    for (int splits : {1, 4, 16})
+      run_case({8, 2, hd, 16,
+                {{300, 1, 280, 37}, {5000, 1, 4900, 900}, {777, 1}, {70, 1, 0, 0}},
+                splits},
+               31 + hd + splits);
+  // 16K context, a large selection spanning many tiles, and a multi-row draft.
+  run_case({32, 8, 128, 16, {{16383, 1, 16000, 3000}, {9000, 3, 8990, 1234}}, 16}, 37);
+}
+
+// Score capture: verification rows (1+gamma, causal) and a prefill chunk, all
+// rows captured, candidates a prefix of the visible keys; logits and lse are
+// compared with the float64 reference, poisoned (NaN) buffers catch missing
+// writes; the splits path takes the lse from the merge kernel.
+TEST_F(Attention, CaptureLogitsAndLse) {
+  for (int splits : {1, 4})
+    run_case({8, 2, 64, 16, {{600, 5, -1, 0, 600}, {40, 3, -1, 0, 17}, {300, 1}}, splits},
+             41 + splits);
+  run_case({32, 8, 128, 16, {{8000, 4, -1, 0, 7999}, {0, 40, -1, 0, 1}}, 8}, 43);
+  // Capture and sparse sequences in one batch.
+  run_case({8, 2, 128, 16, {{1000, 2, -1, 0, 1000}, {2000, 1, 1500, 100}}, 2}, 44);
 }
 
 }  // namespace

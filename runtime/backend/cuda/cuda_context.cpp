@@ -32,6 +32,9 @@ enum Field {
   kSeqRowStart,
   kSeqRows,
   kSeqStartPos,
+  kSeqSparseOff,  // offset of the sequence's sparse record after the page tables, -1 dense
+  kSeqCapCand,    // capture candidates of the sequence
+  kRowCapSlot,    // capture slot of each row, -1 = not captured
   kFields
 };
 
@@ -77,7 +80,11 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   v_cache_.allocate(kv_bytes, "the V cache");
 
   const int64_t r = params_.max_rows;
-  grow_page_table(std::min<int64_t>(params_.num_pages, 1 << 16) + r);
+  // Page tables plus room for one sequence's sparse record at up to 32K
+  // selected positions per layer, so sparse drafting replays graphs without
+  // reallocating (a larger batch grows the buffer once and re-captures).
+  const int64_t sparse_room = (c.n_layers + 1) * std::min<int64_t>(slots, 1 << 15) + 2;
+  grow_page_table(std::min<int64_t>(params_.num_pages, 1 << 16) + r + sparse_room);
   residual_.allocate(r * c.hidden_size * sizeof(float), "activations");
   normed_.allocate(r * c.hidden_size * sizeof(bf16), "activations");
   qkv_.allocate(r * (c.q_dim() + 2 * c.kv_dim()) * sizeof(bf16), "activations");
@@ -136,22 +143,29 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t max_kv) const {
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_);
-  int64_t pages = 0;
+  int64_t pages = 0, extra = 0;
+  int32_t cap_slots = 0, cap_stride = 0;
   bool decode = model_.options().use_graphs;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
-    if (s.sparse || s.capture)
-      fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: sequence " + std::to_string(i) +
-                                      " asks for sparse attention or score capture, which this "
-                                      "backend does not do yet");
     pages += s.n_pages;
+    if (s.sparse) extra += 2 + int64_t{c.n_layers} * (1 + s.sparse->stride);
+    if (s.capture && s.capture->n_rows > 0) {
+      cap_slots += s.capture->n_rows;
+      cap_stride = std::max(cap_stride, s.capture->n_candidates);
+    }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
-  grow_page_table(pages);
+  if (pages + extra > INT32_MAX)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: page tables and sparse sets exceed 2^31 entries");
+  grow_page_table(pages + extra);
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
-  st.graph = decode;
+  st.graph = decode && cap_slots == 0;  // capture buffers grow, so capture steps run eagerly
+  st.extra = static_cast<int32_t>(extra);
+  st.cap_slots = cap_slots;
+  st.cap_stride = cap_stride;
   st.n_seqs = decode ? decode_bucket(n, params_.max_rows) : n;
   st.rows = decode ? st.n_seqs : batch.total_rows();
   st.real_logit_rows = batch.logit_rows();
@@ -164,7 +178,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int32_t *logit_index = h + kLogitIndex * R, *page_off = h + kSeqPageOff * R;
   int32_t *row_start = h + kSeqRowStart * R, *n_rows = h + kSeqRows * R;
   int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * R;
-  int32_t row = 0, lrow = 0, page = 0;
+  int32_t *sparse_off = h + kSeqSparseOff * R, *cap_cand = h + kSeqCapCand * R;
+  int32_t *cap_slot = h + kRowCapSlot * R;
+  int32_t *extra_data = table + pages;
+  int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
+  pending_.clear();
   int64_t max_kv = 0;
   const int32_t ps = params_.page_size;
   for (int32_t i = 0; i < n; ++i) {
@@ -174,6 +192,26 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     n_rows[i] = s.n_tokens;
     start_pos[i] = s.start_pos;
     std::copy(s.page_table, s.page_table + s.n_pages, table + page);
+    sparse_off[i] = -1;
+    if (s.sparse) {
+      const SparseAttention &sp = *s.sparse;
+      sparse_off[i] = static_cast<int32_t>(pages) + extra_at;
+      int32_t *rec = extra_data + extra_at;
+      rec[0] = sp.prefix;
+      rec[1] = sp.stride;
+      std::copy(sp.counts, sp.counts + c.n_layers, rec + 2);
+      int32_t *pos = rec + 2 + c.n_layers;
+      for (int32_t l = 0; l < c.n_layers; ++l)
+        std::copy(sp.positions + int64_t{l} * sp.stride,
+                  sp.positions + int64_t{l} * sp.stride + sp.counts[l], pos + int64_t{l} * sp.stride);
+      extra_at += 2 + c.n_layers * (1 + sp.stride);
+    }
+    cap_cand[i] = s.capture ? s.capture->n_candidates : 0;
+    std::fill(cap_slot + row, cap_slot + row + s.n_tokens, -1);
+    if (s.capture && s.capture->n_rows > 0) {
+      pending_.push_back({s.capture, slot});
+      for (int32_t k = 0; k < s.capture->n_rows; ++k) cap_slot[row + s.capture->rows[k]] = slot++;
+    }
     for (int32_t t = 0; t < s.n_tokens; ++t, ++row) {
       const int32_t pos = s.start_pos + t;
       tokens[row] = s.tokens[t];
@@ -192,6 +230,9 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     row_start[i] = row;
     n_rows[i] = 0;
     start_pos[i] = 0;
+    sparse_off[i] = -1;
+    cap_cand[i] = 0;
+    cap_slot[row] = -1;
     tokens[row] = 0;
     positions[row] = 0;
     slots[row] = -1;
@@ -256,6 +297,13 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.total_rows = s.rows;
+  ap.sparse_data = meta(kFields);
+  ap.seq_sparse_off = meta(kSeqSparseOff);
+  ap.n_layers = c.n_layers;
+  ap.row_cap_slot = meta(kRowCapSlot);
+  ap.seq_cap_cand = meta(kSeqCapCand);
+  ap.cap_stride = s.cap_stride;
+  const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
   kernels::SwigluParams sp;
   sp.gate_up = as<bf16>(gate_up_);
@@ -276,6 +324,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     check(kernels::rope_kv(rp, stream_), "rope_kv");
     ap.k_cache = rp.k_cache;
     ap.v_cache = rp.v_cache;
+    ap.layer = l;
+    ap.cap_logits = s.cap_slots ? as<float>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
+    ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
     check(kernels::paged_attention(ap, stream_), "paged_attention");
     gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, s.rows, H, c.q_dim(), stream_);
     np.weight = bf(L.mlp_norm);
@@ -302,7 +353,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
 }
 
 void CudaContext::launch(const Step &s, bool with_argmax) {
-  const size_t staged = (kFields * int64_t{params_.max_rows} + s.pages) * sizeof(int32_t);
+  const size_t staged =
+      (kFields * int64_t{params_.max_rows} + s.pages + s.extra) * sizeof(int32_t);
+  grow_capture(s);
   check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), staged, cudaMemcpyHostToDevice, stream_),
         "upload of staged indices");
   if (s.graph)
@@ -310,6 +363,48 @@ void CudaContext::launch(const Step &s, bool with_argmax) {
                 [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
+  if (s.cap_slots == 0) return;
+  const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
+  check(cudaMemcpyAsync(cap_logits_host_.get(), cap_logits_.get(),
+                        lse_n * s.cap_stride * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "score capture download");
+  check(cudaMemcpyAsync(cap_lse_host_.get(), cap_lse_.get(), lse_n * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "score capture download");
+}
+
+void CudaContext::grow_capture(const Step &s) {
+  if (s.cap_slots == 0) return;
+  const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
+  const int64_t need = lse_n * std::max(s.cap_stride, 1);
+  if (need <= cap_capacity_) return;
+  check(cudaStreamSynchronize(stream_), "stream sync");
+  cap_capacity_ = std::max(need, 2 * cap_capacity_);
+  const int64_t lse_cap = cap_capacity_;  // lse needs at most as many floats as the logits
+  cap_logits_.allocate(cap_capacity_ * sizeof(float), "score capture");
+  cap_lse_.allocate(lse_cap * sizeof(float), "score capture");
+  cap_logits_host_.reserve(cap_capacity_ * sizeof(float), "score capture");
+  cap_lse_host_.reserve(lse_cap * sizeof(float), "score capture");
+}
+
+void CudaContext::deliver_captures(const Step &s) {
+  if (s.cap_slots == 0) return;
+  const ModelConfig &c = model_.config();
+  const float *logits = cap_logits_host_.get<float>();
+  const float *lse = cap_lse_host_.get<float>();
+  const int64_t heads = c.n_heads;
+  for (const PendingCapture &pc : pending_) {
+    const ScoreCapture &cap = *pc.cap;
+    for (int32_t l = 0; l < c.n_layers; ++l)
+      for (int32_t k = 0; k < cap.n_rows; ++k)
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t src = (int64_t{l} * s.cap_slots + pc.first_slot + k) * heads + h;
+          const int64_t dst = (int64_t{l} * cap.n_rows + k) * heads + h;
+          cap.lse[dst] = lse[src];
+          std::copy(logits + src * s.cap_stride, logits + src * s.cap_stride + cap.n_candidates,
+                    cap.logits + dst * cap.n_candidates);
+        }
+  }
 }
 
 const float *CudaContext::forward(const ForwardBatch &batch) {
@@ -324,6 +419,7 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
         cudaMemcpyAsync(logits_host_.get(), logits_.get(), bytes, cudaMemcpyDeviceToHost, stream_),
         "logits download");
   check(cudaStreamSynchronize(stream_), "forward");
+  deliver_captures(s);
   return logits_host_.get<float>();
 }
 
@@ -340,6 +436,7 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
                           cudaMemcpyDeviceToHost, stream_),
           "sampled ids download");
   check(cudaStreamSynchronize(stream_), "forward_sample");
+  deliver_captures(s);
   std::copy(sampled_host_.get<int32_t>(), sampled_host_.get<int32_t>() + n, tokens_out);
   return true;
 }

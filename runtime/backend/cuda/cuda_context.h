@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/cuda/cuda_backend_model.h"
 #include "backend/cuda/decode_graphs.h"
@@ -47,7 +48,15 @@ class CudaContext : public BackendContext {
     int32_t logit_rows = 0;       // rows the lm_head runs on
     int32_t real_logit_rows = 0;  // of which the caller asked for
     int32_t pages = 0;            // page-table entries staged
+    int32_t extra = 0;            // ints of sparse records after the page tables
+    int32_t cap_slots = 0;        // captured rows of the batch
+    int32_t cap_stride = 0;       // the largest n_candidates among them
     bool graph = false;           // a pure decode step, replayable
+  };
+  // A sequence's score capture and its first slot in the device capture buffers.
+  struct PendingCapture {
+    const ScoreCapture *cap = nullptr;
+    int32_t first_slot = 0;
   };
 
   Step stage(const ForwardBatch &batch);
@@ -57,6 +66,9 @@ class CudaContext : public BackendContext {
   void launch(const Step &s, bool with_argmax);
   void grow_page_table(int64_t pages);
   int32_t *meta(int field) const;
+  void grow_capture(const Step &s);
+  // After the step's sync: scatters the downloaded scores into the callers' arrays.
+  void deliver_captures(const Step &s);
 
   const CudaBackendModel &model_;
   ContextParams params_;
@@ -73,6 +85,12 @@ class CudaContext : public BackendContext {
   DeviceBuffer partial_out_, partial_lse_;
   int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds
   PinnedBuffer logits_host_, sampled_host_;
+  // Score capture: [n_layers][slots][n_heads][stride] logits and
+  // [n_layers][slots][n_heads] lse, grown on demand (capture steps run eagerly).
+  DeviceBuffer cap_logits_, cap_lse_;
+  PinnedBuffer cap_logits_host_, cap_lse_host_;
+  int64_t cap_capacity_ = 0;  // floats of cap_logits_
+  std::vector<PendingCapture> pending_;
 };
 
 }  // namespace vegas::cuda

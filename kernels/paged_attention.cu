@@ -129,6 +129,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[k][e] = 0.0f;
 
+  const int n_groups = nq * kChunks;  // (query, 8-dim chunk) pairs of this block
+  const int subs = n_groups * 2 <= kThreads ? kThreads / n_groups : 1;
   const int n_tiles = begin < end ? (end - begin + kTile - 1) / kTile : 0;
   if (n_tiles > 0) load_tile(begin, 0);
   cp_async_commit();
@@ -194,18 +196,22 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
     }
     __syncthreads();
 
-    // P·V into the register accumulators.
+    // P·V into the register accumulators. Few output groups (decoding: one
+    // row of a small GQA group) would leave most threads idle, so then `subs`
+    // threads share a group, each summing every subs-th token of the tile;
+    // their partial sums are added once, after the last tile.
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
-      const int g = tid + k * kThreads;
-      if (g < nq * kChunks) {
+      const int g = subs > 1 ? tid % n_groups : tid + k * kThreads;
+      const int sub = subs > 1 ? tid / n_groups : 0;
+      if (g < n_groups && sub < subs && (subs == 1 || k == 0)) {
         const int qi = g / kChunks, c = g % kChunks;
         const float alpha = alpha_s[qi];
         const float *pr = s_s + qi * (kTile + 1);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[k][e] *= alpha;
-#pragma unroll 8
-        for (int t = 0; t < kTile; ++t) {
+#pragma unroll 4
+        for (int t = sub; t < kTile; t += subs) {
           const float pt = pr[t];
           float vf[8];
           unpack8(*reinterpret_cast<const uint4 *>(vb + t * S::kRow + c * 8), vf);
@@ -217,6 +223,19 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
     __syncthreads();  // the next load overwrites this stage
   }
   __syncthreads();  // with no tile at all, m_s/l_s were only initialised above
+
+  if (subs > 1) {  // add the token subsets' partial sums; K/V tiles are free now
+    float *red = reinterpret_cast<float *>(k_s);
+    const int sub = tid / n_groups;
+    if (sub < subs && sub > 0)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) red[((sub - 1) * n_groups + tid % n_groups) * 8 + e] = acc[0][e];
+    __syncthreads();
+    if (tid < n_groups)
+      for (int s2 = 1; s2 < subs; ++s2)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[0][e] += red[((s2 - 1) * n_groups + tid) * 8 + e];
+  }
 
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {

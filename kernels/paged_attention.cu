@@ -152,16 +152,21 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       const int qi = i / kTile, t = i % kTile;
       const float *qr = q_s + qi * HD;
       const bf16 *kr = kb + t * S::kRow;
-      float dot = 0.0f;
+      // Four independent partial sums: a single FMA chain over head_dim
+      // would leave the few warps of a decode block waiting on its latency.
+      float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         float kf[8];
         unpack8(*reinterpret_cast<const uint4 *>(kr + c * 8), kf);
         const float4 qa = *reinterpret_cast<const float4 *>(qr + c * 8);
         const float4 qb = *reinterpret_cast<const float4 *>(qr + c * 8 + 4);
-        dot += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
-               qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+        d0 = fmaf(qa.x, kf[0], fmaf(qb.x, kf[4], d0));
+        d1 = fmaf(qa.y, kf[1], fmaf(qb.y, kf[5], d1));
+        d2 = fmaf(qa.z, kf[2], fmaf(qb.z, kf[6], d2));
+        d3 = fmaf(qa.w, kf[3], fmaf(qb.w, kf[7], d3));
       }
+      const float dot = (d0 + d1) + (d2 + d3);
       const int j = tile_start + t;
       const int pos = j < end ? keys.pos(j) : INT_MAX;
       const int qpos = start_pos + r0 + qi / group;

@@ -18,7 +18,9 @@ struct KeyMap {
   const int32_t *sel = nullptr;
   int n_sel = 0;
   int prefix = 0;
-  __device__ __forceinline__ int pos(int j) const { return j < n_sel ? sel[j] : prefix + j - n_sel; }
+  __device__ __forceinline__ int pos(int j) const {
+    return j < n_sel ? sel[j] : prefix + j - n_sel;
+  }
 };
 
 __device__ __forceinline__ KeyMap key_map(const PagedAttentionParams &p, int seq) {
@@ -341,10 +343,10 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
   if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.n_splits < 1 ||
       !paged_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) ||
       (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
-      (p.seq_sparse_off != nullptr && (p.sparse_data == nullptr || p.layer < 0 ||
-                                       p.layer >= p.n_layers)) ||
-      (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr ||
-                                   p.seq_cap_cand == nullptr)))
+      (p.seq_sparse_off != nullptr &&
+       (p.sparse_data == nullptr || p.layer < 0 || p.layer >= p.n_layers)) ||
+      (p.cap_logits != nullptr &&
+       (p.cap_lse == nullptr || p.row_cap_slot == nullptr || p.seq_cap_cand == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_heads / p.n_kv_heads;
   // Small query tiles (decoding, short verification) keep shared memory low

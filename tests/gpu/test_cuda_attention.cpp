@@ -22,7 +22,7 @@ struct SeqSpec {
   int n_rows;
   int sparse_prefix = -1;  // >= 0: sparse row set over [0, prefix), see n_selected
   int n_selected = 0;
-  int n_candidates = -1;   // >= 0: every row captured with this many candidates
+  int n_candidates = -1;  // >= 0: every row captured with this many candidates
 };
 
 struct Case {
@@ -167,8 +167,8 @@ void run_case(const Case &c, uint32_t seed) {
         for (int j = 0; cslot >= 0 && j < cap_cand[si]; ++j) {
           const float g = got_l[(size_t(cslot) * c.n_heads + h) * cap_stride + j];
           if (!(std::abs(g - s[j]) <= 1e-4 + 1e-4 * std::abs(s[j])) && cap_bad++ < 5)
-            ADD_FAILURE() << "capture logit seq " << si << " row " << r << " head " << h
-                          << " pos " << j << ": " << g << " vs " << s[j];
+            ADD_FAILURE() << "capture logit seq " << si << " row " << r << " head " << h << " pos "
+                          << j << ": " << g << " vs " << s[j];
         }
         double sum = 0;
         for (auto &x : s) sum += (x = std::exp(x - m));
@@ -235,7 +235,10 @@ TEST_F(Attention, LongContext16K) {
 TEST_F(Attention, SparseDraftRows) {
   for (int hd : {64, 128})
     for (int splits : {1, 4, 16})
-      run_case({8, 2, hd, 16,
+      run_case({8,
+                2,
+                hd,
+                16,
                 {{300, 1, 280, 37}, {5000, 1, 4900, 900}, {777, 1}, {70, 1, 0, 0}},
                 splits},
                31 + hd + splits);

@@ -26,9 +26,9 @@ using namespace golden;  // NOLINT: the fixture helpers
 
 constexpr float kNearTie = 0.05f;  // as in test_cuda_golden.cpp
 
-std::vector<int32_t> generate(const std::shared_ptr<Model> &model, const std::vector<int32_t> &prompt,
-                              int32_t max_tokens, const std::string &policy,
-                              SequenceStats *stats) {
+std::vector<int32_t> generate(const std::shared_ptr<Model> &model,
+                              const std::vector<int32_t> &prompt, int32_t max_tokens,
+                              const std::string &policy, SequenceStats *stats) {
   SessionParams sp;
   sp.speculative = !policy.empty();
   sp.spec.policy = policy.empty() ? "vegas" : policy;
@@ -90,8 +90,12 @@ void check_file(const std::string &file) {
   }
 }
 
-TEST(CudaVegas, GreedyEqualsVanillaOn2kPrompts) { check_file("greedy_2k.json"); }
-TEST(CudaVegas, GreedyEqualsVanillaOn8kPrompts) { check_file("greedy_8k.json"); }
+TEST(CudaVegas, GreedyEqualsVanillaOn2kPrompts) {
+  check_file("greedy_2k.json");
+}
+TEST(CudaVegas, GreedyEqualsVanillaOn8kPrompts) {
+  check_file("greedy_8k.json");
+}
 
 }  // namespace
 }  // namespace vegas

@@ -157,7 +157,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
   if (pages + extra > INT32_MAX)
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: page tables and sparse sets exceed 2^31 entries");
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "forward batch: page tables and sparse sets exceed 2^31 entries");
   grow_page_table(pages + extra);
 
   Step st;
@@ -203,7 +204,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       int32_t *pos = rec + 2 + c.n_layers;
       for (int32_t l = 0; l < c.n_layers; ++l)
         std::copy(sp.positions + int64_t{l} * sp.stride,
-                  sp.positions + int64_t{l} * sp.stride + sp.counts[l], pos + int64_t{l} * sp.stride);
+                  sp.positions + int64_t{l} * sp.stride + sp.counts[l],
+                  pos + int64_t{l} * sp.stride);
       extra_at += 2 + c.n_layers * (1 + sp.stride);
     }
     cap_cand[i] = s.capture ? s.capture->n_candidates : 0;
@@ -353,8 +355,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
 }
 
 void CudaContext::launch(const Step &s, bool with_argmax) {
-  const size_t staged =
-      (kFields * int64_t{params_.max_rows} + s.pages + s.extra) * sizeof(int32_t);
+  const size_t staged = (kFields * int64_t{params_.max_rows} + s.pages + s.extra) * sizeof(int32_t);
   grow_capture(s);
   check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), staged, cudaMemcpyHostToDevice, stream_),
         "upload of staged indices");

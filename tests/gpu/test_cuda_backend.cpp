@@ -49,7 +49,7 @@ class CudaVsCpu : public ::testing::Test {
     ContextParams p;
     p.num_pages = 512;
     p.page_size = 16;
-    p.max_rows = 512;
+    p.max_rows = 1536;  // DecodeStepsEagerAndGraphs prefills 1108 rows in one call
     cpu_ctx_ = cpu_->create_context(p);
     cuda_ctx_ = cuda_->create_context(p);
     pool_ = std::make_unique<KvPool>(p.num_pages, p.page_size);

@@ -228,6 +228,15 @@ typedef struct vegas_model_info {
 /* Fills `out` (set out->struct_size first). */
 VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_model_info *out);
 
+/* Measures the copy bandwidth of the memory the model's weights live in (host
+ * memcpy on CPU, device-to-device copy on CUDA), in bytes read + written per
+ * second, median of several copies of 256 MiB (CPU) or 1 GiB (CUDA), into
+ * *bytes_per_second. Takes a few tenths of a second and briefly needs that much
+ * free memory (OUT_OF_MEMORY otherwise). The decode floor of a step is
+ * bytes_read / (bytes_per_second / 2). */
+VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
+                                                     double *bytes_per_second);
+
 /* ---------------------------------------------------------------- session */
 
 typedef struct vegas_session vegas_session;

@@ -96,4 +96,13 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
   });
 }
 
+VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
+                                                     double *bytes_per_second) {
+  return guarded([&] {
+    require_non_null(model, "model");
+    require_non_null(bytes_per_second, "bytes_per_second");
+    *bytes_per_second = model->impl->backend().measure_copy_bandwidth();
+  });
+}
+
 }  // extern "C"

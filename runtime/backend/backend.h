@@ -113,6 +113,10 @@ class BackendModel {
   virtual uint64_t kv_bytes_per_token() const = 0;
   // Throws OUT_OF_MEMORY when the pool cannot be allocated.
   virtual std::unique_ptr<BackendContext> create_context(const ContextParams &params) = 0;
+  // Copy bandwidth of the memory the weights live in, bytes read + written per
+  // second (median of several large copies), for the decode floor (DESIGN §7).
+  // Throws OUT_OF_MEMORY when the scratch buffers cannot be allocated.
+  virtual double measure_copy_bandwidth() const = 0;
 };
 
 struct CpuBackendOptions {

@@ -59,22 +59,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Host memcpy bandwidth (read + write bytes per second), median of 5 copies of 256 MiB.
-double host_copy_bandwidth() {
-  const size_t bytes = 256u << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  std::vector<double> rates;
-  for (int i = 0; i < 5; ++i) {
-    a[static_cast<size_t>(i)] = static_cast<char>(i);  // fresh input each time
-    const double t0 = now_s();
-    std::memcpy(b.data(), a.data(), bytes);
-    const double dt = now_s() - t0;
-    if (b[static_cast<size_t>(i)] != static_cast<char>(i)) throw CLI::RuntimeError(3);
-    rates.push_back(2.0 * static_cast<double>(bytes) / dt);
-  }
-  return median(rates);
-}
-
 std::vector<std::vector<int32_t>> make_prompts(const BenchArgs &a, const vegas_tokenizer *tok,
                                                int32_t vocab) {
   std::vector<std::vector<int32_t>> prompts;
@@ -282,7 +266,10 @@ void run_bench(const BenchArgs &a) {
   const double bytes_per_step =
       static_cast<double>(info.weight_bytes) + avg_context * static_cast<double>(prompts.size()) *
                                                    static_cast<double>(info.kv_bytes_per_token);
-  const double bandwidth = host_copy_bandwidth();
+  // The bandwidth of the memory the weights live in (device memory on CUDA),
+  // measured in this run.
+  double bandwidth = 0.0;
+  check(vegas_model_measure_bandwidth(model, &bandwidth), "vegas_model_measure_bandwidth");
   const double floor_s = bytes_per_step / (bandwidth / 2.0);  // a copy moves each byte twice
 
   nlohmann::json j;

@@ -20,6 +20,7 @@ class CpuBackendModel final : public BackendModel {
   uint64_t weight_bytes() const override { return weights_.bytes(); }
   uint64_t kv_bytes_per_token() const override;
   std::unique_ptr<BackendContext> create_context(const ContextParams &params) override;
+  double measure_copy_bandwidth() const override;
 
   const CpuWeights &weights() const { return weights_; }
   const std::vector<float> &rope_inv_freq() const { return inv_freq_; }

@@ -19,6 +19,7 @@ class CudaBackendModel : public BackendModel {
   uint64_t weight_bytes() const override { return weights_.bytes; }
   uint64_t kv_bytes_per_token() const override;
   std::unique_ptr<BackendContext> create_context(const ContextParams &params) override;
+  double measure_copy_bandwidth() const override;
 
   const DeviceWeights &weights() const { return weights_; }
   const CudaBackendOptions &options() const { return options_; }

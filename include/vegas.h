@@ -207,7 +207,19 @@ VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_optio
  * goes when the last session made from it is freed too. NULL is a no-op. */
 VEGAS_API void vegas_model_free(vegas_model *model);
 
-/* The model's tokenizer, borrowed: valid while the model is. */
+/* A model of config.json's shapes (any supported architecture) with
+ * deterministic pseudo-random bf16 weights made directly in device memory, for
+ * benchmarks of models not on disk: the same seed gives the same weights. It
+ * has no tokenizer (vegas_model_tokenizer returns NULL; prompts are token ids,
+ * completions carry no text). `options` may be NULL. Errors: IO, FORMAT and
+ * UNSUPPORTED for the config, UNSUPPORTED when the backend would be the CPU,
+ * NOT_BUILT in a CPU-only build, OUT_OF_MEMORY. */
+VEGAS_API vegas_status vegas_model_load_synthetic(const char *config_json_path, uint64_t seed,
+                                                  const vegas_model_options *options,
+                                                  vegas_model **out);
+
+/* The model's tokenizer, borrowed: valid while the model is. NULL (with a
+ * message in vegas_last_error) for a synthetic model. */
 VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model);
 
 typedef struct vegas_model_info {

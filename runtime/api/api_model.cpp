@@ -9,6 +9,43 @@ using vegas::api::guarded;
 using vegas::api::read_options;
 using vegas::api::require_non_null;
 
+namespace {
+
+// The public model options as the loader's (INVALID_ARGUMENT for bad values).
+vegas::ModelLoadOptions load_options(const vegas_model_options *options) {
+  vegas_model_options opts;
+  vegas_model_options_init(&opts);
+  read_options(options, &opts, "vegas_model_options");
+  vegas::ModelLoadOptions load;
+  switch (opts.backend) {
+    case VEGAS_BACKEND_AUTO:
+      load.backend_auto = true;
+      break;
+    case VEGAS_BACKEND_CPU:
+      load.backend_auto = false;
+      load.backend = vegas::BackendKind::kCpu;
+      break;
+    case VEGAS_BACKEND_CUDA:
+      load.backend_auto = false;
+      load.backend = vegas::BackendKind::kCuda;
+      break;
+    default:
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
+                  "unknown backend " + std::to_string(opts.backend) + " in vegas_model_options");
+  }
+  if (opts.n_threads < 0) vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
+  load.device_index = opts.device_index;
+  load.n_threads = opts.n_threads;
+  if (opts.progress != nullptr) {
+    const vegas_progress_fn fn = opts.progress;
+    void *user_data = opts.progress_user_data;
+    load.progress = [fn, user_data](float p) { return fn(p, user_data) == 0; };
+  }
+  return load;
+}
+
+}  // namespace
+
 extern "C" {
 
 VEGAS_API void vegas_model_options_init(vegas_model_options *options) {
@@ -23,33 +60,7 @@ VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_optio
   return guarded([&] {
     require_non_null(dir, "dir");
     require_non_null(out, "out");
-    vegas_model_options opts;
-    vegas_model_options_init(&opts);
-    read_options(options, &opts, "vegas_model_options");
-    vegas::ModelLoadOptions load;
-    switch (opts.backend) {
-      case VEGAS_BACKEND_AUTO: load.backend_auto = true; break;
-      case VEGAS_BACKEND_CPU:
-        load.backend_auto = false;
-        load.backend = vegas::BackendKind::kCpu;
-        break;
-      case VEGAS_BACKEND_CUDA:
-        load.backend_auto = false;
-        load.backend = vegas::BackendKind::kCuda;
-        break;
-      default:
-        vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
-                    "unknown backend " + std::to_string(opts.backend) + " in vegas_model_options");
-    }
-    if (opts.n_threads < 0)
-      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
-    load.device_index = opts.device_index;
-    load.n_threads = opts.n_threads;
-    if (opts.progress != nullptr) {
-      const vegas_progress_fn fn = opts.progress;
-      void *user_data = opts.progress_user_data;
-      load.progress = [fn, user_data](float p) { return fn(p, user_data) == 0; };
-    }
+    const vegas::ModelLoadOptions load = load_options(options);
     auto handle = std::make_unique<vegas_model>();
     handle->impl = vegas::Model::load(dir, load);
     handle->tokenizer.impl = &handle->impl->tokenizer();
@@ -57,13 +68,34 @@ VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_optio
   });
 }
 
-VEGAS_API void vegas_model_free(vegas_model *model) { delete model; }
+VEGAS_API vegas_status vegas_model_load_synthetic(const char *config_json_path, uint64_t seed,
+                                                  const vegas_model_options *options,
+                                                  vegas_model **out) {
+  return guarded([&] {
+    require_non_null(config_json_path, "config_json_path");
+    require_non_null(out, "out");
+    const vegas::ModelLoadOptions load = load_options(options);
+    auto handle = std::make_unique<vegas_model>();
+    handle->impl = vegas::Model::synthetic(config_json_path, seed, load);
+    handle->tokenizer.impl = nullptr;  // no tokenizer: vegas_model_tokenizer returns NULL
+    *out = handle.release();
+  });
+}
+
+VEGAS_API void vegas_model_free(vegas_model *model) {
+  delete model;
+}
 
 VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model) {
   if (model == nullptr) {
     vegas::api::set_last_error("model is NULL");
     return nullptr;
   }
+  if (model->tokenizer.impl == nullptr) {
+    vegas::api::set_last_error("this model is synthetic and has no tokenizer");
+    return nullptr;
+  }
+  vegas::api::clear_last_error();
   return &model->tokenizer;
 }
 
@@ -84,7 +116,8 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
     info.n_kv_heads = c.n_kv_heads;
     info.head_dim = c.head_dim;
     info.vocab_size = c.vocab_size;
-    info.max_context = static_cast<int32_t>(c.max_position > 0x7fffffff ? 0x7fffffff : c.max_position);
+    info.max_context =
+        static_cast<int32_t>(c.max_position > 0x7fffffff ? 0x7fffffff : c.max_position);
     info.n_params = model->impl->n_params();
     info.weight_bytes = b.weight_bytes();
     info.kv_bytes_per_token = b.kv_bytes_per_token();

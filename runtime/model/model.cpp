@@ -9,6 +9,8 @@ namespace vegas {
 // Defined in model_backend.cpp: picks and builds the backend for a model.
 std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const ModelWeights &weights,
                                            const ModelLoadOptions &options);
+std::unique_ptr<BackendModel> make_synthetic_backend(const ModelConfig &config, uint64_t seed,
+                                                     const ModelLoadOptions &options);
 
 namespace {
 
@@ -26,15 +28,47 @@ uint64_t count_params(const ModelWeights &w) {
   add(w.final_norm);
   if (w.lm_head != w.embed) add(w.lm_head);
   for (const LayerWeights &l : w.layers) {
-    for (const TensorView *t : {l.attn_norm, l.wq, l.wk, l.wv, l.bq, l.bk, l.bv, l.q_norm,
-                                l.k_norm, l.wo, l.bo, l.mlp_norm, l.w_gate, l.w_up, l.w_down,
-                                l.b_gate, l.b_up, l.b_down})
+    for (const TensorView *t :
+         {l.attn_norm, l.wq, l.wk, l.wv, l.bq, l.bk, l.bv, l.q_norm, l.k_norm, l.wo, l.bo,
+          l.mlp_norm, l.w_gate, l.w_up, l.w_down, l.b_gate, l.b_up, l.b_down})
       add(t);
   }
   return n;
 }
 
+// Parameters of the tensors bind_model_weights would bind for `c`.
+uint64_t count_params(const ModelConfig &c) {
+  const uint64_t H = static_cast<uint64_t>(c.hidden_size),
+                 I = static_cast<uint64_t>(c.intermediate_size);
+  const uint64_t q = static_cast<uint64_t>(c.q_dim()), kv = static_cast<uint64_t>(c.kv_dim());
+  uint64_t layer = 2 * H + H * (q + 2 * kv) + q * H + 3 * H * I;
+  if (c.attention_bias) layer += q + 2 * kv;
+  if (c.qk_norm) layer += 2 * static_cast<uint64_t>(c.head_dim);
+  if (c.o_bias) layer += H;
+  if (c.mlp_bias) layer += 2 * I + H;
+  const uint64_t embed = static_cast<uint64_t>(c.vocab_size) * H;
+  return embed * (c.tie_word_embeddings ? 1 : 2) + H + layer * static_cast<uint64_t>(c.n_layers);
+}
+
 }  // namespace
+
+const Tokenizer &Model::tokenizer() const {
+  if (tokenizer_ == nullptr)
+    fail(VEGAS_ERR_UNSUPPORTED, "this model is synthetic (random weights from " +
+                                    config_.architecture_name + " shapes) and has no tokenizer");
+  return *tokenizer_;
+}
+
+std::shared_ptr<Model> Model::synthetic(const std::string &config_path, uint64_t seed,
+                                        const ModelLoadOptions &options) {
+  auto model = std::shared_ptr<Model>(new Model());
+  report(options, 0.0f);
+  model->config_ = load_model_config(config_path);
+  model->n_params_ = count_params(model->config_);
+  model->backend_ = make_synthetic_backend(model->config_, seed, options);
+  report(options, 1.0f);
+  return model;
+}
 
 std::shared_ptr<Model> Model::load(const std::string &dir, const ModelLoadOptions &options) {
   struct stat st {};

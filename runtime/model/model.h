@@ -28,9 +28,16 @@ class Model {
  public:
   // Throws vegas::Error.
   static std::shared_ptr<Model> load(const std::string &dir, const ModelLoadOptions &options);
+  // A model of config.json's shapes with deterministic random bf16 weights made
+  // on the backend (benchmarks of models not on disk): no checkpoint and no
+  // tokenizer. CUDA only: UNSUPPORTED for the CPU backend, NOT_BUILT without CUDA.
+  static std::shared_ptr<Model> synthetic(const std::string &config_path, uint64_t seed,
+                                          const ModelLoadOptions &options);
 
   const ModelConfig &config() const { return config_; }
-  const Tokenizer &tokenizer() const { return *tokenizer_; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  // Throws UNSUPPORTED for a synthetic model (it has no tokenizer).
+  const Tokenizer &tokenizer() const;
   BackendModel &backend() const { return *backend_; }
   uint64_t n_params() const { return n_params_; }
 

@@ -20,7 +20,8 @@ std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const Mode
   }
 #else
   if (use_cuda)
-    fail(VEGAS_ERR_NOT_BUILT, "this libvegas was built without CUDA (configure with -DVEGAS_CUDA=ON)");
+    fail(VEGAS_ERR_NOT_BUILT,
+         "this libvegas was built without CUDA (configure with -DVEGAS_CUDA=ON)");
 #endif
   CpuBackendOptions cpu;
   cpu.n_threads = options.n_threads;
@@ -30,6 +31,27 @@ std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const Mode
     cpu.progress = [outer](float p) { return outer(0.2f + 0.8f * p); };
   }
   return create_cpu_backend(config, weights, cpu);
+}
+
+std::unique_ptr<BackendModel> make_synthetic_backend(const ModelConfig &config, uint64_t seed,
+                                                     const ModelLoadOptions &options) {
+#if defined(VEGAS_HAVE_CUDA)
+  const bool use_cuda =
+      options.backend_auto ? cuda_device_count() > 0 : options.backend == BackendKind::kCuda;
+  if (!use_cuda)
+    fail(VEGAS_ERR_UNSUPPORTED,
+         "synthetic models need the CUDA backend (no CUDA device, or the CPU backend was asked "
+         "for)");
+  CudaBackendOptions cuda;
+  cuda.device_index = options.device_index;
+  return create_cuda_backend_synthetic(config, seed, cuda);
+#else
+  (void)config;
+  (void)seed;
+  (void)options;
+  fail(VEGAS_ERR_NOT_BUILT,
+       "synthetic models need CUDA and this libvegas was built without it (-DVEGAS_CUDA=ON)");
+#endif
 }
 
 }  // namespace vegas

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,16 @@ struct SequenceStats {
 
 struct Sequence {
   Sequence(int32_t seq_id, SequenceRequest request, const Tokenizer &tokenizer)
+      : Sequence(seq_id, std::move(request), &tokenizer) {}
+  // `tokenizer` null (synthetic model): tokens only, no text.
+  Sequence(int32_t seq_id, SequenceRequest request, const Tokenizer *tokenizer)
       : id(seq_id),
         req(std::move(request)),
         tokens(req.prompt),
         rng(req.sampling.seed),
-        detokenizer(tokenizer, /*skip_special=*/true),
-        stop_filter(req.stop_strings) {}
+        stop_filter(req.stop_strings) {
+    if (tokenizer != nullptr) detokenizer.emplace(*tokenizer, /*skip_special=*/true);
+  }
 
   bool finished() const { return finish != VEGAS_FINISH_NONE; }
   int32_t n_prompt() const { return static_cast<int32_t>(req.prompt.size()); }
@@ -52,13 +57,13 @@ struct Sequence {
 
   int32_t id;
   SequenceRequest req;
-  MiVector<int32_t> tokens;    // prompt + generated (stop tokens excluded)
-  int32_t kv_len = 0;          // leading tokens whose K/V are in the pool
+  MiVector<int32_t> tokens;  // prompt + generated (stop tokens excluded)
+  int32_t kv_len = 0;        // leading tokens whose K/V are in the pool
   std::vector<int32_t> page_table;
   Rng rng;
-  StreamingDetokenizer detokenizer;
+  std::optional<StreamingDetokenizer> detokenizer;
   StopFilter stop_filter;
-  MiString text;               // the emitted completion
+  MiString text;  // the emitted completion
   vegas_finish_reason finish = VEGAS_FINISH_NONE;
   vegas_status status = VEGAS_OK;
   SequenceStats stats;

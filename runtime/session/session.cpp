@@ -37,8 +37,7 @@ int32_t pages_for_budget(const BackendModel &backend, const SessionParams &p) {
 }
 
 bool uses_penalties(const SamplingParams &s) {
-  return s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f ||
-         s.frequency_penalty != 0.0f;
+  return s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -92,8 +91,8 @@ int32_t Session::submit(SequenceRequest request) {
   }
   for (int32_t t : request.stop_ids)
     if (t < 0 || t >= vocab)
-      fail(VEGAS_ERR_TOKEN_OUT_OF_RANGE, "stop id " + std::to_string(t) + " is outside [0, " +
-                                             std::to_string(vocab) + ")");
+      fail(VEGAS_ERR_TOKEN_OUT_OF_RANGE,
+           "stop id " + std::to_string(t) + " is outside [0, " + std::to_string(vocab) + ")");
   if (request.max_tokens < 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "max_tokens " + std::to_string(request.max_tokens) + " < 0");
   const SamplingParams &s = request.sampling;
@@ -116,7 +115,9 @@ int32_t Session::submit(SequenceRequest request) {
                                 std::to_string(int64_t{pool_.num_pages()} * pool_.page_size()) +
                                 " tokens)");
   const int32_t id = next_id_.fetch_add(1);
-  sequences_.emplace(id, std::make_unique<Sequence>(id, std::move(request), model_->tokenizer()));
+  sequences_.emplace(
+      id, std::make_unique<Sequence>(id, std::move(request),
+                                     model_->has_tokenizer() ? &model_->tokenizer() : nullptr));
   return id;
 }
 
@@ -191,14 +192,16 @@ void Session::emit(Sequence &seq, int32_t token, const std::string &piece) {
 }
 
 void Session::commit_token(Sequence &seq, int32_t token) {
-  const SpecialTokenIds &special = model_->tokenizer().special_ids();
-  const bool is_eos = !seq.req.ignore_eos &&
-                      (token == special.eos || token == model_->config().eos_token_id);
+  // A synthetic model has no tokenizer: only config.json's eos id ends a sequence.
+  const int32_t tokenizer_eos = model_->has_tokenizer() ? model_->tokenizer().special_ids().eos
+                                                        : model_->config().eos_token_id;
+  const bool is_eos =
+      !seq.req.ignore_eos && (token == tokenizer_eos || token == model_->config().eos_token_id);
   const bool is_stop_id =
       std::find(seq.req.stop_ids.begin(), seq.req.stop_ids.end(), token) != seq.req.stop_ids.end();
   if (is_eos || is_stop_id) {
     // The ending token is reported with whatever text was still held back.
-    std::string rest = seq.detokenizer.flush();
+    std::string rest = seq.detokenizer ? seq.detokenizer->flush() : std::string();
     StopFilter::Result r = seq.stop_filter.push(rest);
     std::string piece = r.emit;
     if (!r.stopped) piece += seq.stop_filter.finish();
@@ -208,8 +211,11 @@ void Session::commit_token(Sequence &seq, int32_t token) {
   }
   seq.tokens.push_back(token);
   const bool last = seq.n_generated() >= seq.req.max_tokens;
-  std::string text = seq.detokenizer.push(token);
-  if (last) text += seq.detokenizer.flush();
+  std::string text;
+  if (seq.detokenizer) {
+    text = seq.detokenizer->push(token);
+    if (last) text += seq.detokenizer->flush();
+  }
   StopFilter::Result r = seq.stop_filter.push(text);
   std::string piece = r.emit;
   if (r.stopped) {
@@ -309,8 +315,8 @@ int32_t Session::step() {
       history_.clear();
       if (uses_penalties(seq.req.sampling)) history_.assign(seq.tokens.begin(), seq.tokens.end());
       build_distribution(row, vocab, seq.req.sampling, history_, &dist_);
-      const int32_t token = seq.req.sampling.greedy() ? dist_.ids[0]
-                                                      : sample_from(dist_, seq.rng.uniform());
+      const int32_t token =
+          seq.req.sampling.greedy() ? dist_.ids[0] : sample_from(dist_, seq.rng.uniform());
       const bool first_token = seq.n_generated() == 0;
       commit_token(seq, token);
       if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);

@@ -210,8 +210,8 @@ nlohmann::json speculative_json(const Measured &m) {
 }
 
 void run_bench(const BenchArgs &a) {
-  if (!a.synthetic.empty()) {
-    std::fprintf(stderr, "vegas bench: --synthetic is not built yet (needs the CUDA backend)\n");
+  if (!a.synthetic.empty() && !a.prompts_file.empty()) {
+    std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");
     throw CLI::RuntimeError(2);
   }
   const bool vegas_mode = a.mode == "vegas";
@@ -224,7 +224,11 @@ void run_bench(const BenchArgs &a) {
   mo.backend = parse_backend(a.backend);
   mo.n_threads = a.threads;
   vegas_model *model = nullptr;
-  check(vegas_model_load(a.model_dir.c_str(), &mo, &model), "loading the model");
+  if (a.synthetic.empty())
+    check(vegas_model_load(a.model_dir.c_str(), &mo, &model), "loading the model");
+  else  // random weights of the config's shapes, made on the device
+    check(vegas_model_load_synthetic(a.synthetic.c_str(), a.seed, &mo, &model),
+          "making the synthetic model");
   std::unique_ptr<vegas_model, void (*)(vegas_model *)> model_guard(model, vegas_model_free);
   vegas_model_info info;
   info.struct_size = sizeof(info);
@@ -274,6 +278,7 @@ void run_bench(const BenchArgs &a) {
 
   nlohmann::json j;
   j["model"] = info.architecture;
+  j["synthetic"] = !a.synthetic.empty();
   j["backend"] = backend_name(info.backend);
   j["mode"] = a.mode;
   j["context"] = a.context;
@@ -285,6 +290,23 @@ void run_bench(const BenchArgs &a) {
   j["top_p"] = a.top_p;
   j["prefill_seconds"] = main_run.prefill_s;
   j["prefill_tokens_per_s"] = main_run.prefill_s > 0 ? total_prompt / main_run.prefill_s : 0.0;
+  // Prefill work: 2 FLOPs per weight and token plus causal attention,
+  // 2 * 2 * q_dim FLOPs per (query, key) pair per layer, over each prompt. The
+  // embedding and the LM head (run on logit rows only) are not per-token GEMMs;
+  // info cannot tell a tied head, so 2 * vocab * hidden is left out: exact for
+  // untied models (Qwen3-8B), a lower bound for tied ones.
+  double attn_pairs = 0.0;
+  for (const auto &p : prompts)
+    attn_pairs += 0.5 * static_cast<double>(p.size()) * static_cast<double>(p.size() + 1);
+  const double q_dim = static_cast<double>(info.n_heads) * info.head_dim;
+  const double gemm_params = static_cast<double>(info.n_params) -
+                             2.0 * static_cast<double>(info.vocab_size) * info.hidden_size;
+  const double prefill_flops =
+      2.0 * std::max(gemm_params, 0.0) * static_cast<double>(total_prompt) +
+      4.0 * q_dim * info.n_layers * attn_pairs;
+  j["prefill_flops"] = prefill_flops;
+  j["prefill_tflops_per_s"] =
+      main_run.prefill_s > 0 ? prefill_flops / main_run.prefill_s / 1e12 : 0.0;
   j["decode_steps"] = main_run.decode_steps;
   j["median_step_ms"] = main_run.median_step_s * 1e3;
   j["bytes_per_step"] = bytes_per_step;

@@ -140,6 +140,20 @@ int main(int argc, char **argv) {
 
   vegas_model_options_init(&mo);
   mo.backend = VEGAS_BACKEND_CPU;
+  {
+    /* Synthetic models exist only on CUDA: the CPU backend is refused, with
+     * NOT_BUILT instead when the library has no CUDA at all. */
+    char config_path[4096];
+    vegas_model *syn = NULL;
+    vegas_status st;
+    snprintf(config_path, sizeof config_path, "%s/config.json", dir);
+    expect(vegas_model_load_synthetic(NULL, 1, NULL, &syn), VEGAS_ERR_INVALID_ARGUMENT,
+           "synthetic NULL config");
+    st = vegas_model_load_synthetic(config_path, 1, &mo, &syn);
+    expect_true(st == VEGAS_ERR_UNSUPPORTED || st == VEGAS_ERR_NOT_BUILT,
+                "synthetic on the CPU backend is UNSUPPORTED or NOT_BUILT");
+    expect_true(syn == NULL, "no synthetic model on error");
+  }
   expect(vegas_model_load(dir, &mo, &model), VEGAS_OK, "load");
   if (model == NULL) return 1;
 

@@ -13,3 +13,5 @@ cd "$build"
 # OpenMP threads must sleep, not spin, while ctest runs tests side by side on few cores.
 export OMP_WAIT_POLICY=passive
 ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900
+# Fuzzing (clang, ASan + UBSan): each libFuzzer target over its seed corpus for 20 s.
+"$root/tools/fuzz.sh" 20

@@ -21,6 +21,24 @@
  * used from any number of threads at once. A vegas_session is driven by one
  * thread at a time; only vegas_session_cancel() may be called concurrently from
  * another thread. Callbacks run on the thread that made the call that fires them.
+ * In detail:
+ *  - Any thread, any time: vegas_version*, vegas_status_name, vegas_last_error
+ *    (per thread), the *_init functions, vegas_tokenizer_load, vegas_model_load.
+ *  - Concurrently on one model or tokenizer: every function taking a const
+ *    vegas_model* or const vegas_tokenizer* (tokenize, detokenize, token
+ *    queries, get_info, measure_bandwidth), vegas_session_create and
+ *    vegas_generate (each makes its own session).
+ *  - One thread at a time per object: a vegas_session (submit, step, run,
+ *    sequence queries, release, get_stats, free) and a vegas_detokenizer.
+ *  - vegas_session_cancel: from any thread, also while another thread is inside
+ *    step/run on the same session.
+ *  - The *_free functions must not race with any other call on the same object.
+ *  - Inside a vegas_token_fn: vegas_sequence_get_info/tokens/text,
+ *    vegas_session_get_stats and vegas_session_cancel on the calling session
+ *    are allowed; vegas_session_step/run/submit and vegas_sequence_release fail
+ *    with VEGAS_ERR_WRONG_STATE; vegas_session_free is ignored (the reason is in
+ *    vegas_last_error). Inside a vegas_progress_fn or a selection policy
+ *    callback, call nothing on the object being loaded or driven.
  */
 #ifndef VEGAS_H
 #define VEGAS_H

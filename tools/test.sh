@@ -13,5 +13,7 @@ cd "$build"
 # OpenMP threads must sleep, not spin, while ctest runs tests side by side on few cores.
 export OMP_WAIT_POLICY=passive
 ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900
-# Fuzzing (clang, ASan + UBSan): each libFuzzer target over its seed corpus for 20 s.
-"$root/tools/fuzz.sh" 20
+# The CPU suite again under ASan + UBSan (CUDA off, -O1; ~6 min on 2 cores).
+"$root/tools/sanitize.sh" asan
+# Fuzzing (clang, ASan + UBSan): each libFuzzer target over its seed corpus (~2 min).
+"$root/tools/fuzz.sh" "${VEGAS_CI_FUZZ_SECONDS:-15}"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The CPU test suite under sanitizers, CUDA off, -O1 (cheap enough for CI):
+#   asan: every unit and ABI test under ASan + UBSan (LeakSanitizer included),
+#         except the few 2K-token model runs listed in $heavy, which take 3-10
+#         minutes each under ASan and run no code the smaller tests do not;
+#   tsan: the threading tests (test_abi_threads) under TSan.
+# Python tests are left out: they load libvegas.so into an uninstrumented
+# interpreter. Only the test binaries are built (no CLI, no benchmarks).
+# Usage: tools/sanitize.sh [asan|tsan|all] (default all).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+which=${1:-all}
+export OMP_WAIT_POLICY=passive
+heavy='Greedy2kMatchesF32Reference|GreedyEqualsVanillaOnPublic2kPrompts|SpeculativeStats\.(FullPolicyAcceptsEveryDraftAndCountsExactly|SparsePolicyCountersAreConsistent)'
+configure() {  # build dir, sanitizers
+  cmake -S "$root" -B "$1" -G Ninja -DVEGAS_CUDA=OFF -DVEGAS_SANITIZE="$2" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+    -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
+}
+if [ "$which" = asan ] || [ "$which" = all ]; then
+  build=${VEGAS_ASAN_BUILD_DIR:-$root/build-asan}
+  configure "$build" "address;undefined"
+  mapfile -t targets < <(ninja -C "$build" -t targets all |
+                         sed -nE 's/^((test_|abi_)[a-z0-9_]+): phony$/\1/p')
+  cmake --build "$build" -j "$(nproc)" --target vegas "${targets[@]}"
+  # halt_on_error: a UBSan finding fails its test instead of scrolling by.
+  ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$build" --output-on-failure -LE gpu -E "^python_tests\$|$heavy" \
+      -j "$(nproc)" --timeout 900
+fi
+if [ "$which" = tsan ] || [ "$which" = all ]; then
+  build=${VEGAS_TSAN_BUILD_DIR:-$root/build-tsan}
+  configure "$build" "thread"
+  cmake --build "$build" -j "$(nproc)" --target test_abi_threads
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$build/bin/test_abi_threads"
+fi

@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_attention.h"
+#include "common/target_clones.h"
 
 #include <omp.h>
 
@@ -51,9 +52,10 @@ inline void for_each_key(const KeyList &keys, const int32_t *page_table, int64_t
 
 // One (row, KV head) pair: the query heads of the group share each K/V row
 // load. `scores` holds group * keys.size() floats.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_group(
-    const float *q, const AttentionRow &row, int64_t layer, const float *k_cache,
-    const float *v_cache, const AttentionShape &shape, int64_t kv_head, float *scores, float *out) {
+VEGAS_TARGET_CLONES void attend_group(const float *q, const AttentionRow &row, int64_t layer,
+                                      const float *k_cache, const float *v_cache,
+                                      const AttentionShape &shape, int64_t kv_head, float *scores,
+                                      float *out) {
   const int64_t group = shape.n_heads / shape.n_kv_heads;
   const int64_t d = shape.head_dim;
   const int64_t slot_stride = shape.n_kv_heads * d;

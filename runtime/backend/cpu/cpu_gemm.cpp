@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_gemm.h"
+#include "common/target_clones.h"
 
 #include <algorithm>
 
@@ -48,9 +49,9 @@ __attribute__((always_inline)) inline void micro_kernel(const float *x, const fl
 }
 
 // One task: X rows [m0, m1) against W rows [n0, n1).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void gemm_block(
-    const float *x, int64_t m0, int64_t m1, const float *w, const float *bias, int64_t n0,
-    int64_t n1, int64_t k, float *y, int64_t ldy) {
+VEGAS_TARGET_CLONES void gemm_block(const float *x, int64_t m0, int64_t m1, const float *w,
+                                    const float *bias, int64_t n0, int64_t n1, int64_t k, float *y,
+                                    int64_t ldy) {
   int64_t n = n0;
   for (; n + kNr <= n1; n += kNr) {
     const float *wb = w + n * k;

@@ -13,7 +13,8 @@ cd "$build"
 # OpenMP threads must sleep, not spin, while ctest runs tests side by side on few cores.
 export OMP_WAIT_POLICY=passive
 ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900
-# The CPU suite again under ASan + UBSan (CUDA off, -O1; ~6 min on 2 cores).
-"$root/tools/sanitize.sh" asan
+# The CPU suite again under ASan + UBSan (CUDA off, -O1; ~6 min on 2 cores), and
+# the threading tests under TSan (~35 s).
+"$root/tools/sanitize.sh" all
 # Fuzzing (clang, ASan + UBSan): each libFuzzer target over its seed corpus (~2 min).
 "$root/tools/fuzz.sh" "${VEGAS_CI_FUZZ_SECONDS:-15}"

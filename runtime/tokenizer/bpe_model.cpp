@@ -69,6 +69,11 @@ BpeModel::BpeModel(const nlohmann::json &m) {
       bad_model("vocab[\"" + it.key() + "\"] is not a valid id");
     max_id = std::max(max_id, it.value().get<int64_t>());
   }
+  // Ids index dense tables: a far-away id would cost memory in proportion to
+  // the id, not to the file (found by fuzzing: one id of 2^28 took 7 GB).
+  if (max_id >= 2 * static_cast<int64_t>(vocab.size()) + 1024)
+    bad_model("vocab ids are sparse: largest id " + std::to_string(max_id) + " for " +
+              std::to_string(vocab.size()) + " entries");
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
   std::vector<bool> used(id_to_token_.size(), false);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {

@@ -83,7 +83,14 @@ BpeTokenizer::BpeTokenizer(const nlohmann::json &tokenizer, const nlohmann::json
 
   std::vector<AddedToken> added = parse_added_tokens(tokenizer);
   vocab_size_ = model_.id_space();
+  // As for the model's ids: tables are dense, so an added token may not sit far
+  // past every other id (it would cost memory in proportion to its id).
+  const int64_t id_limit =
+      2 * (static_cast<int64_t>(vocab_size_) + static_cast<int64_t>(added.size())) + 1024;
   for (const AddedToken &t : added) {
+    if (t.id >= id_limit)
+      fail(VEGAS_ERR_FORMAT, "tokenizer.json: added token \"" + t.content + "\" has id " +
+                                 std::to_string(t.id) + ", far past the vocabulary");
     vocab_size_ = std::max(vocab_size_, t.id + 1);
     added_ids_.emplace(t.content, t.id);
   }

@@ -23,7 +23,7 @@ for target in fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokeni
   if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
        "$build/bin/$target" "$scratch" "$root/tests/fuzz/corpus/$target" \
-         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+         -max_total_time="$seconds" -seed=1 -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
          -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" \
          >"$build/$target.log" 2>&1; then
     echo "fuzz: $target FAILED (input in $build/artifacts/)"

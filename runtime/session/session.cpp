@@ -36,10 +36,6 @@ int32_t pages_for_budget(const BackendModel &backend, const SessionParams &p) {
   return static_cast<int32_t>(pages);
 }
 
-bool uses_penalties(const SamplingParams &s) {
-  return s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -95,12 +91,7 @@ int32_t Session::submit(SequenceRequest request) {
            "stop id " + std::to_string(t) + " is outside [0, " + std::to_string(vocab) + ")");
   if (request.max_tokens < 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "max_tokens " + std::to_string(request.max_tokens) + " < 0");
-  const SamplingParams &s = request.sampling;
-  if (!(s.temperature >= 0.0f) || !(s.top_p > 0.0f && s.top_p <= 1.0f) ||
-      !(s.min_p >= 0.0f && s.min_p <= 1.0f) || s.top_k < 0 || !(s.repetition_penalty > 0.0f))
-    fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "sampling options out of range (temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, "
-         "top_k >= 0, repetition_penalty > 0)");
+  validate_sampling_params(request.sampling);
   const int64_t window = model_->config().sliding_window;
   if (window > 0 && static_cast<int64_t>(request.prompt.size()) + request.max_tokens > window)
     fail(VEGAS_ERR_UNSUPPORTED,
@@ -313,7 +304,7 @@ int32_t Session::step() {
       const float *row = logits + static_cast<int64_t>(logit_row++) * vocab;
       if (seq.finished()) continue;  // cancelled from a callback of an earlier sequence
       history_.clear();
-      if (uses_penalties(seq.req.sampling)) history_.assign(seq.tokens.begin(), seq.tokens.end());
+      if (seq.req.sampling.has_penalties()) history_.assign(seq.tokens.begin(), seq.tokens.end());
       build_distribution(row, vocab, seq.req.sampling, history_, &dist_);
       const int32_t token =
           seq.req.sampling.greedy() ? dist_.ids[0] : sample_from(dist_, seq.rng.uniform());

@@ -1,0 +1,46 @@
+"""Loading the embedded model, its info, and the tokenizer round trip."""
+import pytest
+
+import vegas
+
+
+def test_library_version_matches_the_package():
+    assert vegas.version() == vegas.__version__
+    assert vegas.version_number() == 100
+
+
+def test_embedded_model_info(model):
+    info = model.info
+    assert info.backend == vegas.Backend.CPU
+    assert info.architecture == "Qwen3ForCausalLM"
+    assert info.vocab_size == model.tokenizer.vocab_size == 8192
+    assert info.n_layers > 0 and info.kv_bytes_per_token > 0
+
+
+@pytest.mark.parametrize("text", ["def f(x):\n    return x * 2\n", "naïve = '日本語' # ünïcödé ✓",
+                                  "<|fim_prefix|>a = 1<|fim_suffix|>"])
+def test_tokenize_detokenize_round_trip(model, text):
+    tok = model.tokenizer
+    ids = tok.encode(text)
+    assert ids and all(0 <= i < tok.vocab_size for i in ids)
+    assert tok.decode(ids) == text
+    # Streaming decode gives the same text, in pieces that are whole characters.
+    assert "".join(tok.stream_decode(ids)) == text
+    assert b"".join(tok.piece(i) for i in ids) == text.encode("utf-8") or tok.is_special(ids[0])
+
+
+def test_special_tokens(model):
+    tok = model.tokenizer
+    special = tok.special_tokens()
+    assert special.fim_prefix == tok.token_id("<|fim_prefix|>")
+    assert tok.is_special(special.fim_prefix)
+    assert tok.encode("<|fim_prefix|>") == [special.fim_prefix]
+    assert tok.encode("<|fim_prefix|>", parse_special=False) != [special.fim_prefix]
+
+
+def test_standalone_tokenizer_agrees_with_the_models(model, model_dir):
+    with vegas.Tokenizer.load(model_dir / "tokenizer.json") as tok:
+        text = "for i in range(10):\n    print(i)\n"
+        assert tok.encode(text) == model.tokenizer.encode(text)
+    with pytest.raises(ValueError):
+        tok.encode("closed")

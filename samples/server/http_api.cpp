@@ -1,0 +1,213 @@
+#include "http_api.h"
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <utility>
+
+#include "api_error.h"
+#include "response_format.h"
+
+namespace vegas_server {
+
+using nlohmann::json;
+
+bool constant_time_equal(const std::string &expected, const std::string &given) {
+  // The loop runs over the given string whatever its content; a length mismatch
+  // is folded into the result instead of returning early.
+  unsigned char diff = expected.size() != given.size() ? 1 : 0;
+  const size_t n = expected.size();
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ (n ? expected[i % n] : 0));
+  return diff == 0 && n != 0;
+}
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr auto kKeepAliveAfter = std::chrono::seconds(2);
+
+void send_json(httplib::Response &res, int status, const json &body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+// Streams one job as Server-Sent Events; lives as long as httplib's content provider.
+class EventStream {
+ public:
+  EventStream(std::shared_ptr<GenerationJob> job, ResponseContext ctx, bool include_usage)
+      : job_(std::move(job)), ctx_(std::move(ctx)), include_usage_(include_usage) {}
+
+  // httplib calls this until sink.done(); false drops the connection.
+  bool pump(httplib::DataSink &sink) {
+    std::string text;
+    const bool more = job_->wait_for_text(&text, kPollInterval);
+    const auto now = std::chrono::steady_clock::now();
+    if (!text.empty()) {
+      if (!write(sink, sse_event(stream_chunk(ctx_, text, first_)))) return false;
+      first_ = false;
+    } else if (more && now - last_write_ >= kKeepAliveAfter) {
+      // An SSE comment: keeps proxies patient and notices a departed client.
+      if (!write(sink, ": keep-alive\n\n")) return false;
+    }
+    if (more) return true;
+    const GenerationResult r = job_->wait_result();
+    if (r.finish_reason == VEGAS_FINISH_ERROR) {
+      if (!write(sink, sse_event(ApiError(500, "", r.error).to_json()))) return false;
+    } else {
+      if (!write(sink, sse_event(stream_final_chunk(ctx_, r)))) return false;
+      if (include_usage_ && ctx_.endpoint != HttpApi::Endpoint::kInfill &&
+          !write(sink, sse_event(stream_usage_chunk(ctx_, r))))
+        return false;
+    }
+    if (ctx_.endpoint != HttpApi::Endpoint::kInfill && !write(sink, "data: [DONE]\n\n"))
+      return false;
+    sink.done();
+    return true;
+  }
+
+  // httplib is done with the response: if the job still runs, nobody listens any more.
+  void release() {
+    if (!job_->finished()) job_->cancel();
+  }
+
+ private:
+  bool write(httplib::DataSink &sink, const std::string &data) {
+    last_write_ = std::chrono::steady_clock::now();
+    if (sink.write(data.data(), data.size())) return true;
+    job_->cancel();  // the client disconnected
+    return false;
+  }
+
+  std::shared_ptr<GenerationJob> job_;
+  ResponseContext ctx_;
+  bool include_usage_;
+  bool first_ = true;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+HttpApi::HttpApi(const ServerOptions &options, std::string model_name, Engine *engine,
+                 Metrics *metrics, const RequestParser *parser)
+    : options_(options),
+      model_name_(std::move(model_name)),
+      engine_(engine),
+      metrics_(metrics),
+      parser_(parser) {}
+
+bool HttpApi::authorized(const httplib::Request &req) const {
+  if (options_.api_key.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (header.compare(0, prefix.size(), prefix) != 0) return false;
+  return constant_time_equal(options_.api_key, header.substr(prefix.size()));
+}
+
+void HttpApi::generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint) {
+  try {
+    const json body = RequestParser::parse_body(req.body);
+    ParsedRequest parsed = endpoint == Endpoint::kCompletion ? parser_->completion(body)
+                           : endpoint == Endpoint::kChat     ? parser_->chat(body)
+                                                             : parser_->infill(body);
+    auto job = std::make_shared<GenerationJob>(std::move(parsed.gen));
+    switch (engine_->submit(job)) {
+      case Engine::Admission::kAccepted:
+        break;
+      case Engine::Admission::kQueueFull:
+        throw ApiError(503, "",
+                       "the server is busy: " + std::to_string(options_.max_queue) +
+                           " requests already wait; retry later");
+      case Engine::Admission::kStopping:
+        throw ApiError(503, "", "the server is shutting down");
+    }
+    metrics_->requests_accepted.fetch_add(1);
+    ResponseContext ctx;
+    ctx.endpoint = endpoint;
+    ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") +
+             std::to_string(next_id_.fetch_add(1));
+    ctx.created = static_cast<int64_t>(std::time(nullptr));
+    ctx.model = model_name_;
+    if (parsed.stream) {
+      auto stream = std::make_shared<EventStream>(job, std::move(ctx), parsed.include_usage);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [stream](size_t, httplib::DataSink &sink) { return stream->pump(sink); },
+          [stream](bool) { stream->release(); });
+      return;
+    }
+    std::string text, piece;
+    while (job->wait_for_text(&piece, kPollInterval)) text += piece;
+    const GenerationResult r = job->wait_result();
+    if (r.finish_reason == VEGAS_FINISH_ERROR) {
+      const int status = r.status == VEGAS_ERR_KV_FULL ? 503 : 500;
+      throw ApiError(status, "", r.error);
+    }
+    send_json(res, 200, full_response(ctx, text, r));
+  } catch (const ApiError &e) {
+    if (e.http_status() == 503)
+      metrics_->requests_rejected.fetch_add(1);
+    else if (e.http_status() < 500)
+      metrics_->requests_invalid.fetch_add(1);
+    send_json(res, e.http_status(), e.to_json());
+  }
+}
+
+void HttpApi::install(httplib::Server *server) {
+  server->set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
+    if (req.path == "/health" || authorized(req))
+      return httplib::Server::HandlerResponse::Unhandled;
+    metrics_->requests_unauthorized.fetch_add(1);
+    res.set_header("WWW-Authenticate", "Bearer");
+    send_json(res, 401,
+              ApiError(401, "", "missing or wrong API key (Authorization: Bearer)").to_json());
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  server->Post("/v1/completions", [this](const httplib::Request &req, httplib::Response &res) {
+    generate(req, res, Endpoint::kCompletion);
+  });
+  server->Post("/v1/chat/completions", [this](const httplib::Request &req, httplib::Response &res) {
+    generate(req, res, Endpoint::kChat);
+  });
+  server->Post("/infill", [this](const httplib::Request &req, httplib::Response &res) {
+    generate(req, res, Endpoint::kInfill);
+  });
+  server->Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", model_name_},
+                                      {"object", "model"},
+                                      {"created", 0},
+                                      {"owned_by", "libvegas"}}})}});
+  });
+  server->Get("/health", [](const httplib::Request &, httplib::Response &res) {
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  server->Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
+    res.set_content(metrics_->render_prometheus(options_.mode), "text/plain; version=0.0.4");
+  });
+  // 404, 405, 413 and friends get a JSON body too.
+  server->set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
+    if (!res.body.empty()) return;
+    if (res.status >= 400 && res.status < 500) metrics_->requests_invalid.fetch_add(1);
+    const std::string message = res.status == 404
+                                    ? "no such endpoint: " + req.method + " " + req.path
+                                : res.status == 413 ? "the request body is too large"
+                                                    : "the request failed";
+    send_json(res, res.status, ApiError(res.status, "", message).to_json());
+  });
+  server->set_exception_handler(
+      [](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception &e) {
+          message += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        send_json(res, 500, ApiError(500, "", message).to_json());
+      });
+}
+
+}  // namespace vegas_server

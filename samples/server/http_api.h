@@ -1,0 +1,44 @@
+// The HTTP endpoints: OpenAI's /v1/completions, /v1/chat/completions and
+// /v1/models, llama.cpp's /infill, /health and Prometheus /metrics. Handlers run
+// on httplib's worker threads; generation goes through the Engine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <httplib.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "request_parser.h"
+#include "server_options.h"
+
+namespace vegas_server {
+
+class HttpApi {
+ public:
+  HttpApi(const ServerOptions &options, std::string model_name, Engine *engine, Metrics *metrics,
+          const RequestParser *parser);
+
+  // Registers the routes, the API key check and the error handlers.
+  void install(httplib::Server *server);
+
+  enum class Endpoint { kCompletion, kChat, kInfill };
+
+ private:
+  void generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint);
+  bool authorized(const httplib::Request &req) const;
+
+  const ServerOptions &options_;
+  const std::string model_name_;
+  Engine *engine_;
+  Metrics *metrics_;
+  const RequestParser *parser_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+// Key comparison whose time does not depend on how much of the key matches.
+bool constant_time_equal(const std::string &expected, const std::string &given);
+
+}  // namespace vegas_server

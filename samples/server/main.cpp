@@ -1,0 +1,204 @@
+// vegas-server: an OpenAI-compatible completion server for IDEs (completions,
+// chat, fill-in-the-middle, streaming, many clients at once), written against
+// the public C ABI alone (include/vegas.h).
+//
+//   vegas-server --port 8080                 # embedded model, 127.0.0.1, vegas mode
+//   vegas-server --port 0 --api-key secret   # any free port, printed on stdout
+#include <pthread.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <CLI/CLI.hpp>
+
+#include "engine.h"
+#include "http_api.h"
+#include "metrics.h"
+#include "prompt_format.h"
+#include "request_parser.h"
+#include "server_options.h"
+#include "vegas.h"
+
+namespace vegas_server {
+namespace {
+
+std::string default_model_dir() {
+  if (const char *env = std::getenv("VEGAS_MODEL_DIR")) return env;
+  return VEGAS_DEFAULT_MODEL_DIR;
+}
+
+void add_options(CLI::App &app, ServerOptions &o) {
+  o.model_dir = default_model_dir();
+  app.add_option("--model", o.model_dir, "Hugging Face model directory")->capture_default_str();
+  app.add_option("--model-name", o.model_name,
+                 "model id reported by /v1/models (default: the "
+                 "directory name)");
+  app.add_option("--host", o.host, "address to bind")->capture_default_str();
+  app.add_option("--port", o.port, "port; 0 picks a free one and prints it")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--api-key", o.api_key,
+                 "require 'Authorization: Bearer KEY' (also from $VEGAS_API_KEY)")
+      ->envname("VEGAS_API_KEY");
+  app.add_option("--backend", o.backend, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU threads, 0 = all cores")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--mode", o.mode, "vegas (speculative, lossless) or vanilla")
+      ->check(CLI::IsMember({"vegas", "vanilla"}))
+      ->capture_default_str();
+  app.add_option("--policy", o.policy, "KV selection policy of the vegas mode")
+      ->capture_default_str();
+  app.add_option("--gamma", o.gamma, "draft length of the vegas mode")
+      ->check(CLI::Range(1, VEGAS_MAX_GAMMA))
+      ->capture_default_str();
+  app.add_option("--parallel", o.parallel, "requests decoded together")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--max-queue", o.max_queue, "requests waiting for a slot before 503")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app.add_option("--max-prompt-tokens", o.max_prompt_tokens, "longest prompt accepted")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--max-output-tokens", o.max_output_tokens, "largest max_tokens accepted")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--http-threads", o.http_threads,
+                 "HTTP worker threads, 0 = parallel + max-queue + 4")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+}
+
+[[noreturn]] void die(const char *what, vegas_status status) {
+  std::fprintf(stderr, "vegas-server: %s: %s: %s\n", what, vegas_status_name(status),
+               vegas_last_error());
+  std::exit(1);
+}
+
+std::string directory_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+int serve(const ServerOptions &o) {
+  vegas_model_options mo;
+  vegas_model_options_init(&mo);
+  mo.backend = o.backend == "cpu"    ? VEGAS_BACKEND_CPU
+               : o.backend == "cuda" ? VEGAS_BACKEND_CUDA
+                                     : VEGAS_BACKEND_AUTO;
+  mo.n_threads = o.threads;
+  vegas_model *model = nullptr;
+  vegas_status st = vegas_model_load(o.model_dir.c_str(), &mo, &model);
+  if (st != VEGAS_OK) die("loading the model", st);
+  const vegas_tokenizer *tokenizer = vegas_model_tokenizer(model);
+  if (tokenizer == nullptr) die("the model has no tokenizer", VEGAS_ERR_UNSUPPORTED);
+  vegas_model_info info;
+  info.struct_size = sizeof(info);
+  st = vegas_model_get_info(model, &info);
+  if (st != VEGAS_OK) die("model info", st);
+
+  // KV for every slot at its longest: prompt + output, a speculative round and
+  // a page of slack each; sequences that still overflow end with KV_FULL.
+  vegas_session_options so;
+  vegas_session_options_init(&so);
+  so.mode = o.mode == "vegas" ? VEGAS_MODE_VEGAS : VEGAS_MODE_VANILLA;
+  so.policy = o.policy.c_str();
+  so.gamma = o.gamma;
+  so.max_batch = o.parallel;
+  const uint64_t tokens_per_slot = static_cast<uint64_t>(o.max_prompt_tokens) +
+                                   static_cast<uint64_t>(o.max_output_tokens) +
+                                   static_cast<uint64_t>(o.gamma) + 1 + 2 * 16;
+  so.kv_bytes = tokens_per_slot * static_cast<uint64_t>(o.parallel) * info.kv_bytes_per_token;
+  vegas_session *session = nullptr;
+  st = vegas_session_create(model, &so, &session);
+  if (st != VEGAS_OK) die("creating the session", st);
+  // The model handle stays until the end: its borrowed tokenizer lives as long as it.
+  std::unique_ptr<vegas_model, void (*)(vegas_model *)> model_owner(model, vegas_model_free);
+
+  const std::string model_name = o.model_name.empty() ? directory_name(o.model_dir) : o.model_name;
+  Metrics metrics;
+  Engine engine(session, o.parallel, o.max_queue, &metrics);
+  PromptFormat format(tokenizer);
+  RequestLimits limits;
+  limits.max_prompt_tokens = o.max_prompt_tokens;
+  limits.max_output_tokens = o.max_output_tokens;
+  limits.vocab_size = info.vocab_size;
+  RequestParser parser(&format, limits);
+  HttpApi api(o, model_name, &engine, &metrics, &parser);
+
+  httplib::Server server;
+  // Handler threads block while their request decodes: one per slot and queued request.
+  const size_t http_threads =
+      o.http_threads > 0 ? static_cast<size_t>(o.http_threads)
+                         : static_cast<size_t>(o.parallel) + static_cast<size_t>(o.max_queue) + 4;
+  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  server.set_payload_max_length(16u << 20);
+  server.set_keep_alive_timeout(2);
+  api.install(&server);
+
+  int port = o.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(o.host);
+    if (port < 0) port = 0;
+  } else if (!server.bind_to_port(o.host, port)) {
+    port = 0;
+  }
+  if (port == 0) {
+    std::fprintf(stderr, "vegas-server: cannot listen on %s:%d\n", o.host.c_str(), o.port);
+    return 1;
+  }
+
+  // SIGINT/SIGTERM were blocked in every thread (see main); this one waits for them.
+  std::thread signal_thread([&server] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    sigwait(&set, &sig);
+    server.stop();
+  });
+  signal_thread.detach();
+
+  std::printf("vegas-server: listening on http://%s:%d (model %s, mode %s, %d slots)\n",
+              o.host.c_str(), port, model_name.c_str(), o.mode.c_str(), o.parallel);
+  std::fflush(stdout);
+  const bool ok = server.listen_after_bind();
+  engine.stop();
+  std::printf("vegas-server: stopped\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace vegas_server
+
+int main(int argc, char **argv) {
+  if (vegas_version_number() != VEGAS_VERSION_NUMBER) {
+    std::fprintf(stderr, "vegas-server: header %d and library %u versions differ\n",
+                 VEGAS_VERSION_NUMBER, vegas_version_number());
+    return 1;
+  }
+  CLI::App app{std::string("vegas-server ") + vegas_version() +
+               ": OpenAI-compatible completion server on libvegas"};
+  vegas_server::ServerOptions options;
+  vegas_server::add_options(app, options);
+  CLI11_PARSE(app, argc, argv);
+
+  // A write to a closed socket must fail with EPIPE, not kill the server. The
+  // stop signals go to the waiting thread of serve() only.
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return vegas_server::serve(options);
+}

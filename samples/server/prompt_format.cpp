@@ -1,0 +1,119 @@
+#include "prompt_format.h"
+
+#include "api_error.h"
+
+namespace vegas_server {
+
+PromptFormat::PromptFormat(const vegas_tokenizer *tokenizer) : tokenizer_(tokenizer) {
+  special_.struct_size = sizeof(special_);
+  if (vegas_tokenizer_special_tokens(tokenizer_, &special_) != VEGAS_OK) {
+    special_ = vegas_special_tokens{};
+    special_.struct_size = sizeof(special_);
+    special_.bos = special_.eos = special_.pad = special_.fim_prefix = special_.fim_middle =
+        special_.fim_suffix = special_.fim_pad = special_.file_sep = special_.im_start =
+            special_.im_end = -1;
+  }
+}
+
+namespace {
+
+// Appends the ids of `text` to *ids, growing the buffer when the library asks for more.
+void tokenize_into(const vegas_tokenizer *tokenizer, const std::string &text,
+                   const vegas_tokenize_options &o, std::vector<int32_t> *ids) {
+  const size_t at = ids->size();
+  size_t capacity = text.size() + 8;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ids->resize(at + capacity);
+    size_t n = 0;
+    const vegas_status st =
+        vegas_tokenize(tokenizer, text.data(), text.size(), &o, ids->data() + at, capacity, &n);
+    if (st == VEGAS_OK) {
+      ids->resize(at + n);
+      return;
+    }
+    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
+    capacity = n;
+  }
+  ids->resize(at);
+  throw ApiError(500, "", std::string("tokenizing failed: ") + vegas_last_error());
+}
+
+}  // namespace
+
+void PromptFormat::append_text(std::vector<int32_t> *ids, const std::string &text,
+                               bool parse_special) const {
+  if (text.empty()) return;
+  vegas_tokenize_options o;
+  vegas_tokenize_options_init(&o);
+  o.parse_special = parse_special ? 1 : 0;
+  o.add_special = 0;
+  tokenize_into(tokenizer_, text, o, ids);
+}
+
+std::vector<int32_t> PromptFormat::plain(const std::string &text) const {
+  std::vector<int32_t> ids;
+  vegas_tokenize_options o;
+  vegas_tokenize_options_init(&o);  // parse_special and add_special on, as `vegas generate`
+  tokenize_into(tokenizer_, text, o, &ids);
+  return ids;
+}
+
+std::vector<int32_t> PromptFormat::chat(const std::vector<ChatMessage> &messages) const {
+  if (!has_chat())
+    throw ApiError::bad_field("messages",
+                              "messages: the model has no chat template (its tokenizer lacks "
+                              "<|im_start|>/<|im_end|>); use /v1/completions");
+  std::vector<int32_t> ids;
+  for (const ChatMessage &m : messages) {
+    ids.push_back(special_.im_start);
+    append_text(&ids, m.role + "\n" + m.content, false);
+    ids.push_back(special_.im_end);
+    append_text(&ids, "\n", false);
+  }
+  ids.push_back(special_.im_start);
+  append_text(&ids, "assistant\n", false);
+  return ids;
+}
+
+std::vector<int32_t> PromptFormat::infill(const std::string &prefix, const std::string &suffix,
+                                          const std::vector<InfillFile> &extra,
+                                          const std::string &prompt) const {
+  if (!has_fim())
+    throw ApiError::bad_field("input_prefix",
+                              "input_prefix: the model's tokenizer has no fill-in-the-middle "
+                              "tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)");
+  if (!extra.empty() && special_.file_sep < 0)
+    throw ApiError::bad_field("input_extra",
+                              "input_extra: the model's tokenizer has no <|file_sep|> token");
+  std::vector<int32_t> ids;
+  for (const InfillFile &f : extra) {
+    ids.push_back(special_.file_sep);
+    std::string text = f.filename + "\n" + f.text;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    append_text(&ids, text, false);
+  }
+  ids.push_back(special_.fim_prefix);
+  append_text(&ids, prefix, false);
+  ids.push_back(special_.fim_suffix);
+  append_text(&ids, suffix, false);
+  ids.push_back(special_.fim_middle);
+  append_text(&ids, prompt, false);
+  return ids;
+}
+
+std::vector<int32_t> PromptFormat::chat_stop_ids() const {
+  std::vector<int32_t> ids;
+  if (special_.im_end >= 0) ids.push_back(special_.im_end);
+  if (special_.im_start >= 0) ids.push_back(special_.im_start);
+  return ids;
+}
+
+std::vector<int32_t> PromptFormat::infill_stop_ids() const {
+  std::vector<int32_t> ids;
+  for (int32_t t : {special_.fim_prefix, special_.fim_suffix, special_.fim_middle, special_.fim_pad,
+                    special_.file_sep})
+    if (t >= 0) ids.push_back(t);
+  return ids;
+}
+
+}  // namespace vegas_server

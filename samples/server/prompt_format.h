@@ -1,0 +1,56 @@
+// Turns requests into prompt token ids with the model's own tokens: plain text,
+// ChatML chat messages (when the tokenizer has <|im_start|>) and fill-in-the-
+// middle (when it has the FIM tokens). Text from the client is tokenized with
+// special-token parsing off, so a message cannot forge a role or FIM marker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vegas.h"
+
+namespace vegas_server {
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+struct InfillFile {
+  std::string filename;
+  std::string text;
+};
+
+class PromptFormat {
+ public:
+  explicit PromptFormat(const vegas_tokenizer *tokenizer);
+
+  // Raw completion prompt: special tokens written in the text are parsed (as the CLI does).
+  std::vector<int32_t> plain(const std::string &text) const;
+  // Throws ApiError (param "messages") when the model has no chat template.
+  std::vector<int32_t> chat(const std::vector<ChatMessage> &messages) const;
+  // <|file_sep|>name\ntext per extra file, then <|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>,
+  // then `prompt` (text the middle starts with). Throws ApiError without FIM tokens.
+  std::vector<int32_t> infill(const std::string &prefix, const std::string &suffix,
+                              const std::vector<InfillFile> &extra,
+                              const std::string &prompt) const;
+
+  // Tokens that end an answer besides eos: <|im_end|> for chat, the FIM and
+  // file markers for infill.
+  std::vector<int32_t> chat_stop_ids() const;
+  std::vector<int32_t> infill_stop_ids() const;
+
+  bool has_chat() const { return special_.im_start >= 0 && special_.im_end >= 0; }
+  bool has_fim() const {
+    return special_.fim_prefix >= 0 && special_.fim_suffix >= 0 && special_.fim_middle >= 0;
+  }
+
+ private:
+  void append_text(std::vector<int32_t> *ids, const std::string &text, bool parse_special) const;
+
+  const vegas_tokenizer *tokenizer_;
+  vegas_special_tokens special_{};
+};
+
+}  // namespace vegas_server

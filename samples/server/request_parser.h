@@ -1,0 +1,51 @@
+// Reads the JSON body of /v1/completions, /v1/chat/completions and /infill into
+// a validated, tokenized GenerationParams. Every bad field raises ApiError 400
+// whose message starts with the field's name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "generation_job.h"
+#include "prompt_format.h"
+
+namespace vegas_server {
+
+struct RequestLimits {
+  int32_t max_prompt_tokens = 4096;
+  int32_t max_output_tokens = 1024;
+  int32_t vocab_size = 0;
+};
+
+struct ParsedRequest {
+  GenerationParams gen;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+class RequestParser {
+ public:
+  RequestParser(const PromptFormat *format, RequestLimits limits)
+      : format_(format), limits_(limits) {}
+
+  // The body as a JSON object, or ApiError 400.
+  static nlohmann::json parse_body(const std::string &body);
+
+  ParsedRequest completion(const nlohmann::json &body) const;
+  ParsedRequest chat(const nlohmann::json &body) const;
+  ParsedRequest infill(const nlohmann::json &body) const;
+
+ private:
+  // Sampling, max_tokens, stop, stream: the fields every endpoint shares. Defaults
+  // follow OpenAI (temperature 1) except where the caller passes its own.
+  ParsedRequest common(const nlohmann::json &body, int32_t default_max_tokens,
+                       double default_temperature) const;
+  void check_prompt_length(const std::vector<int32_t> &prompt, const char *field) const;
+
+  const PromptFormat *format_;
+  RequestLimits limits_;
+};
+
+}  // namespace vegas_server

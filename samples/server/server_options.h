@@ -1,0 +1,27 @@
+// The command-line settings of vegas-server, read once at start-up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vegas_server {
+
+struct ServerOptions {
+  std::string model_dir;
+  std::string host = "127.0.0.1";  // loopback only unless asked otherwise
+  int port = 8080;                 // 0 = any free port (printed on stdout)
+  std::string api_key;             // empty = no authentication
+  std::string backend = "auto";
+  int32_t threads = 0;           // CPU threads of the model, 0 = all cores
+  std::string mode = "vegas";    // "vegas" (speculative, lossless) or "vanilla"
+  std::string policy = "vegas";  // KV selection policy of the vegas mode
+  int32_t gamma = 6;
+  int32_t parallel = 16;   // sequences decoded together (continuous batching slots)
+  int32_t max_queue = 64;  // requests waiting for a slot before 503
+  int32_t max_prompt_tokens = 4096;
+  int32_t max_output_tokens = 1024;
+  int32_t http_threads = 0;  // 0 = parallel + max_queue + 4
+  std::string model_name;    // the id /v1/models reports; default: the directory name
+};
+
+}  // namespace vegas_server

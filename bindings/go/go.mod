@@ -1,0 +1,3 @@
+module libvegas.dev/vegas
+
+go 1.19

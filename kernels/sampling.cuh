@@ -1,0 +1,53 @@
+// Sampling on the device: one token per logit row under temperature, top-k,
+// top-p and min-p, with greedy rows in the same launch. The rules, their order
+// and their tie-breaking are the host's (runtime/sampling/sampling.h,
+// build_distribution then sample_from), and the uniform of a row is the host
+// Rng's draw `counter` for `seed`, so for the same logits the device picks the
+// host's token except where a different float summation order moves an
+// inverse-CDF, top-p or min-p boundary across the draw (rare). Penalties are
+// not applied here: rows with penalties stay on the host.
+//
+// One block per row. A first pass finds the maximum, the argmax and bad
+// logits; top-k and top-p thresholds are found by radix descent over the
+// order-preserving 32-bit keys of the logits (histograms of counts or of
+// softmax mass per 11-bit digit), never by sorting the vocabulary. As soon as
+// the tokens above the coarse threshold fit in shared memory (the usual case)
+// they are copied there in id order and every later pass reads them instead
+// of the whole row; otherwise every pass reads the row (correct, slower).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace vegas::kernels {
+
+// One row's rule: SamplingParams without penalties, plus the row's Rng
+// counter before this draw (greedy rows ignore seed and counter).
+struct SamplingRow {
+  float temperature = 0.0f;  // <= 0: greedy (lowest index of the largest logit)
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  uint64_t seed = 0;
+  uint64_t counter = 0;
+};
+
+// Negative values written to `out` instead of a token.
+enum SampleError : int32_t {
+  kSampleBadLogit = -1,   // a NaN or +inf logit
+  kSampleAllMasked = -2,  // every logit is -inf
+  kSampleBadParams = -3,  // a rule out of range (see validate_sampling_params)
+};
+
+struct SampleParams {
+  const float *logits = nullptr;       // [rows][vocab]
+  const SamplingRow *rules = nullptr;  // [rows], device memory
+  int32_t *out = nullptr;              // [rows]: the token, or a SampleError
+  int32_t rows = 0;
+  int32_t vocab = 0;
+};
+
+cudaError_t sample(const SampleParams &p, cudaStream_t stream);
+
+}  // namespace vegas::kernels

@@ -24,8 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c "import tokenizers, numpy, pytest" >/dev/null 2>&1; then
-  echo "install-deps: pip install tokenizers numpy pytest"
-  "$PYTHON" -m pip install -q tokenizers numpy pytest 2>/dev/null ||
-    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest
+# openai: the official client the vegas-server tests (tests/server) drive it with.
+if ! "$PYTHON" -c "import tokenizers, numpy, pytest, openai" >/dev/null 2>&1; then
+  echo "install-deps: pip install tokenizers numpy pytest openai"
+  "$PYTHON" -m pip install -q tokenizers numpy pytest openai 2>/dev/null ||
+    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest openai
 fi

@@ -13,7 +13,7 @@ struct ServerOptions {
   std::string api_key;             // empty = no authentication
   std::string backend = "auto";
   int32_t threads = 0;           // CPU threads of the model, 0 = all cores
-  std::string mode = "vegas";    // "vegas" (speculative, lossless) or "vanilla"
+  std::string mode = "vanilla";  // or "vegas" (speculative, lossless; slower on CPU: README)
   std::string policy = "vegas";  // KV selection policy of the vegas mode
   int32_t gamma = 6;
   int32_t parallel = 16;   // sequences decoded together (continuous batching slots)

@@ -176,12 +176,29 @@ TEST_F(CudaVsCpu, DeviceGreedySampling) {
     ASSERT_TRUE(cuda_ctx_->forward_sample(last_batch_, rows.data(), got.data()));
     EXPECT_EQ(got, want);
   }
+  // A sampled row between greedy ones: the host's token for the same logits
+  // and Rng draw (kernels/sampling.cuh; test_cuda_sampling covers the rules).
   SamplingParams hot;
   hot.temperature = 0.7f;
-  rows[1].params = &hot;
+  hot.top_k = 40;
+  hot.top_p = 0.95f;
+  hot.seed = 99;
+  rows[1] = RowSampling{&hot, 12};
   std::vector<int32_t> got(3, -1);
-  EXPECT_FALSE(cuda_ctx_->forward_sample(last_batch_, rows.data(), got.data()));
-  EXPECT_EQ(got, std::vector<int32_t>(3, -1));
+  ASSERT_TRUE(cuda_ctx_->forward_sample(last_batch_, rows.data(), got.data()));
+  const int32_t vocab = config_->vocab_size;
+  TokenDistribution dist;
+  build_distribution(last_logits_.data() + vocab, vocab, hot, {}, &dist);
+  Rng rng(hot.seed);
+  rng.set_counter(12);
+  EXPECT_EQ(got[1], sample_from(dist, rng.uniform()));
+  EXPECT_EQ(got[0], argmax(last_logits_.data(), vocab));
+  EXPECT_EQ(got[2], argmax(last_logits_.data() + 2 * size_t(vocab), vocab));
+  // Penalties are applied on the host: forward_sample declines, doing nothing.
+  hot.repetition_penalty = 1.1f;
+  std::vector<int32_t> none(3, -1);
+  EXPECT_FALSE(cuda_ctx_->forward_sample(last_batch_, rows.data(), none.data()));
+  EXPECT_EQ(none, std::vector<int32_t>(3, -1));
 }
 
 // A bad batch is an error, not a fault on the device.

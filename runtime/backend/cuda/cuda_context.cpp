@@ -12,6 +12,7 @@
 #include "random_fill.cuh"
 #include "rmsnorm.cuh"
 #include "rope_kv.cuh"
+#include "sampling.cuh"
 #include "sampling/sampling.h"
 #include "swiglu.cuh"
 
@@ -54,11 +55,6 @@ int32_t decode_bucket(int32_t n, int32_t max_rows) {
   return std::min(b, max_rows);
 }
 
-bool is_device_greedy(const SamplingParams &p) {
-  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f;
-}
-
 }  // namespace
 
 CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &params)
@@ -94,6 +90,8 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   act_.allocate(r * c.intermediate_size * sizeof(bf16), "activations");
   logits_.allocate(r * c.vocab_size * sizeof(float), "logits");
   sampled_.allocate(r * sizeof(int32_t), "sampled ids");
+  sample_rules_.allocate(r * sizeof(kernels::SamplingRow), "sampling rules");
+  sample_rules_host_.reserve(r * sizeof(kernels::SamplingRow), "sampling rules");
   split_rows_capacity_ = std::max<int64_t>(kSplitRowsCapacity, r);
   partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
   partial_lse_.allocate(split_rows_capacity_ * c.n_heads * sizeof(float), "attention workspace");
@@ -427,11 +425,41 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
 bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                                  int32_t *tokens_out) {
   const int32_t n = batch.logit_rows();
-  for (int32_t i = 0; i < n; ++i)
-    if (rows[i].params == nullptr || !is_device_greedy(*rows[i].params)) return false;
+  bool all_greedy = true;
+  for (int32_t i = 0; i < n; ++i) {
+    const SamplingParams *p = rows[i].params;
+    if (p == nullptr || p->has_penalties()) return false;  // penalties: host sampling
+    validate_sampling_params(*p);
+    all_greedy = all_greedy && p->greedy();
+  }
   model_.activate();
   const Step s = stage(batch);
-  launch(s, true);
+  // All greedy: the argmax runs inside the step (and its graph). Otherwise
+  // kernels::sample runs after it, on the rules staged here.
+  launch(s, all_greedy);
+  if (!all_greedy && n > 0) {
+    kernels::SamplingRow *rules = sample_rules_host_.get<kernels::SamplingRow>();
+    for (int32_t i = 0; i < n; ++i) {
+      const SamplingParams &p = *rows[i].params;
+      kernels::SamplingRow &rule = rules[i];
+      rule.temperature = p.temperature;
+      rule.top_k = p.top_k;
+      rule.top_p = p.top_p;
+      rule.min_p = p.min_p;
+      rule.seed = p.seed;
+      rule.counter = rows[i].rng_counter;  // the host advances it after the draw
+    }
+    check(cudaMemcpyAsync(sample_rules_.get(), rules, n * sizeof(kernels::SamplingRow),
+                          cudaMemcpyHostToDevice, stream_),
+          "upload of sampling rules");
+    kernels::SampleParams sp;
+    sp.logits = as<float>(logits_);
+    sp.rules = sample_rules_.get<kernels::SamplingRow>();
+    sp.out = as<int32_t>(sampled_);
+    sp.rows = n;
+    sp.vocab = model_.config().vocab_size;
+    check(kernels::sample(sp, stream_), "sample");
+  }
   if (n > 0)
     check(cudaMemcpyAsync(sampled_host_.get(), sampled_.get(), n * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, stream_),
@@ -439,6 +467,15 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
   check(cudaStreamSynchronize(stream_), "forward_sample");
   deliver_captures(s);
   std::copy(sampled_host_.get<int32_t>(), sampled_host_.get<int32_t>() + n, tokens_out);
+  for (int32_t i = 0; i < n; ++i) {  // the host's errors for the same rows
+    if (tokens_out[i] >= 0) continue;
+    const std::string row = "device sampling, logit row " + std::to_string(i) + ": ";
+    if (tokens_out[i] == kernels::kSampleBadLogit)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf");
+    if (tokens_out[i] == kernels::kSampleAllMasked)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
+    fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
+  }
   return true;
 }
 

@@ -27,7 +27,9 @@ class CudaContext : public BackendContext {
   ~CudaContext() override;
 
   const float *forward(const ForwardBatch &batch) override;
-  // Device sampling: greedy rows (no penalties) only, for now.
+  // Device sampling (kernels/sampling.cuh): greedy, temperature, top-k, top-p
+  // and min-p rows; false for rows with penalties (the host samples those).
+  // Throws INVALID_ARGUMENT for a sampled row with a NaN/+inf or all -inf logits.
   bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                       int32_t *tokens_out) override;
 
@@ -85,6 +87,8 @@ class CudaContext : public BackendContext {
   DeviceBuffer partial_out_, partial_lse_;
   int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds
   PinnedBuffer logits_host_, sampled_host_;
+  DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
+  PinnedBuffer sample_rules_host_;
   // Score capture: [n_layers][slots][n_heads][stride] logits and
   // [n_layers][slots][n_heads] lse, grown on demand (capture steps run eagerly).
   DeviceBuffer cap_logits_, cap_lse_;

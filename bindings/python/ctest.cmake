@@ -1,6 +1,7 @@
-# ctest `bindings_python`: the pytest suite of the ctypes package against the built
-# libvegas and CLI. Registered whenever Python 3 with pytest is found (so CI runs it
-# without a flag); VEGAS_BUILD_BINDINGS=ON turns a missing toolchain into an error.
+# ctest `bindings_python` (the pytest suite of the ctypes package against the built
+# libvegas and CLI) and `samples_python` (the streaming sample). Registered whenever
+# Python 3 with pytest is found (so CI runs them without a flag); VEGAS_BUILD_BINDINGS=ON
+# turns a missing toolchain into an error.
 # Not in sanitizer builds: the interpreter is not instrumented.
 if(NOT VEGAS_SANITIZE)
   find_package(Python3 COMPONENTS Interpreter)
@@ -21,7 +22,10 @@ if(NOT VEGAS_SANITIZE)
     add_test(NAME bindings_python
              COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
                      ${CMAKE_SOURCE_DIR}/bindings/python/tests)
-    set_tests_properties(bindings_python PROPERTIES LABELS cpu ENVIRONMENT "${_py_env}")
+    add_test(NAME samples_python
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/samples/python/complete.py
+                     --backend cpu --max-tokens 8)
+    set_tests_properties(bindings_python samples_python PROPERTIES LABELS cpu ENVIRONMENT "${_py_env}")
   elseif(VEGAS_BUILD_BINDINGS)
     message(FATAL_ERROR "VEGAS_BUILD_BINDINGS=ON: the Python binding tests need python3 with pytest")
   endif()

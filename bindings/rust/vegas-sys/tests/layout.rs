@@ -1,0 +1,25 @@
+//! The struct sizes tests/abi/struct_layout.c pins for x86-64 (LP64), and the version.
+use std::mem::size_of;
+use vegas_sys::*;
+
+#[test]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn struct_sizes_match_the_c_header() {
+    assert_eq!(size_of::<vegas_tokenize_options>(), 12);
+    assert_eq!(size_of::<vegas_special_tokens>(), 44);
+    assert_eq!(size_of::<vegas_model_options>(), 32);
+    assert_eq!(size_of::<vegas_model_info>(), 128);
+    assert_eq!(size_of::<vegas_session_options>(), 80);
+    assert_eq!(size_of::<vegas_sampling_options>(), 48);
+    assert_eq!(size_of::<vegas_request>(), 88);
+    assert_eq!(size_of::<vegas_sequence_info>(), 72);
+    assert_eq!(size_of::<vegas_select_input>(), 48);
+    assert_eq!(size_of::<vegas_select_policy>(), 40);
+    assert_eq!(size_of::<vegas_session_stats>(), 584);
+    assert_eq!(size_of::<vegas_generate_options>(), 40);
+}
+
+#[test]
+fn header_and_library_versions_agree() {
+    assert_eq!(unsafe { vegas_version_number() }, VEGAS_VERSION_NUMBER);
+}

@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -36,7 +37,9 @@ Engine::Admission Engine::submit(std::shared_ptr<GenerationJob> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return Admission::kStopping;
-    if (queue_.size() >= max_queue_) return Admission::kQueueFull;
+    const size_t free_slots =
+        static_cast<size_t>(parallel_) - std::min(slots_used_, static_cast<size_t>(parallel_));
+    if (queue_.size() >= max_queue_ + free_slots) return Admission::kQueueFull;
     queue_.push_back(std::move(job));
     metrics_->queued.store(static_cast<int64_t>(queue_.size()));
   }
@@ -158,9 +161,11 @@ void Engine::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
       stopping = stopping_;
-      while (!queue_.empty() && active_.size() + incoming.size() < static_cast<size_t>(parallel_)) {
+      slots_used_ = active_.size();
+      while (!queue_.empty() && slots_used_ < static_cast<size_t>(parallel_)) {
         incoming.push_back(std::move(queue_.front()));
         queue_.pop_front();
+        ++slots_used_;
       }
       if (stopping)  // refuse what still waits: nobody will decode it
         while (!queue_.empty()) {

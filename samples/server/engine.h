@@ -21,7 +21,7 @@ namespace vegas_server {
 class Engine {
  public:
   // Takes ownership of `session`. `parallel` jobs decode together; up to
-  // `max_queue` more wait for a slot.
+  // `max_queue` more wait for a slot, beyond that submit answers kQueueFull.
   Engine(vegas_session *session, int32_t parallel, int32_t max_queue, Metrics *metrics);
   ~Engine();
   Engine(const Engine &) = delete;
@@ -54,6 +54,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;  // guarded by mutex_
   bool stopping_ = false;                             // guarded by mutex_
+  size_t slots_used_ = 0;  // guarded by mutex_: jobs in the session, as of the last step
 
   std::vector<Active> active_;  // decode thread only
   std::thread thread_;

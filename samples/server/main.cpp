@@ -168,6 +168,9 @@ int serve(const ServerOptions &o) {
   });
   signal_thread.detach();
 
+  std::fprintf(stderr, "vegas-server: KV pool %.0f MiB (%d slots x %llu tokens)\n",
+               static_cast<double>(so.kv_bytes) / (1 << 20), o.parallel,
+               static_cast<unsigned long long>(tokens_per_slot));
   std::printf("vegas-server: listening on http://%s:%d (model %s, mode %s, %d slots)\n",
               o.host.c_str(), port, model_name.c_str(), o.mode.c_str(), o.parallel);
   std::fflush(stdout);

@@ -14,8 +14,8 @@
 namespace vegas_server {
 
 struct RequestLimits {
-  int32_t max_prompt_tokens = 4096;
-  int32_t max_output_tokens = 1024;
+  int32_t max_prompt_tokens = 2048;
+  int32_t max_output_tokens = 512;
   int32_t vocab_size = 0;
 };
 

@@ -18,8 +18,8 @@ struct ServerOptions {
   int32_t gamma = 6;
   int32_t parallel = 16;   // sequences decoded together (continuous batching slots)
   int32_t max_queue = 64;  // requests waiting for a slot before 503
-  int32_t max_prompt_tokens = 4096;
-  int32_t max_output_tokens = 1024;
+  int32_t max_prompt_tokens = 2048;
+  int32_t max_output_tokens = 512;
   int32_t http_threads = 0;  // 0 = parallel + max_queue + 4
   std::string model_name;    // the id /v1/models reports; default: the directory name
 };

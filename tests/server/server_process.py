@@ -14,13 +14,13 @@ class ServerProcess:
         e = dict(os.environ)
         e.setdefault("OMP_WAIT_POLICY", "passive")
         e.update(env or {})
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=e)
+        # stderr is inherited: the server's messages show in the test log.
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, text=True, env=e)
         line = self.proc.stdout.readline()  # "vegas-server: listening on http://127.0.0.1:PORT ..."
         m = re.search(r"http://([0-9.]+):(\d+)", line)
         if not m:
             self.proc.kill()
-            raise RuntimeError(f"vegas-server did not start: {line!r} {self.proc.stderr.read()}")
+            raise RuntimeError(f"vegas-server did not start: {line!r}")
         self.host, self.port = m.group(1), int(m.group(2))
         self.url = f"http://{self.host}:{self.port}"
         deadline = time.time() + startup_timeout

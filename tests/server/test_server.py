@@ -245,7 +245,7 @@ def test_disconnect_cancels_the_sequence(server):
     before = m0["vegas_sequences_cancelled_total"]
     conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
     conn.request("POST", "/v1/completions", json.dumps(
-        {"prompt": "def main():\n", "max_tokens": 1000, "ignore_eos": True, "stream": True}))
+        {"prompt": "def main():\n", "max_tokens": 500, "ignore_eos": True, "stream": True}))
     r = conn.getresponse()
     assert r.status == 200
     assert r.readline().startswith(b"data: ")  # the stream has begun
@@ -257,8 +257,8 @@ def test_disconnect_cancels_the_sequence(server):
         time.sleep(0.1)
     m = server.metrics()
     assert m["vegas_sequences_active"] == 0
-    # It stopped early: far from the 1000 tokens it asked for.
-    assert m["vegas_generated_tokens_total"] - m0["vegas_generated_tokens_total"] < 500
+    # It stopped early: far from the 500 tokens it asked for.
+    assert m["vegas_generated_tokens_total"] - m0["vegas_generated_tokens_total"] < 250
 
 
 # -------------------------------------------------------------------- bad input

@@ -7,10 +7,12 @@ apt_packages=(cmake ninja-build g++ pkg-config python3 python3-pip
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libmimalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   clang-14 libclang-rt-14-dev)  # clang: the libFuzzer targets (tools/fuzz.sh)
-# Binding toolchains (ctest bindings_go, bindings_csharp), each only when absent.
+# Binding toolchains (ctest bindings_go, bindings_csharp, bindings_rust), each only when absent.
 command -v go >/dev/null 2>&1 || apt_packages+=(golang-go)
 command -v mcs >/dev/null 2>&1 || apt_packages+=(mono-mcs)
 command -v mono >/dev/null 2>&1 || apt_packages+=(mono-runtime)
+# ctest bindings_rust: Debian 12's cargo/rustc 1.63 (the crates use std only, offline).
+command -v cargo >/dev/null 2>&1 || apt_packages+=(cargo rustc)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

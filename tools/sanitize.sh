@@ -5,7 +5,8 @@
 #         minutes each under ASan and run no code the smaller tests do not;
 #   tsan: the threading tests (test_abi_threads) under TSan.
 # Python tests are left out: they load libvegas.so into an uninstrumented
-# interpreter. Only the test binaries are built (no CLI, no benchmarks).
+# interpreter; so are the vegas-server tests (server_tests: they need the CLI and
+# the server, not built here). Only the test binaries are built (no CLI, no benchmarks).
 # Usage: tools/sanitize.sh [asan|tsan|all] (default all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,7 @@ if [ "$which" = asan ] || [ "$which" = all ]; then
   # halt_on_error: a UBSan finding fails its test instead of scrolling by.
   ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$build" --output-on-failure -LE gpu -E "^python_tests\$|$heavy" \
+    ctest --test-dir "$build" --output-on-failure -LE gpu -E "^(python|server)_tests\$|$heavy" \
       -j "$(nproc)" --timeout 900
 fi
 if [ "$which" = tsan ] || [ "$which" = all ]; then

@@ -44,3 +44,11 @@ def test_standalone_tokenizer_agrees_with_the_models(model, model_dir):
         assert tok.encode(text) == model.tokenizer.encode(text)
     with pytest.raises(ValueError):
         tok.encode("closed")
+
+
+def test_every_exported_function_is_declared():
+    from conftest import REPO
+    from vegas._lib import SIGNATURES
+    listed = REPO / "tests" / "abi" / "exported_symbols.txt"
+    exported = {line.strip() for line in listed.read_text().splitlines() if line.startswith("vegas_")}
+    assert exported == set(SIGNATURES)

@@ -38,5 +38,11 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir);
         }
     }
+    if dirs.is_empty() {
+        println!(
+            "cargo:warning=libvegas: neither VEGAS_LIB_DIR nor `pkg-config vegas` named its folder; \
+             relying on the linker's default search path"
+        );
+    }
     println!("cargo:rustc-link-lib=dylib=vegas");
 }

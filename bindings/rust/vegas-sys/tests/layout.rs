@@ -23,3 +23,19 @@ fn struct_sizes_match_the_c_header() {
 fn header_and_library_versions_agree() {
     assert_eq!(unsafe { vegas_version_number() }, VEGAS_VERSION_NUMBER);
 }
+
+#[test]
+fn every_exported_function_is_declared() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let listed = std::fs::read_to_string(root.join("tests/abi/exported_symbols.txt")).unwrap();
+    let source = include_str!("../src/lib.rs");
+    let mut exported: Vec<&str> = listed.lines().filter(|l| l.starts_with("vegas_")).collect();
+    let mut declared: Vec<&str> = source
+        .split("pub fn ")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('(').unwrap()])
+        .collect();
+    exported.sort_unstable();
+    declared.sort_unstable();
+    assert_eq!(exported, declared);
+}

@@ -71,6 +71,7 @@ class Model:
         check(status)
         self._handle: Optional[int] = out.value
         self._tokenizer: Optional[Tokenizer] = None
+        self._lib = _lib.lib()  # kept: module globals may be gone when __del__ runs at exit
 
     @classmethod
     def synthetic(cls, config_json: Union[str, os.PathLike], seed: int = 0,
@@ -82,7 +83,7 @@ class Model:
         check(_lib.lib().vegas_model_load_synthetic(os.fsencode(config_json), seed,
                                                     ctypes.byref(opts), ctypes.byref(out)))
         self = cls.__new__(cls)
-        self._handle, self._tokenizer = out.value, None
+        self._handle, self._tokenizer, self._lib = out.value, None, _lib.lib()
         return self
 
     def _ptr(self) -> int:
@@ -99,7 +100,7 @@ class Model:
         if self._tokenizer is not None:
             self._tokenizer.close_detokenizers()  # they borrow the model's tokenizer
         if self._handle is not None:
-            _lib.lib().vegas_model_free(self._handle)
+            self._lib.vegas_model_free(self._handle)
             self._handle = None
 
     def __enter__(self) -> "Model":

@@ -38,6 +38,7 @@ class Tokenizer:
     def __init__(self, handle: int, owner: Optional[object] = None):
         self._handle: Optional[int] = handle
         self._owner = owner  # the Model a borrowed tokenizer belongs to, None when owned
+        self._lib = _lib.lib()  # kept: module globals may be gone when __del__ runs at exit
         self._children: "weakref.WeakSet[Detokenizer]" = weakref.WeakSet()
 
     @classmethod
@@ -56,7 +57,7 @@ class Tokenizer:
         """Frees an owned tokenizer; forgets a borrowed one. Safe to call twice."""
         self.close_detokenizers()
         if self._handle is not None and self._owner is None:
-            _lib.lib().vegas_tokenizer_free(self._handle)
+            self._lib.vegas_tokenizer_free(self._handle)
         self._handle = None
 
     def close_detokenizers(self) -> None:
@@ -71,7 +72,7 @@ class Tokenizer:
         self.close()
 
     def __del__(self) -> None:
-        if _lib is not None:  # not during interpreter shutdown
+        if getattr(self, "_handle", None) is not None:
             self.close()
 
     @property
@@ -142,6 +143,7 @@ class Detokenizer:
         check(_lib.lib().vegas_detokenizer_create(tokenizer._ptr(), int(skip_special),
                                                   ctypes.byref(out)))
         self._handle: Optional[int] = out.value
+        self._lib = _lib.lib()
         tokenizer._children.add(self)
 
     def _ptr(self) -> int:
@@ -161,7 +163,7 @@ class Detokenizer:
 
     def close(self) -> None:
         if self._handle is not None:
-            _lib.lib().vegas_detokenizer_free(self._handle)
+            self._lib.vegas_detokenizer_free(self._handle)
             self._handle = None
 
     def __enter__(self) -> "Detokenizer":
@@ -171,5 +173,5 @@ class Detokenizer:
         self.close()
 
     def __del__(self) -> None:
-        if _lib is not None:
+        if getattr(self, "_handle", None) is not None:
             self.close()

@@ -10,7 +10,7 @@ mkdir -p "$out"
 "$MCS" -nologo -warnaserror+ -r:System.Core.dll -out:"$out/VegasTests.exe" "$here"/src/*.cs "$here"/tests/*.cs
 "$MONO" --debug "$out/VegasTests.exe"
 "$MCS" -nologo -warnaserror+ -r:"$out/Vegas.dll" -out:"$out/complete.exe" "$here/../../samples/csharp/Complete.cs"
-sample=$(MONO_PATH="$out" "$MONO" "$out/complete.exe" "$VEGAS_MODEL_DIR" "def quicksort(xs):
+sample=$("$MONO" "$out/complete.exe" "$VEGAS_MODEL_DIR" "def quicksort(xs):
 " 8 2>&1)
 printf '%s\n' "$sample"
 case "$sample" in

@@ -1,4 +1,5 @@
 #include <climits>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -14,7 +15,11 @@ constexpr int kTile = kThreads * kItems;
 constexpr int kBins = 2048;  // 11-bit digits: levels of 11, 11 and 10 key bits
 constexpr int kBinsPerThread = kBins / kThreads;
 constexpr int kLevels = 3;
-constexpr int kCapacity = 2048;  // tokens staged in shared memory
+constexpr int kSortItems = 4;
+constexpr int kCapacity = kThreads * kSortItems;  // tokens staged in shared memory
+// Top-p narrowing buckets: width in (max - logit) / temperature, so a bucket's
+// weights lie within a factor exp(kBucketWidth); the last bucket is open.
+constexpr float kBucketWidth = 0.01f;
 
 __device__ __forceinline__ int level_shift(int level) {
   return level == 0 ? 21 : (level == 1 ? 10 : 0);
@@ -89,6 +94,12 @@ struct Crossing {
 using ScanMC = cub::BlockScan<MassCount, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 using ScanD = cub::BlockScan<double, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 using ScanI = cub::BlockScan<int32_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+using Sort = cub::BlockRadixSort<uint32_t, kThreads, kSortItems, int32_t>;
+
+struct Histogram {
+  double mass[kBins];
+  int32_t count[kBins];
+};
 
 struct Shared {
   union {
@@ -99,8 +110,10 @@ struct Shared {
     ScanD::TempStorage scan_d;
     ScanI::TempStorage scan_i;
   } cub;
-  double mass[kBins];
-  int32_t count[kBins];
+  union {
+    Histogram hist;
+    Sort::TempStorage sort;  // the staged path sorts instead of using histograms
+  };
   float logit[kCapacity];
   int32_t id[kCapacity];
   Stats stats;
@@ -108,6 +121,7 @@ struct Shared {
   double value;
   int32_t position;
   int32_t tie_take;
+  uint32_t kth;
 };
 
 // The elements a pass reads: the whole row (ids are indices) or the tokens
@@ -213,6 +227,14 @@ __device__ double block_total(const Source &s, Shared &sh, Value value) {
   return r;
 }
 
+// count[d] += 1 where `in`, one atomic per distinct bin of the warp (logits
+// crowd into few bins, and same-address shared atomics serialise). Every lane
+// of the warp must call it.
+__device__ __forceinline__ void add_count(int32_t *count, uint32_t d, bool in) {
+  const uint32_t peers = __match_any_sync(0xffffffffu, in ? d : 0xffffffffu);
+  if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&count[d], __popc(peers));
+}
+
 // Histogram of digit `level` of the keys of the finite elements whose top
 // `prefix_bits` key bits equal `prefix` and that pass `keep`: counts, and the
 // temperature weights when with_mass.
@@ -220,8 +242,8 @@ template <class Keep>
 __device__ void histogram(const Source &s, Shared &sh, const Rule &rule, int level, uint32_t prefix,
                           int prefix_bits, bool with_mass, Keep keep) {
   for (int b = threadIdx.x; b < kBins; b += kThreads) {
-    sh.mass[b] = 0.0;
-    sh.count[b] = 0;
+    sh.hist.mass[b] = 0.0;
+    sh.hist.count[b] = 0;
   }
   __syncthreads();
   const int shift = level_shift(level);
@@ -232,13 +254,18 @@ __device__ void histogram(const Source &s, Shared &sh, const Rule &rule, int lev
     load_items(s, base, v, ids);
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      if (ids[k] < 0 || !(v[k] > -INFINITY)) continue;
       const uint32_t key = order_key(v[k]);
-      if (prefix_bits > 0 && (key >> (32 - prefix_bits)) != prefix) continue;
-      if (!keep(key)) continue;
+      const bool in = ids[k] >= 0 && v[k] > -INFINITY &&
+                      (prefix_bits == 0 || (key >> (32 - prefix_bits)) == prefix) && keep(key);
       const uint32_t d = (key >> shift) & mask;
-      atomicAdd(&sh.count[d], 1);
-      if (with_mass) atomicAdd(&sh.mass[d], static_cast<double>(rule.weight(v[k])));
+      if (with_mass) {  // the slow path only: whole rows that stay large
+        if (in) {
+          atomicAdd(&sh.hist.count[d], 1);
+          atomicAdd(&sh.hist.mass[d], static_cast<double>(rule.weight(v[k])));
+        }
+      } else {
+        add_count(sh.hist.count, d, in);
+      }
     }
   }
   __syncthreads();
@@ -252,7 +279,7 @@ __device__ Crossing descend(Shared &sh, int n_bins, MassCount base, double targe
 #pragma unroll
   for (int j = 0; j < kBinsPerThread; ++j) {
     const int b = n_bins - 1 - (threadIdx.x * kBinsPerThread + j);
-    own[j] = b >= 0 ? MassCount{sh.mass[b], sh.count[b]} : MassCount{0.0, 0};
+    own[j] = b >= 0 ? MassCount{sh.hist.mass[b], sh.hist.count[b]} : MassCount{0.0, 0};
     sum = MassCountSum()(sum, own[j]);
   }
   if (threadIdx.x == 0) sh.crossing.bin = -1;
@@ -327,8 +354,9 @@ __device__ int32_t first_crossing(const Source &s, Shared &sh, double target, Va
   return pos == INT_MAX ? -1 : pos;
 }
 
-// Copies the finite elements with key >= min_key to shared memory in id order.
-__device__ Source stage(const Source &row, Shared &sh, uint32_t min_key) {
+// Copies the finite elements that pass `keep(v)` to shared memory in id order.
+template <class Keep>
+__device__ Source stage(const Source &row, Shared &sh, Keep keep) {
   int32_t carry = 0;
   for (int32_t base = 0; base < row.n; base += kTile) {
     float v[kItems];
@@ -336,14 +364,13 @@ __device__ Source stage(const Source &row, Shared &sh, uint32_t min_key) {
     load_items(row, base, v, ids);
     int32_t n = 0;
 #pragma unroll
-    for (int k = 0; k < kItems; ++k)
-      n += ids[k] >= 0 && v[k] > -INFINITY && order_key(v[k]) >= min_key;
+    for (int k = 0; k < kItems; ++k) n += ids[k] >= 0 && v[k] > -INFINITY && keep(v[k]);
     int32_t before, aggregate;
     ScanI(sh.cub.scan_i).ExclusiveSum(n, before, aggregate);
     int32_t at = carry + before;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      if (ids[k] >= 0 && v[k] > -INFINITY && order_key(v[k]) >= min_key) {
+      if (ids[k] >= 0 && v[k] > -INFINITY && keep(v[k])) {
         if (at < kCapacity) {
           sh.logit[at] = v[k];
           sh.id[at] = ids[k];
@@ -362,34 +389,132 @@ __device__ Source stage(const Source &row, Shared &sh, uint32_t min_key) {
   return s;
 }
 
-// Coarse descent over the whole row toward the top-k element (by count) or the
-// top-p crossing (by mass), stopping as soon as every element at or above the
-// current bin fits in shared memory; returns that staged source, or the row.
-__device__ Source narrow(const Source &row, Shared &sh, const Rule &rule, bool by_count,
-                         double target, double *total) {
+// Top-k narrowing: descends by counts toward the k-th largest key, stopping as
+// soon as every element at or above the current bin fits in shared memory;
+// returns that staged source, or the row.
+__device__ Source narrow_top_k(const Source &row, Shared &sh, const Rule &rule, int32_t k) {
   uint32_t prefix = 0;
   int bits = 0;
   MassCount base{0.0, 0};
   for (int level = 0; level < kLevels; ++level) {
-    histogram(row, sh, rule, level, prefix, bits, !by_count, [](uint32_t) { return true; });
-    if (level == 0 && !by_count) {
-      double part = 0.0;
-      for (int b = threadIdx.x; b < kBins; b += kThreads) part += sh.mass[b];
-      const double t = cub::BlockReduce<double, kThreads>(sh.cub.sum).Sum(part);
-      if (threadIdx.x == 0) sh.value = t;
-      __syncthreads();
-      *total = sh.value;
-      target *= *total;  // top_p of the total
-      __syncthreads();
-    }
-    const Crossing c = descend(sh, 1 << level_bits(level), base, target, by_count);
-    if (c.bin < 0) return row;  // (rounding) never reached: keep the whole row
+    histogram(row, sh, rule, level, prefix, bits, false, [](uint32_t) { return true; });
+    const Crossing c = descend(sh, 1 << level_bits(level), base, k, true);
+    if (c.bin < 0) return row;  // cannot happen for k < n_finite
     base = MassCountSum()(base, c.above);
     prefix = (prefix << level_bits(level)) | static_cast<uint32_t>(c.bin);
     bits += level_bits(level);
-    if (base.count + c.in_bin.count <= kCapacity) return stage(row, sh, prefix << (32 - bits));
+    if (base.count + c.in_bin.count <= kCapacity) {
+      const uint32_t min_key = prefix << (32 - bits);
+      return stage(row, sh, [min_key](float v) { return order_key(v) >= min_key; });
+    }
   }
   return row;
+}
+
+__device__ __forceinline__ uint32_t bucket_of(float v, const Rule &rule) {
+  const float z = (rule.max - v) / rule.temperature;
+  return z < kBins * kBucketWidth ? min(static_cast<uint32_t>(z / kBucketWidth), kBins - 1u)
+                                  : kBins - 1u;
+}
+
+// Top-p narrowing without float atomics: counts per bucket of (max - logit) /
+// temperature give a lower bound of the mass above each bucket edge; the
+// first edge whose bound reaches top_p * total (total summed exactly here)
+// has the whole nucleus above it. Stages those tokens when they fit.
+__device__ Source narrow_top_p(const Source &row, Shared &sh, const Rule &rule, float top_p,
+                               double *total) {
+  for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist.count[b] = 0;
+  __syncthreads();
+  double sum = 0.0;
+  for (int32_t base = 0; base < row.n; base += kTile) {
+    float v[kItems];
+    int32_t ids[kItems];
+    load_items(row, base, v, ids);
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const bool in = ids[k] >= 0 && v[k] > -INFINITY;
+      if (in) sum += rule.weight(v[k]);
+      add_count(sh.hist.count, in ? bucket_of(v[k], rule) : 0u, in);
+    }
+  }
+  const double t = cub::BlockReduce<double, kThreads>(sh.cub.sum).Sum(sum);
+  if (threadIdx.x == 0) sh.value = t;
+  __syncthreads();
+  *total = sh.value;
+  const double target = static_cast<double>(top_p) * *total;
+  // Lower bounds (1e-4 below, for the rounding of the weights and of z).
+  for (int b = threadIdx.x; b < kBins; b += kThreads)
+    sh.hist.mass[b] =
+        b == kBins - 1 ? 0.0 : sh.hist.count[b] * exp(-(b + 1) * double(kBucketWidth)) * (1 - 1e-4);
+  __syncthreads();
+  // descend() walks bins downward; the buckets rise with distance from the
+  // max, so mirror them.
+  for (int b = threadIdx.x; b < kBins / 2; b += kThreads) {
+    const int m = kBins - 1 - b;
+    const double tm = sh.hist.mass[b];
+    sh.hist.mass[b] = sh.hist.mass[m];
+    sh.hist.mass[m] = tm;
+    const int32_t tc = sh.hist.count[b];
+    sh.hist.count[b] = sh.hist.count[m];
+    sh.hist.count[m] = tc;
+  }
+  __syncthreads();
+  const Crossing c = descend(sh, kBins, MassCount{0.0, 0}, target, false);
+  if (c.bin < 0 || c.above.count + c.in_bin.count > kCapacity) return row;
+  const uint32_t last = kBins - 1 - c.bin;
+  return stage(row, sh, [last, &rule](float v) { return bucket_of(v, rule) <= last; });
+}
+
+// The staged path of top-k and top-p: sorts the staged tokens (descending
+// logit, ascending id: the sort is stable and they are staged in id order) and
+// masks with -inf those outside the top-k candidates or the nucleus.
+// total_all: the candidates' mass when some are not staged, else < 0.
+__device__ void staged_rules(const Source &s, Shared &sh, const Rule &rule, int32_t top_k,
+                             float top_p, double total_all) {
+  uint32_t keys[kSortItems];
+  int32_t pos[kSortItems];
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j) {
+    pos[j] = threadIdx.x * kSortItems + j;
+    keys[j] = pos[j] < s.n ? order_key(sh.logit[pos[j]]) : 0u;
+  }
+  __syncthreads();  // the histograms share the sort's storage
+  Sort(sh.sort).SortDescending(keys, pos);
+  __syncthreads();
+  // Rank r = threadIdx.x * kSortItems + j; ranks >= s.n are padding.
+  uint32_t kth = 0;
+  if (top_k > 0) {
+#pragma unroll
+    for (int j = 0; j < kSortItems; ++j)
+      if (threadIdx.x * kSortItems + j == top_k - 1) sh.kth = keys[j];
+    __syncthreads();
+    kth = sh.kth;
+  }
+  bool keep[kSortItems];
+  double w[kSortItems];
+  double sum = 0.0;
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j) {
+    keep[j] = threadIdx.x * kSortItems + j < s.n && keys[j] >= kth;
+    w[j] = keep[j] ? rule.weight(sh.logit[pos[j]]) : 0.0;
+    sum += w[j];
+  }
+  if (top_p < 1.0f) {
+    double before, aggregate;
+    ScanD(sh.cub.scan_d).ExclusiveSum(sum, before, aggregate);
+    const double target = static_cast<double>(top_p) * (total_all >= 0.0 ? total_all : aggregate);
+    // The host adds tokens in rank order while the sum is below the target.
+#pragma unroll
+    for (int j = 0; j < kSortItems; ++j) {
+      keep[j] = keep[j] && before < target;
+      before += w[j];
+    }
+  }
+  __syncthreads();  // every weight read before any logit is masked
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j)
+    if (threadIdx.x * kSortItems + j < s.n && !keep[j]) sh.logit[pos[j]] = -INFINITY;
+  __syncthreads();
 }
 
 // Exact key of the k-th largest finite element of the source.
@@ -426,7 +551,7 @@ __device__ void find_nucleus(const Source &s, Shared &sh, Rule *rule, float top_
       double total = total_all;
       if (total < 0.0) {  // the source holds every candidate: total them here
         double part = 0.0;
-        for (int b = threadIdx.x; b < kBins; b += kThreads) part += sh.mass[b];
+        for (int b = threadIdx.x; b < kBins; b += kThreads) part += sh.hist.mass[b];
         const double t = cub::BlockReduce<double, kThreads>(sh.cub.sum).Sum(part);
         if (threadIdx.x == 0) sh.value = t;
         __syncthreads();
@@ -436,7 +561,10 @@ __device__ void find_nucleus(const Source &s, Shared &sh, Rule *rule, float top_
       target = static_cast<double>(top_p) * total;
     }
     c = descend(sh, 1 << level_bits(level), base, target, false);
-    if (c.bin < 0) return;  // (rounding) never reached: every candidate stays
+    if (c.bin < 0) {  // (rounding) never reached: the current bin stays whole
+      if (bits > 0) rule->nucleus_key = prefix << (32 - bits);
+      return;
+    }
     base = MassCountSum()(base, c.above);
     prefix = (prefix << level_bits(level)) | static_cast<uint32_t>(c.bin);
     bits += level_bits(level);
@@ -501,14 +629,18 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   Source s = row;
   double total_all = -1.0;  // the candidates' mass, when s no longer holds them all
   if (top_k) {
-    s = narrow(row, sh, rule, true, rr.top_k, nullptr);
-    rule.cand_key = kth_key(s, sh, rule, rr.top_k);
+    s = narrow_top_k(row, sh, rule, rr.top_k);
   } else if (top_p) {
     double total = 0.0;
-    s = narrow(row, sh, rule, false, rr.top_p, &total);
+    s = narrow_top_p(row, sh, rule, rr.top_p, &total);
     if (s.staged) total_all = total;
   }
-  if (top_p) find_nucleus(s, sh, &rule, rr.top_p, total_all);
+  if (s.staged) {
+    staged_rules(s, sh, rule, top_k ? rr.top_k : 0, rr.top_p, total_all);
+  } else {
+    if (top_k) rule.cand_key = kth_key(s, sh, rule, rr.top_k);
+    if (top_p) find_nucleus(s, sh, &rule, rr.top_p, -1.0);
+  }
 
   // Steps 5-6 and the host's inverse-CDF draw over the kept set in id order.
   const Rule kept = rule;

@@ -135,8 +135,9 @@ def test_python_selection_policy_is_called(model):
             best = sorted(range(len(q.scores)), key=q.scores.__getitem__, reverse=True)
             return sorted(best[:q.budget])
 
-    with model.session(mode="vegas", policy="user", select_policy=TopBudget(), gamma=4,
-                       min_tokens=4) as s:
+    with model.session(mode="vegas", select_policy=TopBudget(), gamma=4, min_tokens=4) as s:
         done = s.generate(PROMPT * 4, max_tokens=16, ignore_eos=True)
     assert len(done.tokens) == 16
     assert TopBudget.calls > 0
+    with pytest.raises(ValueError, match="mode='vegas'"):
+        model.session(select_policy=TopBudget())

@@ -17,7 +17,8 @@ def test_embedded_model_info(model):
     assert info.n_layers > 0 and info.kv_bytes_per_token > 0
 
 
-@pytest.mark.parametrize("text", ["def f(x):\n    return x * 2\n", "naïve = '日本語' # ünïcödé ✓",
+@pytest.mark.parametrize("text", ["def f(x):\n    return x * 2\n",
+                                  "naïve = '日本語' # ünïcödé ✓",
                                   "<|fim_prefix|>a = 1<|fim_suffix|>"])
 def test_tokenize_detokenize_round_trip(model, text):
     tok = model.tokenizer
@@ -50,5 +51,6 @@ def test_every_exported_function_is_declared():
     from conftest import REPO
     from vegas._lib import SIGNATURES
     listed = REPO / "tests" / "abi" / "exported_symbols.txt"
-    exported = {line.strip() for line in listed.read_text().splitlines() if line.startswith("vegas_")}
+    exported = {line.strip() for line in listed.read_text().splitlines()
+                if line.startswith("vegas_")}
     assert exported == set(SIGNATURES)

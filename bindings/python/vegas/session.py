@@ -1,14 +1,15 @@
 """Sessions: many sequences decoded together, with streaming, cancellation and stats."""
 from __future__ import annotations
 
+import collections
 import ctypes
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import (TYPE_CHECKING, Callable, Deque, Dict, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _lib
 from .errors import VegasError, check, read_bytes, read_ids
-from .options import FinishReason, Sampling, sampling_struct, session_struct
+from .options import FinishReason, Mode, Sampling, sampling_struct, session_struct
 from .policy import SelectPolicy, policy_struct
 
 if TYPE_CHECKING:
@@ -74,6 +75,11 @@ class Session:
                  **options):
         self._lib = _lib.lib()
         self._model = model
+        if select_policy is not None:
+            if str(options.get("mode", "")).lower() not in ("vegas", str(int(Mode.VEGAS))):
+                raise ValueError("a select_policy needs mode='vegas' (vanilla decoding selects "
+                                 "nothing)")
+            options["policy"] = "user"
         opts = session_struct(self._lib, options)
         self._policy_keep = None
         if select_policy is not None:
@@ -233,7 +239,7 @@ class Session:
     def stream(self, prompt: Prompt, **request) -> Iterator[Token]:
         """Yields each committed Token as the session steps. Leaving the loop early (break,
         an exception, closing the generator) releases the sequence."""
-        queue: List[Token] = []
+        queue: Deque[Token] = collections.deque()
         seq = self.submit(prompt, on_token=queue.append, **request)
         try:
             while True:
@@ -242,7 +248,7 @@ class Session:
                 if not queue:
                     self.step()
                 while queue:
-                    yield queue.pop(0)
+                    yield queue.popleft()
         finally:
             if self._handle is not None:
                 self.release(seq)

@@ -78,25 +78,31 @@ unsafe extern "C" fn reset_trampoline(seq_id: i32, user_data: *mut c_void) {
     let _ = panic::catch_unwind(AssertUnwindSafe(|| policy.reset(seq_id)));
 }
 
-unsafe extern "C" fn destroy_trampoline(user_data: *mut c_void) {
-    let _ = panic::catch_unwind(AssertUnwindSafe(|| {
-        drop(Box::from_raw(user_data as *mut Boxed))
-    }));
-}
+/// A policy moved to the heap, to be handed to the library as user_data. The binding keeps
+/// ownership (no destroy callback): it frees the policy itself once the session is freed
+/// or its creation failed, whichever way the library got, so it is freed exactly once.
+pub(crate) struct OwnedPolicy(*mut Boxed);
 
-/// The vtable handing `policy` to the library, which calls destroy (dropping it) once
-/// when done, if the session was created; `free_unused` otherwise.
-pub(crate) fn vtable(policy: Boxed) -> sys::vegas_select_policy {
-    sys::vegas_select_policy {
-        struct_size: std::mem::size_of::<sys::vegas_select_policy>() as u32,
-        user_data: Box::into_raw(Box::new(policy)) as *mut c_void,
-        select: Some(select_trampoline),
-        reset: Some(reset_trampoline),
-        destroy: Some(destroy_trampoline),
+impl OwnedPolicy {
+    pub fn new(policy: Boxed) -> OwnedPolicy {
+        OwnedPolicy(Box::into_raw(Box::new(policy)))
+    }
+
+    /// The vtable pointing at this policy; valid while `self` is.
+    pub fn vtable(&self) -> sys::vegas_select_policy {
+        sys::vegas_select_policy {
+            struct_size: std::mem::size_of::<sys::vegas_select_policy>() as u32,
+            user_data: self.0 as *mut c_void,
+            select: Some(select_trampoline),
+            reset: Some(reset_trampoline),
+            destroy: None,
+        }
     }
 }
 
-/// Drops the policy of a vtable the library did not take (session creation failed).
-pub(crate) fn free_unused(vtable: &sys::vegas_select_policy) {
-    unsafe { drop(Box::from_raw(vtable.user_data as *mut Boxed)) }
+impl Drop for OwnedPolicy {
+    /// Only after the library stopped using it (the session is freed).
+    fn drop(&mut self) {
+        drop(unsafe { Box::from_raw(self.0) });
+    }
 }

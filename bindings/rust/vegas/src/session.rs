@@ -10,8 +10,8 @@ use crate::buffer::{c_string, read_ids, read_string};
 use crate::callback::{token_to_queue, TokenSink};
 use crate::error::{check, Error, Result, Status};
 use crate::model::{token_fn_of, Model};
-use crate::options::{FinishReason, Request, SessionOptions};
-use crate::policy::{self, SelectPolicy};
+use crate::options::{FinishReason, Mode, Request, SessionOptions};
+use crate::policy::{OwnedPolicy, SelectPolicy};
 use vegas_sys as sys;
 
 /// One committed token; `text` is what became final with it (may be empty). The last
@@ -100,6 +100,8 @@ pub struct Session {
     /// The queues of live streams, by sequence; the library holds the pointers as
     /// user_data until the sequence is released or the session freed.
     queues: HashMap<i32, *mut VecDeque<Token>>,
+    /// A custom selection policy; Drop frees it after the session.
+    policy: Option<OwnedPolicy>,
     model: Model,
 }
 
@@ -158,30 +160,32 @@ impl Session {
         options: &SessionOptions,
         select_policy: Option<Box<dyn SelectPolicy>>,
     ) -> Result<Session> {
+        if select_policy.is_some() && options.mode != Mode::Vegas {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                "a custom selection policy needs Mode::Vegas (vanilla decoding selects nothing)",
+            ));
+        }
         let policy_name = match (&select_policy, &options.policy) {
             (Some(_), _) => Some(c_string("user", "the policy name")?),
             (None, Some(name)) => Some(c_string(name, "the policy name")?),
             (None, None) => None,
         };
         let mut c = options.to_c(policy_name.as_ref());
-        let vtable = select_policy.map(policy::vtable);
+        let policy = select_policy.map(OwnedPolicy::new);
+        let vtable = policy.as_ref().map(OwnedPolicy::vtable);
         if let Some(v) = vtable.as_ref() {
             c.select_policy = v;
         }
         let mut out = ptr::null_mut();
-        let status = unsafe { sys::vegas_session_create(model.raw(), &c, &mut out) };
-        if status != sys::VEGAS_OK {
-            let err = check(status).unwrap_err();
-            if let Some(v) = vtable.as_ref() {
-                policy::free_unused(v); // the library takes the policy only on success
-            }
-            return Err(err);
-        }
+        // On failure `policy` drops here: the library no longer uses it either way.
+        check(unsafe { sys::vegas_session_create(model.raw(), &c, &mut out) })?;
         let ptr = NonNull::new(out).expect("vegas_session_create gave NULL");
         Ok(Session {
             ptr,
             cancel: Arc::new(Mutex::new(Some(SessionPtr(out)))),
             queues: HashMap::new(),
+            policy,
             model: model.clone(),
         })
     }
@@ -381,6 +385,7 @@ impl Drop for Session {
         for (_, q) in self.queues.drain() {
             drop(unsafe { Box::from_raw(q) });
         }
+        self.policy = None; // after the free: the library called it for the last time
     }
 }
 

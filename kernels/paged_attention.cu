@@ -1,6 +1,7 @@
 #include "paged_attention.cuh"
 
 #include <climits>
+#include <type_traits>
 
 namespace vegas::kernels {
 
@@ -61,6 +62,8 @@ struct Smem {
 template <int HD, int QMAX>
 __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParams p) {
   using S = Smem<HD, QMAX>;
+  static_assert(HD % 8 == 0 && HD <= 256, "16-byte K/V chunks, rope_kv's bound");
+  static_assert(S::total + sizeof(int) * QMAX <= 227 * 1024, "shared memory per block");
   constexpr int kChunks = HD / 8;  // 16-byte chunks per K/V row
   extern __shared__ __align__(16) unsigned char smem[];
   float *q_s = reinterpret_cast<float *>(smem);
@@ -84,6 +87,15 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   const int start_pos = p.seq_start_pos[seq];
   const int row_base = p.seq_row_start[seq] + r0;
   const int32_t *table = p.page_table + p.seq_page_off[seq];
+  if (defers_to_prefill(p, seq, n_rows)) {
+    // prefill_attention writes these rows; the merge must find no partial result for them.
+    if (p.n_splits > 1)
+      for (int i = tid; i < nq; i += kThreads)
+        p.partial_lse[(static_cast<int64_t>(blockIdx.z) * p.total_rows + row_base + i / group) *
+                          p.n_heads +
+                      kvh * group + i % group] = -INFINITY;
+    return;
+  }
 
   // This block's key range: split z of keys [0, n_keys), in whole tiles.
   const KeyMap keys = key_map(p, seq);
@@ -318,6 +330,23 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The head dimensions instantiated: the tiny test models' 16 and 32, and
+// those of real models (Phi's 80 and 96, Llama/Qwen's 64 and 128, Gemma's 256).
+template <typename F>
+void for_each_head_dim(F &&f) {
+  f(std::integral_constant<int, 16>{});
+  f(std::integral_constant<int, 32>{});
+  f(std::integral_constant<int, 48>{});
+  f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, 80>{});
+  f(std::integral_constant<int, 96>{});
+  f(std::integral_constant<int, 112>{});
+  f(std::integral_constant<int, 128>{});
+  f(std::integral_constant<int, 160>{});
+  f(std::integral_constant<int, 192>{});
+  f(std::integral_constant<int, 256>{});
+}
+
 template <int HD, int QMAX>
 cudaError_t set_smem() {
   return cudaFuncSetAttribute(attention_kernel<HD, QMAX>,
@@ -328,14 +357,19 @@ cudaError_t set_smem() {
 }  // namespace
 
 cudaError_t paged_attention_init() {
-  for (cudaError_t e :
-       {set_smem<64, 16>(), set_smem<64, 64>(), set_smem<128, 16>(), set_smem<128, 64>()})
-    if (e != cudaSuccess) return e;
-  return cudaSuccess;
+  cudaError_t e = cudaSuccess;
+  for_each_head_dim([&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (e == cudaSuccess) e = set_smem<HD, 16>();
+    if (e == cudaSuccess) e = set_smem<HD, 64>();
+  });
+  return e;
 }
 
 bool paged_attention_supports(int32_t head_dim, int32_t group_size) {
-  return (head_dim == 64 || head_dim == 128) && group_size >= 1 && group_size <= 64;
+  bool known = false;
+  for_each_head_dim([&](auto hd) { known = known || head_dim == decltype(hd)::value; });
+  return known && group_size >= 1 && group_size <= 64;
 }
 
 cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) {
@@ -345,18 +379,18 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
       (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
       (p.seq_sparse_off != nullptr &&
        (p.sparse_data == nullptr || p.layer < 0 || p.layer >= p.n_layers)) ||
-      (p.cap_logits != nullptr &&
-       (p.cap_lse == nullptr || p.row_cap_slot == nullptr || p.seq_cap_cand == nullptr)))
+      (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr ||
+                                   p.seq_cap_cand == nullptr || p.prefill_min_rows > 0)))
     return cudaErrorInvalidValue;
   const int group = p.n_heads / p.n_kv_heads;
   // Small query tiles (decoding, short verification) keep shared memory low
   // enough for two or more blocks per multiprocessor.
   const bool small = p.max_rows_per_seq * group <= 16;
-  cudaError_t e;
-  if (p.head_dim == 64)
-    e = small ? launch<64, 16>(p, stream) : launch<64, 64>(p, stream);
-  else
-    e = small ? launch<128, 16>(p, stream) : launch<128, 64>(p, stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  for_each_head_dim([&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (p.head_dim == HD) e = small ? launch<HD, 16>(p, stream) : launch<HD, 64>(p, stream);
+  });
   if (e != cudaSuccess || p.n_splits == 1) return e;
   merge_kernel<<<p.total_rows, 256, 0, stream>>>(p);
   return cudaGetLastError();

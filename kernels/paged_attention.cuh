@@ -34,7 +34,7 @@ struct PagedAttentionParams {
   int32_t n_seqs = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;  // 64 or 128
+  int32_t head_dim = 0;  // a multiple of 8 up to 256: paged_attention_supports
   int32_t page_size = 0;
   float scale = 0.0f;            // softmax scale, usually 1/sqrt(head_dim)
   int32_t max_rows_per_seq = 0;  // bounds the row-tile grid dimension
@@ -64,7 +64,21 @@ struct PagedAttentionParams {
   const int32_t *row_cap_slot = nullptr;  // [total_rows]
   const int32_t *seq_cap_cand = nullptr;  // [n_seqs]
   int32_t cap_stride = 0;
+
+  // > 0: dense sequences with at least this many rows are left to
+  // prefill_attention (prefill_attention.cuh), which runs after this kernel;
+  // with n_splits > 1 the merge writes zeros to their rows. Needs no capture.
+  int32_t prefill_min_rows = 0;
 };
+
+#if defined(__CUDACC__)
+// Whether sequence `seq` (with n_rows rows) is prefill_attention's, not the paged kernel's.
+__device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p, int seq,
+                                                  int n_rows) {
+  return p.prefill_min_rows > 0 && n_rows >= p.prefill_min_rows &&
+         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1);
+}
+#endif
 
 // Sets kernel attributes (shared memory above 48 KB); call once per device
 // before the first launch and outside stream capture.

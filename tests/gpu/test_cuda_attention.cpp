@@ -1,13 +1,12 @@
 // Paged attention kernel vs a float64 host reference: decoding, multi-row
 // causal verification rows, chunked prefill over a prefix, mixed batches,
-// split-K with the LSE merge, and a 16K context. Tolerance: the output is
-// rounded to bf16 (relative step 2^-8, error <= 2^-9 per element), the inputs
-// are exact bf16 values used identically by both sides and accumulation is
-// f32, so the relative L2 error must stay under 5e-3. Sparse drafting rows
-// (random selected sets below a prefix, several layers' records) and score
-// capture (logits and log-sum-exp of full rows, f32 outputs) are checked the
-// same way; captured values are f32 dot products of exact inputs, so they must
-// match the float64 reference to 1e-4 relative (plus 1e-4 absolute).
+// split-K with the LSE merge, a 16K context, and every instantiated head_dim. Tolerance: the output
+// is rounded to bf16 (relative step 2^-8, error <= 2^-9 per element), the inputs are exact bf16
+// values used identically by both sides and accumulation is f32, so the relative L2 error must stay
+// under 5e-3. Sparse drafting rows (random selected sets below a prefix, several layers' records)
+// and score capture (logits and log-sum-exp of full rows, f32 outputs) are checked the same way;
+// captured values are f32 dot products of exact inputs, so they must match the float64 reference to
+// 1e-4 relative (plus 1e-4 absolute).
 #include <algorithm>
 #include <numeric>
 
@@ -219,6 +218,18 @@ TEST_F(Attention, PrefillChunkOverPrefixMixedWithDecode) {
   run_case({32, 8, 128, 16, {{0, 33}, {64, 20}, {7, 1}}, 1}, 12);
   // MHA (group 1) and a page size other than 16.
   run_case({4, 4, 64, 8, {{17, 40}, {250, 1}}, 3}, 13);
+}
+
+// Every other instantiated head_dim (the tiny fixture models' 16, Phi's 80 and
+// 96, Gemma's 256, ...): decode, verification and prefill rows, GQA 4 and the
+// fixtures' 4/2 heads, with and without split-K; 256 is also run at 8K context.
+TEST_F(Attention, OtherHeadDims) {
+  for (int hd : {16, 32, 48, 80, 96, 112, 160, 192, 256})
+    for (int splits : {1, 4})
+      run_case({8, 2, hd, 16, {{0, 1}, {300, 1}, {40, 5}, {100, 90}, {0, 70}}, splits},
+               51 + hd + splits);
+  run_case({4, 2, 16, 16, {{0, 7}, {7, 1}, {3, 2}}, 1}, 52);
+  run_case({8, 1, 256, 16, {{8191, 1}, {8000, 3}}, 8}, 53);
 }
 
 // Long context: 16K tokens, decode and verify rows, split-K with the merge.

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_context.h"
 #include "paged_attention.cuh"
+#include "prefill_attention.cuh"
 
 namespace vegas {
 
@@ -27,7 +28,8 @@ void check_supported(const ModelConfig &c) {
     fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: head_dim " + std::to_string(c.head_dim) + " with " +
                                     std::to_string(c.n_heads) + " query / " +
                                     std::to_string(c.n_kv_heads) +
-                                    " KV heads is not supported (head_dim 64 or 128, group <= 64)");
+                                    " KV heads is not supported (head_dim 16, 32, 48, 64, 80, "
+                                    "96, 112, 128, 160, 192 or 256; group <= 64)");
   // Sliding windows: sequences longer than the window are refused by the session.
   if (c.o_bias) fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: an o_proj bias is not supported");
   if (c.mlp_bias) fail(VEGAS_ERR_UNSUPPORTED, "CUDA backend: MLP biases are not supported");
@@ -51,6 +53,7 @@ CudaBackendModel::CudaBackendModel(const ModelConfig &config, const CudaBackendO
                                options_.device_index),
         "multiprocessor count");
   check(kernels::paged_attention_init(), "attention kernel attributes");
+  check(kernels::prefill_attention_init(), "prefill attention kernel attributes");
 }
 
 void CudaBackendModel::activate() const {

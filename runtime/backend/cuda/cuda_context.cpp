@@ -9,6 +9,7 @@
 #include "embedding.cuh"
 #include "model/rope.h"
 #include "paged_attention.cuh"
+#include "prefill_attention.cuh"
 #include "random_fill.cuh"
 #include "rmsnorm.cuh"
 #include "rope_kv.cuh"
@@ -303,6 +304,19 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.row_cap_slot = meta(kRowCapSlot);
   ap.seq_cap_cand = meta(kSeqCapCand);
   ap.cap_stride = s.cap_stride;
+  // Dense sequences of many rows take the tensor-core kernel, launched after
+  // the paged one, which skips them; steps with captured rows stay paged.
+  bool paged_rows = true;  // whether the paged kernel has any sequence left
+  if (s.cap_slots == 0 && s.max_rows_per_seq >= kernels::kPrefillMinRows &&
+      kernels::prefill_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
+    ap.prefill_min_rows = kernels::kPrefillMinRows;
+    const int32_t *h = meta_host_.get<int32_t>();
+    const int64_t R = params_.max_rows;
+    paged_rows = false;
+    for (int32_t i = 0; i < s.n_seqs; ++i)
+      paged_rows = paged_rows || h[kSeqRows * R + i] < kernels::kPrefillMinRows ||
+                   h[kSeqSparseOff * R + i] != -1;
+  }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
   kernels::SwigluParams sp;
@@ -327,7 +341,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     ap.layer = l;
     ap.cap_logits = s.cap_slots ? as<float>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
     ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
-    check(kernels::paged_attention(ap, stream_), "paged_attention");
+    if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
+    if (ap.prefill_min_rows > 0)
+      check(kernels::prefill_attention(ap, stream_), "prefill_attention");
     gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, s.rows, H, c.q_dim(), stream_);
     np.weight = bf(L.mlp_norm);
     check(kernels::rmsnorm(np, stream_), "mlp rmsnorm");

@@ -1,0 +1,324 @@
+#include "prefill_attention.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kM = 16 * kWarps;  // query vectors per block: 16 per warp (one mma row tile)
+constexpr int kN = 64;           // KV positions per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int HD>
+struct Tiles {
+  static constexpr int kStride = HD + 8;  // padded bf16 row: ldmatrix rows hit distinct banks
+  static constexpr int kChunks = HD / 8;  // 16-byte chunks per row
+  static constexpr size_t q_bytes = sizeof(bf16) * kM * kStride;
+  static constexpr size_t tile_bytes = sizeof(bf16) * kN * kStride;
+  static constexpr size_t smem = q_bytes + 2 * 2 * tile_bytes;  // Q, then K[2], then V[2]
+  // Registers (16 vectors x HD f32 outputs per warp) allow two blocks per
+  // multiprocessor at head_dim 64, one at 128.
+  static constexpr int kMinBlocks = HD <= 64 ? 2 : 1;
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+  const int n = valid ? 16 : 0;  // 0 = fill with zeros: rows past the range stay finite
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16 *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16 *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a (16x16, row-major) * b (16x8, column-major); bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half
+  return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4 * g + t. A holds rows g
+// and g + 8, columns 2t, 2t+1 (+8); B holds rows 2t, 2t+1 (+8) of column g;
+// the accumulator holds rows g (c0, c1) and g + 8 (c2, c3), columns 2t, 2t+1.
+template <int HD>
+__global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
+    prefill_kernel(PagedAttentionParams p) {
+  using T = Tiles<HD>;
+  constexpr int kStride = T::kStride, kChunks = T::kChunks;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *q_s = reinterpret_cast<bf16 *>(smem);
+  bf16 *k_s = reinterpret_cast<bf16 *>(smem + T::q_bytes);  // [2][kN][kStride]
+  bf16 *v_s = k_s + 2 * kN * kStride;                       // [2][kN][kStride]
+
+  const int seq = blockIdx.z, kvh = blockIdx.y;
+  const int n_rows = p.seq_n_rows[seq];
+  if (!defers_to_prefill(p, seq, n_rows)) return;
+  const int group = p.n_heads / p.n_kv_heads;
+  const int n_vec = n_rows * group;  // query vectors (row, head in group), row-major
+  // The last vectors (latest rows, longest key ranges) go first.
+  const int v0 = (gridDim.x - 1 - blockIdx.x) * kM;
+  if (v0 >= n_vec) return;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int v_last = min(n_vec, v0 + kM) - 1;
+  const int start_pos = p.seq_start_pos[seq];
+  const int row_start = p.seq_row_start[seq];
+  const int n_keys = start_pos + v_last / group + 1;  // keys [0, n_keys) reach every vector
+  const int32_t *table = p.page_table + p.seq_page_off[seq];
+
+  for (int i = tid; i < kM * kChunks; i += kThreads) {
+    const int v = i / kChunks, c = i % kChunks;
+    const int gv = v0 + v;
+    const bool valid = gv < n_vec;
+    int64_t off = 0;
+    if (valid) {
+      const int64_t row = row_start + gv / group;
+      off = (row * p.n_heads + kvh * group + gv % group) * HD + c * 8;
+    }
+    cp_async16(q_s + v * kStride + c * 8, p.q + off, valid);
+  }
+  cp_async_commit();
+
+  // K/V tiles: each thread copies kLoads (position, chunk) pairs of each. Their
+  // cache offsets (a page-table read each) are found one tile ahead, so that
+  // read's latency hides behind a tile of math instead of delaying the copy.
+  constexpr int kLoads = kN * kChunks / kThreads;
+  static_assert(kN * kChunks % kThreads == 0, "whole K/V tiles per pass");
+  int64_t kv_off[kLoads];  // element offset in the caches, -1 = past the keys (zero fill)
+  auto locate = [&](int tile_start) {
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int i = tid + k * kThreads;
+      const int pos = tile_start + i / kChunks;
+      kv_off[k] = -1;
+      if (pos < n_keys) {
+        const int64_t slot =
+            static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
+        kv_off[k] = (slot * p.n_kv_heads + kvh) * HD + (i % kChunks) * 8;
+      }
+    }
+  };
+  auto load_kv = [&](int stage) {
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int i = tid + k * kThreads;
+      const int at = stage * kN * kStride + (i / kChunks) * kStride + (i % kChunks) * 8;
+      const int64_t off = kv_off[k] < 0 ? 0 : kv_off[k];
+      cp_async16(k_s + at, p.k_cache + off, kv_off[k] >= 0);
+      cp_async16(v_s + at, p.v_cache + off, kv_off[k] >= 0);
+    }
+  };
+  const int n_tiles = (n_keys + kN - 1) / kN;
+  locate(0);
+  load_kv(0);
+  cp_async_commit();
+  locate(kN);
+  cp_async_wait<1>();  // Q has landed; tile 0 may still be in flight
+  __syncthreads();
+
+  // This warp's 16 vectors; the thread owns vectors w0 + g and w0 + g + 8.
+  const int w0 = v0 + warp * 16;
+  const bool active = w0 <= v_last;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int qpos_lo = start_pos + (w0 + g) / group, qpos_hi = start_pos + (w0 + g + 8) / group;
+  const int warp_min_pos = start_pos + w0 / group;
+  const int warp_max_pos = start_pos + min(w0 + 15, v_last) / group;
+
+  uint32_t qf[HD / 16][4];
+#pragma unroll
+  for (int kc = 0; kc < HD / 16; ++kc)
+    ldmatrix_x4(qf[kc], q_s + (warp * 16 + (lane & 15)) * kStride + kc * 16 + (lane >> 4) * 8);
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;  // l: this thread's columns
+  const float scale = p.scale * kLog2e;                                // scores in the log2 domain
+
+  for (int j = 0; j < n_tiles; ++j) {
+    if (j + 1 < n_tiles) {
+      load_kv((j + 1) & 1);
+      cp_async_commit();
+      locate((j + 2) * kN);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int ts = j * kN;
+    if (active && ts <= warp_max_pos) {  // warp-uniform: tiles past the warp's rows are skipped
+      const bf16 *kb = k_s + (j & 1) * kN * kStride;
+      const bf16 *vb = v_s + (j & 1) * kN * kStride;
+
+      // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives two 8-key n-tiles.
+      float s[kN / 8][4];
+#pragma unroll
+      for (int n = 0; n < kN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc)
+#pragma unroll
+        for (int n2 = 0; n2 < kN / 16; ++n2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, kb + (n2 * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + kc * 16 +
+                             ((lane >> 3) & 1) * 8);
+          mma_bf16(s[2 * n2], qf[kc], b[0], b[1]);
+          mma_bf16(s[2 * n2 + 1], qf[kc], b[2], b[3]);
+        }
+
+      // Scale, mask the causal diagonal, online softmax.
+      const bool diagonal = ts + kN - 1 > warp_min_pos;
+      float mx_lo = m_lo, mx_hi = m_hi;
+#pragma unroll
+      for (int n = 0; n < kN / 8; ++n) {
+        const int key = ts + n * 8 + 2 * t4;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[n][e] * scale;
+          if (diagonal && key + (e & 1) > (e < 2 ? qpos_lo : qpos_hi)) x = -INFINITY;
+          s[n][e] = x;
+        }
+        mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+      }
+      mx_lo = quad_max(mx_lo);
+      mx_hi = quad_max(mx_hi);
+      // Key 0 is visible to every vector, so the maxima are finite from tile 0 on.
+      const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
+      const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
+      const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
+      m_lo = mx_lo;
+      m_hi = mx_hi;
+      float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kN / 8; ++n) {
+        s[n][0] = exp2f(s[n][0] - base_lo);
+        s[n][1] = exp2f(s[n][1] - base_lo);
+        s[n][2] = exp2f(s[n][2] - base_hi);
+        s[n][3] = exp2f(s[n][3] - base_hi);
+        sum_lo += s[n][0] + s[n][1];
+        sum_hi += s[n][2] + s[n][3];
+      }
+      l_lo = l_lo * alpha_lo + sum_lo;
+      l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        o[d][0] *= alpha_lo;
+        o[d][1] *= alpha_lo;
+        o[d][2] *= alpha_hi;
+        o[d][3] *= alpha_hi;
+      }
+
+      // O += P V: the accumulators of two n-tiles form one A fragment (16
+      // keys); V rows are B's rows, read transposed.
+#pragma unroll
+      for (int kc = 0; kc < kN / 16; ++kc) {
+        const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]),
+                               pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                               pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                               pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+#pragma unroll
+        for (int d2 = 0; d2 < HD / 16; ++d2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vb + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                                   d2 * 16 + (lane >> 4) * 8);
+          mma_bf16(o[2 * d2], a, b[0], b[1]);
+          mma_bf16(o[2 * d2 + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's load overwrites this stage
+  }
+
+  l_lo = quad_sum(l_lo);
+  l_hi = quad_sum(l_hi);
+  if (!active) return;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int gv = w0 + g + 8 * half;
+    if (gv > v_last) continue;
+    const float l = half ? l_hi : l_lo;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int64_t row = row_start + gv / group;
+    bf16 *dst = p.out + (row * p.n_heads + kvh * group + gv % group) * HD + 2 * t4;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d)
+      *reinterpret_cast<__nv_bfloat162 *>(dst + d * 8) =
+          __floats2bfloat162_rn(o[d][2 * half] * inv, o[d][2 * half + 1] * inv);
+  }
+}
+
+template <int HD>
+cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
+  const int group = p.n_heads / p.n_kv_heads;
+  const int64_t tiles = (int64_t{p.max_rows_per_seq} * group + kM - 1) / kM;
+  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tiles), p.n_kv_heads, p.n_seqs);
+  prefill_kernel<HD><<<grid, kThreads, Tiles<HD>::smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int HD>
+cudaError_t set_smem() {
+  static_assert(Tiles<HD>::smem <= 227 * 1024, "shared memory per block");
+  return cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(Tiles<HD>::smem));
+}
+
+}  // namespace
+
+cudaError_t prefill_attention_init() {
+  const cudaError_t e = set_smem<64>();
+  return e != cudaSuccess ? e : set_smem<128>();
+}
+
+bool prefill_attention_supports(int32_t head_dim, int32_t group_size) {
+  return (head_dim == 64 || head_dim == 128) && group_size >= 1;
+}
+
+cudaError_t prefill_attention(const PagedAttentionParams &p, cudaStream_t stream) {
+  if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
+  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.prefill_min_rows <= 0 ||
+      !prefill_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) ||
+      p.cap_logits != nullptr || p.page_size <= 0 || p.n_seqs > 65535 || p.n_kv_heads > 65535)
+    return cudaErrorInvalidValue;
+  return p.head_dim == 64 ? launch<64>(p, stream) : launch<128>(p, stream);
+}
+
+}  // namespace vegas::kernels

@@ -235,6 +235,29 @@ __device__ __forceinline__ void add_count(int32_t *count, uint32_t d, bool in) {
   if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&count[d], __popc(peers));
 }
 
+// count[d] += 1 and mass[d] += w where `in`: one bin of the warp at a time,
+// its lanes' weights summed by shuffles, one atomic each (no float atomics
+// contend). Every lane of the warp must call it.
+__device__ __forceinline__ void add_mass_count(Histogram &h, uint32_t d, double w, bool in) {
+  bool pending = in;
+  uint32_t left = __ballot_sync(0xffffffffu, pending);
+  while (left) {
+    const int src = __ffs(left) - 1;
+    const uint32_t bin = __shfl_sync(0xffffffffu, d, src);
+    const bool mine = pending && d == bin;
+    const uint32_t group = __ballot_sync(0xffffffffu, mine);
+    double x = mine ? w : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if ((threadIdx.x & 31) == static_cast<uint32_t>(src)) {
+      atomicAdd(&h.count[bin], __popc(group));
+      atomicAdd(&h.mass[bin], x);
+    }
+    pending = pending && !mine;
+    left &= ~group;
+  }
+}
+
 // Histogram of digit `level` of the keys of the finite elements whose top
 // `prefix_bits` key bits equal `prefix` and that pass `keep`: counts, and the
 // temperature weights when with_mass.
@@ -259,10 +282,7 @@ __device__ void histogram(const Source &s, Shared &sh, const Rule &rule, int lev
                       (prefix_bits == 0 || (key >> (32 - prefix_bits)) == prefix) && keep(key);
       const uint32_t d = (key >> shift) & mask;
       if (with_mass) {  // the slow path only: whole rows that stay large
-        if (in) {
-          atomicAdd(&sh.hist.count[d], 1);
-          atomicAdd(&sh.hist.mass[d], static_cast<double>(rule.weight(v[k])));
-        }
+        add_mass_count(sh.hist, d, in ? static_cast<double>(rule.weight(v[k])) : 0.0, in);
       } else {
         add_count(sh.hist.count, d, in);
       }

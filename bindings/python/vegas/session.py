@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import threading
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, Deque, Dict, Iterator, List, Optional,
                     Sequence, Tuple, Union)
@@ -89,6 +90,7 @@ class Session:
         check(self._lib.vegas_session_create(model._ptr(), ctypes.byref(opts), ctypes.byref(out)))
         self._handle: Optional[int] = out.value
         self._callbacks: Dict[int, object] = {}  # seq -> the C callback C may still call
+        self._free_lock = threading.Lock()  # cancel from another thread vs close
         self._error: Optional[BaseException] = None  # raised by a Python callback
 
     # ---------------------------------------------------------------- lifetime
@@ -99,9 +101,10 @@ class Session:
 
     def close(self) -> None:
         """Frees the session, its sequences and KV pool. Safe to call twice."""
-        if self._handle is not None:
-            self._lib.vegas_session_free(self._handle)
-            self._handle = None
+        with self._free_lock:
+            if self._handle is not None:
+                self._lib.vegas_session_free(self._handle)
+                self._handle = None
         self._callbacks.clear()
         self._policy_keep = None  # after free: the library called destroy by now
 
@@ -188,8 +191,10 @@ class Session:
         check(status)
 
     def cancel(self, seq: int = -1) -> None:
-        """Stops `seq` (every sequence with -1) at the next round; safe from any thread."""
-        check(self._lib.vegas_session_cancel(self._ptr(), seq))
+        """Stops `seq` (every sequence with -1) at the next round; safe from any thread, also
+        against a concurrent close (then it raises ValueError)."""
+        with self._free_lock:
+            check(self._lib.vegas_session_cancel(self._ptr(), seq))
 
     def info(self, seq: int) -> SequenceInfo:
         out = _lib.SequenceInfoStruct()

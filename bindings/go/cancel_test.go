@@ -23,7 +23,7 @@ func TestGenerateContextCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if c == nil || c.Info.Finish != FinishCancelled || c.Info.Generated < 3 || c.Info.Generated > 20 {
+	if c == nil || c.Info.Finish != FinishCancelled || c.Info.Generated < 3 || c.Info.Generated > 6 {
 		t.Fatalf("completion %+v", c)
 	}
 }

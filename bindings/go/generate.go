@@ -39,11 +39,18 @@ func (m *Model) Generate(ctx context.Context, prompt string, opts *GenerateOptio
 	defer s.Close()
 	req := Request{Prompt: ids, Sampling: opts.Sampling, MaxTokens: opts.MaxTokens, IgnoreEOS: opts.IgnoreEOS,
 		StopStrings: opts.StopStrings}
-	if opts.OnPiece != nil {
-		onPiece := opts.OnPiece
-		req.OnToken = func(t Token) bool { return onPiece(t.Piece) }
+	var seq int32
+	onPiece := opts.OnPiece
+	req.OnToken = func(t Token) bool {
+		// A context done here cancels at once (the watcher goroutine of
+		// RunContext may not have run yet).
+		if ctx.Err() != nil {
+			_ = s.Cancel(seq)
+			return true
+		}
+		return onPiece == nil || onPiece(t.Piece)
 	}
-	seq, err := s.Submit(req)
+	seq, err = s.Submit(req)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +64,9 @@ func (m *Model) Generate(ctx context.Context, prompt string, opts *GenerateOptio
 	}
 	if c.Text, err = s.Text(seq); err != nil {
 		return nil, err
+	}
+	if runErr == nil && c.Info.Finish == FinishCancelled && ctx.Err() != nil {
+		runErr = ctx.Err()
 	}
 	if runErr == nil && c.Info.Finish == FinishError {
 		runErr = &Error{Op: "vegas_session_run", Status: c.Info.Status, Message: "the sequence failed"}

@@ -56,6 +56,26 @@ def test_session_outlives_a_closed_model(model_dir):
         s.step()
 
 
+def test_close_inside_a_callback_is_refused(model):
+    errors = []
+
+    def close_now(token):
+        try:
+            s.close()
+        except RuntimeError as e:
+            errors.append(e)
+        return True
+
+    with model.session() as s:
+        done = s.generate("def f():", max_tokens=8, on_token=close_now)
+        assert done.info.finish_reason == vegas.FinishReason.CALLBACK
+        with pytest.raises(vegas.VegasError) as err:
+            s.submit("x", on_token=lambda t: s.step())
+            s.run()
+        assert err.value.status == vegas.Status.WRONG_STATE
+    assert errors and "while the session is running" in str(errors[0])
+
+
 # Each drop order runs in a child interpreter so that a crash there fails this test.
 # close() frees at once; del leaves it to reference counting and the garbage collector.
 DROP_ORDERS = {

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import threading
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from typing import (TYPE_CHECKING, Callable, Deque, Dict, Iterator, List, Option
                     Sequence, Tuple, Union)
 
 from . import _lib
-from .errors import VegasError, check, read_bytes, read_ids
+from .errors import Status, VegasError, check, read_bytes, read_ids
 from .options import FinishReason, Mode, Sampling, sampling_struct, session_struct
 from .policy import SelectPolicy, policy_struct
 
@@ -91,6 +92,7 @@ class Session:
         self._handle: Optional[int] = out.value
         self._callbacks: Dict[int, object] = {}  # seq -> the C callback C may still call
         self._free_lock = threading.Lock()  # cancel from another thread vs close
+        self._driving = False  # inside step/run: the session must not be freed now
         self._error: Optional[BaseException] = None  # raised by a Python callback
 
     # ---------------------------------------------------------------- lifetime
@@ -100,7 +102,11 @@ class Session:
         return self._handle
 
     def close(self) -> None:
-        """Frees the session, its sequences and KV pool. Safe to call twice."""
+        """Frees the session, its sequences and KV pool. Safe to call twice; not allowed
+        while step/run is running (from a token callback or another thread)."""
+        if self._driving:
+            raise RuntimeError("Session.close() while the session is running (from a token "
+                               "callback or another thread); close it after run returns")
         with self._free_lock:
             if self._handle is not None:
                 self._lib.vegas_session_free(self._handle)
@@ -171,6 +177,16 @@ class Session:
             self._callbacks[seq.value] = callback
         return seq.value
 
+    @contextlib.contextmanager
+    def _driving_scope(self):
+        if self._driving:
+            raise VegasError(int(Status.WRONG_STATE), "the session is already running")
+        self._driving = True
+        try:
+            yield
+        finally:
+            self._driving = False
+
     def _raise_callback_error(self) -> None:
         if self._error is not None:
             e, self._error = self._error, None
@@ -179,14 +195,16 @@ class Session:
     def step(self) -> int:
         """One decoding round for every active sequence; returns how many are still active."""
         n = ctypes.c_int32()
-        status = self._lib.vegas_session_step(self._ptr(), ctypes.byref(n))
+        with self._driving_scope():
+            status = self._lib.vegas_session_step(self._ptr(), ctypes.byref(n))
         self._raise_callback_error()
         check(status)
         return n.value
 
     def run(self) -> None:
         """Steps until no sequence is active."""
-        status = self._lib.vegas_session_run(self._ptr())
+        with self._driving_scope():
+            status = self._lib.vegas_session_run(self._ptr())
         self._raise_callback_error()
         check(status)
 

@@ -94,7 +94,11 @@ struct Crossing {
 using ScanMC = cub::BlockScan<MassCount, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 using ScanD = cub::BlockScan<double, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 using ScanI = cub::BlockScan<int32_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-using Sort = cub::BlockRadixSort<uint32_t, kThreads, kSortItems, int32_t>;
+// Sorts (logit key << 11 | 2047 - position): descending logit, then ascending
+// position (= ascending id), whatever the sort's stability.
+using Sort = cub::BlockRadixSort<uint64_t, kThreads, kSortItems>;
+constexpr int kPosBits = 11;
+static_assert(kCapacity <= (1 << kPosBits), "staged positions must fit the sort key");
 
 struct Histogram {
   double mass[kBins];
@@ -486,21 +490,28 @@ __device__ Source narrow_top_p(const Source &row, Shared &sh, const Rule &rule, 
 }
 
 // The staged path of top-k and top-p: sorts the staged tokens (descending
-// logit, ascending id: the sort is stable and they are staged in id order) and
-// masks with -inf those outside the top-k candidates or the nucleus.
+// logit, then ascending id: they are staged in id order) and masks with -inf
+// those outside the top-k candidates or the nucleus.
 // total_all: the candidates' mass when some are not staged, else < 0.
 __device__ void staged_rules(const Source &s, Shared &sh, const Rule &rule, int32_t top_k,
                              float top_p, double total_all) {
+  constexpr uint64_t kPosMask = (1u << kPosBits) - 1;
+  uint64_t sorted[kSortItems];
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j) {
+    const int32_t at = threadIdx.x * kSortItems + j;
+    sorted[j] = at < s.n ? (uint64_t{order_key(sh.logit[at])} << kPosBits) | (kPosMask - at) : 0;
+  }
+  __syncthreads();  // the histograms share the sort's storage
+  Sort(sh.sort).SortDescending(sorted, 0, 32 + kPosBits);
+  __syncthreads();
   uint32_t keys[kSortItems];
   int32_t pos[kSortItems];
 #pragma unroll
   for (int j = 0; j < kSortItems; ++j) {
-    pos[j] = threadIdx.x * kSortItems + j;
-    keys[j] = pos[j] < s.n ? order_key(sh.logit[pos[j]]) : 0u;
+    keys[j] = static_cast<uint32_t>(sorted[j] >> kPosBits);
+    pos[j] = static_cast<int32_t>(kPosMask - (sorted[j] & kPosMask));
   }
-  __syncthreads();  // the histograms share the sort's storage
-  Sort(sh.sort).SortDescending(keys, pos);
-  __syncthreads();
   // Rank r = threadIdx.x * kSortItems + j; ranks >= s.n are padding.
   uint32_t kth = 0;
   if (top_k > 0) {

@@ -703,7 +703,32 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   if (threadIdx.x == 0) *out = last >= 0 ? last : kSampleAllMasked;
 }
 
+__global__ void penalties_kernel(PenaltyParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.n_edits) return;
+  const PenaltyEdit e = p.edits[i];
+  if (e.row < 0 || e.row >= p.rows || e.id < 0 || e.id >= p.vocab) return;
+  const SamplingRow r = p.rules[e.row];
+  float &logit = p.logits[static_cast<int64_t>(e.row) * p.vocab + e.id];
+  float v = logit;
+  if (r.repetition_penalty != 1.0f)
+    v = v > 0.0f ? __fdiv_rn(v, r.repetition_penalty) : __fmul_rn(v, r.repetition_penalty);
+  // The host rounds the product before the sum: no fused multiply-add here.
+  logit = __fsub_rn(v, __fadd_rn(__fmul_rn(static_cast<float>(e.count), r.frequency_penalty),
+                                 r.presence_penalty));
+}
+
 }  // namespace
+
+cudaError_t apply_penalties(const PenaltyParams &p, cudaStream_t stream) {
+  if (p.n_edits < 0 || p.rows < 0 || p.vocab <= 0 ||
+      (p.n_edits > 0 && (!p.logits || !p.rules || !p.edits)))
+    return cudaErrorInvalidValue;
+  if (p.n_edits == 0) return cudaSuccess;
+  constexpr int kBlock = 256;
+  penalties_kernel<<<(p.n_edits + kBlock - 1) / kBlock, kBlock, 0, stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t sample(const SampleParams &p, cudaStream_t stream) {
   if (p.rows < 0 || p.vocab <= 0 || (p.rows > 0 && (!p.logits || !p.rules || !p.out)))

@@ -4,8 +4,9 @@
 // build_distribution then sample_from), and the uniform of a row is the host
 // Rng's draw `counter` for `seed`, so for the same logits the device picks the
 // host's token except where a different float summation order moves an
-// inverse-CDF, top-p or min-p boundary across the draw (rare). Penalties are
-// not applied here: rows with penalties stay on the host.
+// inverse-CDF, top-p or min-p boundary across the draw (rare). Penalties
+// (rule 1) are applied first, in place, by apply_penalties from per-row token
+// counts the host makes (sampling/penalties.h: penalty_counts).
 //
 // One block per row. A first pass finds the maximum, the argmax and bad
 // logits; top-k and top-p thresholds are found by radix descent over the
@@ -22,8 +23,8 @@
 
 namespace vegas::kernels {
 
-// One row's rule: SamplingParams without penalties, plus the row's Rng
-// counter before this draw (greedy rows ignore seed and counter).
+// One row's rule: SamplingParams plus the row's Rng counter before this draw
+// (greedy rows ignore seed and counter; sample() ignores the penalties).
 struct SamplingRow {
   float temperature = 0.0f;  // <= 0: greedy (lowest index of the largest logit)
   int32_t top_k = 0;         // 0 = off
@@ -31,6 +32,9 @@ struct SamplingRow {
   float min_p = 0.0f;        // 0 = off
   uint64_t seed = 0;
   uint64_t counter = 0;
+  float repetition_penalty = 1.0f;  // apply_penalties only
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
 };
 
 // Negative values written to `out` instead of a token.
@@ -49,5 +53,26 @@ struct SampleParams {
 };
 
 cudaError_t sample(const SampleParams &p, cudaStream_t stream);
+
+// Token `id` occurred `count` times in the penalty window of logit row `row`.
+struct PenaltyEdit {
+  int32_t row = 0;
+  int32_t id = 0;
+  int32_t count = 0;
+};
+
+struct PenaltyParams {
+  float *logits = nullptr;             // [rows][vocab], edited in place
+  const SamplingRow *rules = nullptr;  // [rows]: the penalties of each row
+  const PenaltyEdit *edits = nullptr;  // [n_edits], distinct (row, id) pairs
+  int32_t n_edits = 0;
+  int32_t rows = 0;
+  int32_t vocab = 0;
+};
+
+// The host's rule 1 bit for bit: repetition (logit > 0 ? logit / r : logit *
+// r), then logit -= count * frequency + presence, unfused. Edits naming a row
+// or id out of range are skipped.
+cudaError_t apply_penalties(const PenaltyParams &p, cudaStream_t stream);
 
 }  // namespace vegas::kernels

@@ -73,6 +73,10 @@ struct SamplingParams;
 struct RowSampling {
   const SamplingParams *params = nullptr;
   uint64_t rng_counter = 0;  // the row's sequence Rng counter before this draw
+  // The sequence's tokens (prompt and generated) for params' penalties; with
+  // penalties and history == NULL, forward_sample declines the batch.
+  const int32_t *history = nullptr;
+  int32_t history_len = 0;
 };
 
 struct ContextParams {

@@ -194,11 +194,21 @@ TEST_F(CudaVsCpu, DeviceGreedySampling) {
   EXPECT_EQ(got[1], sample_from(dist, rng.uniform()));
   EXPECT_EQ(got[0], argmax(last_logits_.data(), vocab));
   EXPECT_EQ(got[2], argmax(last_logits_.data() + 2 * size_t(vocab), vocab));
-  // Penalties are applied on the host: forward_sample declines, doing nothing.
-  hot.repetition_penalty = 1.1f;
+  // Penalties need the history: without it forward_sample declines, doing
+  // nothing; with it, the host's token for build_distribution(history).
+  hot.repetition_penalty = 1.3f;
+  hot.frequency_penalty = 0.2f;
   std::vector<int32_t> none(3, -1);
   EXPECT_FALSE(cuda_ctx_->forward_sample(last_batch_, rows.data(), none.data()));
   EXPECT_EQ(none, std::vector<int32_t>(3, -1));
+  const std::vector<int32_t> &history = seqs[1].tokens;
+  rows[1].history = history.data();
+  rows[1].history_len = static_cast<int32_t>(history.size());
+  ASSERT_TRUE(cuda_ctx_->forward_sample(last_batch_, rows.data(), got.data()));
+  build_distribution(last_logits_.data() + vocab, vocab, hot, history, &dist);
+  rng.set_counter(12);
+  EXPECT_EQ(got[1], sample_from(dist, rng.uniform()));
+  EXPECT_EQ(got[0], argmax(last_logits_.data(), vocab));
 }
 
 // A bad batch is an error, not a fault on the device.

@@ -14,6 +14,7 @@
 #include "rmsnorm.cuh"
 #include "rope_kv.cuh"
 #include "sampling.cuh"
+#include "sampling/penalties.h"
 #include "sampling/sampling.h"
 #include "swiglu.cuh"
 
@@ -444,16 +445,32 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
   bool all_greedy = true;
   for (int32_t i = 0; i < n; ++i) {
     const SamplingParams *p = rows[i].params;
-    if (p == nullptr || p->has_penalties()) return false;  // penalties: host sampling
+    if (p == nullptr) return false;
+    if (p->has_penalties() && rows[i].history == nullptr) return false;  // history unknown
     validate_sampling_params(*p);
     all_greedy = all_greedy && p->greedy();
   }
+  // Penalty edits (row, id, count) made here, so a bad history id throws
+  // before the step runs.
+  const int32_t vocab = model_.config().vocab_size;
+  penalty_list_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    penalty_counts(rows[i].history, static_cast<size_t>(std::max(rows[i].history_len, 0)), vocab,
+                   *rows[i].params, &penalty_counts_);
+    for (const auto &c : penalty_counts_)
+      penalty_list_.push_back(kernels::PenaltyEdit{i, c.first, c.second});
+  }
+  const int64_t n_edits = static_cast<int64_t>(penalty_list_.size());
+  if (n_edits > INT32_MAX)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_sample: too many penalty edits");
   model_.activate();
   const Step s = stage(batch);
-  // All greedy: the argmax runs inside the step (and its graph). Otherwise
-  // kernels::sample runs after it, on the rules staged here.
-  launch(s, all_greedy);
-  if (!all_greedy && n > 0) {
+  // All greedy without penalties: the argmax runs inside the step (and its
+  // graph). Otherwise penalties and kernels::sample run after it, on the
+  // rules staged here.
+  const bool in_graph_argmax = all_greedy && n_edits == 0;
+  launch(s, in_graph_argmax);
+  if (!in_graph_argmax && n > 0) {
     kernels::SamplingRow *rules = sample_rules_host_.get<kernels::SamplingRow>();
     for (int32_t i = 0; i < n; ++i) {
       const SamplingParams &p = *rows[i].params;
@@ -464,16 +481,37 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
       rule.min_p = p.min_p;
       rule.seed = p.seed;
       rule.counter = rows[i].rng_counter;  // the host advances it after the draw
+      rule.repetition_penalty = p.repetition_penalty;
+      rule.presence_penalty = p.presence_penalty;
+      rule.frequency_penalty = p.frequency_penalty;
     }
     check(cudaMemcpyAsync(sample_rules_.get(), rules, n * sizeof(kernels::SamplingRow),
                           cudaMemcpyHostToDevice, stream_),
           "upload of sampling rules");
+    if (n_edits > 0) {
+      const size_t bytes = static_cast<size_t>(n_edits) * sizeof(kernels::PenaltyEdit);
+      if (bytes > penalty_edits_.bytes()) penalty_edits_.allocate(2 * bytes, "penalty edits");
+      penalty_edits_host_.reserve(2 * bytes, "penalty edits");
+      std::copy(penalty_list_.begin(), penalty_list_.end(),
+                penalty_edits_host_.get<kernels::PenaltyEdit>());
+      check(cudaMemcpyAsync(penalty_edits_.get(), penalty_edits_host_.get(), bytes,
+                            cudaMemcpyHostToDevice, stream_),
+            "upload of penalty edits");
+      kernels::PenaltyParams pp;
+      pp.logits = as<float>(logits_);
+      pp.rules = sample_rules_.get<kernels::SamplingRow>();
+      pp.edits = penalty_edits_.get<kernels::PenaltyEdit>();
+      pp.n_edits = static_cast<int32_t>(n_edits);
+      pp.rows = n;
+      pp.vocab = vocab;
+      check(kernels::apply_penalties(pp, stream_), "apply_penalties");
+    }
     kernels::SampleParams sp;
     sp.logits = as<float>(logits_);
     sp.rules = sample_rules_.get<kernels::SamplingRow>();
     sp.out = as<int32_t>(sampled_);
     sp.rows = n;
-    sp.vocab = model_.config().vocab_size;
+    sp.vocab = vocab;
     check(kernels::sample(sp, stream_), "sample");
   }
   if (n > 0)

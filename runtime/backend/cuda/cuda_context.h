@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_model.h"
 #include "backend/cuda/decode_graphs.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/lt_gemm.h"
+#include "sampling.cuh"
 
 namespace vegas::cuda {
 
@@ -27,9 +29,10 @@ class CudaContext : public BackendContext {
   ~CudaContext() override;
 
   const float *forward(const ForwardBatch &batch) override;
-  // Device sampling (kernels/sampling.cuh): greedy, temperature, top-k, top-p
-  // and min-p rows; false for rows with penalties (the host samples those).
-  // Throws INVALID_ARGUMENT for a sampled row with a NaN/+inf or all -inf logits.
+  // Device sampling (kernels/sampling.cuh): every rule of build_distribution,
+  // penalties included (false for a row with penalties but no history).
+  // Throws INVALID_ARGUMENT for a row with a NaN/+inf or all -inf logits
+  // (rows decoded by the in-graph argmax, all greedy without penalties, excepted).
   bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                       int32_t *tokens_out) override;
 
@@ -89,6 +92,11 @@ class CudaContext : public BackendContext {
   PinnedBuffer logits_host_, sampled_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;
+  // Penalty edits of forward_sample (grown on demand) and their host scratch.
+  DeviceBuffer penalty_edits_;
+  PinnedBuffer penalty_edits_host_;
+  std::vector<kernels::PenaltyEdit> penalty_list_;
+  std::vector<std::pair<int32_t, int32_t>> penalty_counts_;  // (id, count) of one row
   // Score capture: [n_layers][slots][n_heads][stride] logits and
   // [n_layers][slots][n_heads] lse, grown on demand (capture steps run eagerly).
   DeviceBuffer cap_logits_, cap_lse_;

@@ -5,7 +5,9 @@
 // host's own numbers put a boundary within 1e-5 of the draw (an inverse-CDF
 // boundary, the top-p cut, or a weight equal to min_p to 1e-6), since the
 // device sums in another order. A chi-square test checks the device's samples
-// against the host probabilities, and a micro-benchmark prints µs per step.
+// against the host probabilities, penalties must edit the logits bit-exactly,
+// and a micro-benchmark prints µs per step (argmax kernel vs sample kernel per
+// rule, for 16 and 64 rows at vocab 8192 and 151936).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

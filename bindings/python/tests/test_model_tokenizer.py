@@ -54,3 +54,23 @@ def test_every_exported_function_is_declared():
     exported = {line.strip() for line in listed.read_text().splitlines()
                 if line.startswith("vegas_")}
     assert exported == set(SIGNATURES)
+
+
+def test_option_structs_survive_a_library_with_larger_ones():
+    """A newer library's *_init writes its whole (larger) struct: only ours is kept."""
+    import ctypes
+    from vegas import _lib
+    cls = _lib.SessionOptions
+    newer = ctypes.sizeof(cls) + 1024
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    def newer_init(p):
+        ctypes.memset(p, 0x11, newer)
+        ctypes.c_uint32.from_address(p).value = newer
+
+    opts = _lib.init_struct(cls, lambda ptr: newer_init(ctypes.cast(ptr, ctypes.c_void_p)))
+    assert opts.struct_size == ctypes.sizeof(cls)
+    assert opts.page_size == 0x11111111
+    for name in _lib._INITS:  # and the real library's defaults
+        struct = getattr(_lib, name)
+        assert _lib.init_struct(struct).struct_size == ctypes.sizeof(struct)

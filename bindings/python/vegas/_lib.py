@@ -182,6 +182,35 @@ SIGNATURES = {
 }
 
 
+# A library newer than this package may have appended fields to an option struct, and its
+# *_init functions write the whole struct they know. So init runs on a scratch buffer this
+# large, and only this package's part is kept, with struct_size saying how much that is (the
+# library reads no more than struct_size).
+_INIT_SCRATCH_BYTES = 4096
+
+
+def init_struct(cls, init=None):
+    """A `cls` (an option struct of vegas.h) filled with the library's defaults (by `init`,
+    normally the library's matching *_init function)."""
+    if init is None:
+        init = getattr(lib(), _INITS[cls.__name__])
+    scratch = ctypes.create_string_buffer(_INIT_SCRATCH_BYTES)
+    init(ctypes.cast(scratch, ctypes.POINTER(cls)))
+    out = cls.from_buffer_copy(scratch.raw[:ctypes.sizeof(cls)])
+    out.struct_size = ctypes.sizeof(cls)
+    return out
+
+
+_INITS = {
+    "TokenizeOptions": "vegas_tokenize_options_init",
+    "ModelOptions": "vegas_model_options_init",
+    "SessionOptions": "vegas_session_options_init",
+    "SamplingOptions": "vegas_sampling_options_init",
+    "Request": "vegas_request_init",
+    "GenerateOptions": "vegas_generate_options_init",
+}
+
+
 def _candidates() -> list:
     """Library paths to try, best first."""
     env = os.environ.get("VEGAS_LIBRARY")

@@ -33,8 +33,7 @@ ProgressCallback = Callable[[float], Optional[bool]]  # return True to cancel th
 
 
 def _model_options(backend, device_index, n_threads, progress):
-    opts = _lib.ModelOptions()
-    _lib.lib().vegas_model_options_init(ctypes.byref(opts))
+    opts = _lib.init_struct(_lib.ModelOptions)
     opts.backend = int(to_enum(Backend, backend))
     if device_index is not None:
         opts.device_index = device_index
@@ -148,8 +147,7 @@ class Model:
                  on_token: Optional[TokenCallback] = None, **session_options) -> str:
         """Completes `prompt` in a private session (vegas_generate) and returns the text."""
         lib = _lib.lib()
-        opts = _lib.GenerateOptions()
-        lib.vegas_generate_options_init(ctypes.byref(opts))
+        opts = _lib.init_struct(_lib.GenerateOptions)
         if max_tokens is not None:
             opts.max_tokens = max_tokens
         samp = sampling_struct(lib, sampling)

@@ -60,8 +60,7 @@ class Sampling:
 
     def to_struct(self, lib) -> "ctypes.Structure":
         from . import _lib
-        s = _lib.SamplingOptions()
-        lib.vegas_sampling_options_init(ctypes.byref(s))
+        s = _lib.init_struct(_lib.SamplingOptions)
         for f in fields(self):
             value = getattr(self, f.name)
             if value is not None:
@@ -79,8 +78,7 @@ def session_struct(lib, options: dict):
     """A filled vegas_session_options from keyword options (unknown names raise TypeError).
     The returned struct points into `policy` bytes kept on it as `_keep`."""
     from . import _lib
-    s = _lib.SessionOptions()
-    lib.vegas_session_options_init(ctypes.byref(s))
+    s = _lib.init_struct(_lib.SessionOptions)
     keep = []
     for name, value in options.items():
         if name not in SESSION_FIELDS:

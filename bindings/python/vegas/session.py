@@ -152,8 +152,7 @@ class Session:
         """Adds a sequence (text, or token ids) that starts at the next step; returns its id.
         `on_token` runs on the thread driving the session for every committed token."""
         ids = self._prompt_ids(prompt)
-        req = _lib.Request()
-        self._lib.vegas_request_init(ctypes.byref(req))
+        req = _lib.init_struct(_lib.Request)
         prompt_arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
         req.prompt = prompt_arr
         req.n_prompt = len(ids)

@@ -83,8 +83,7 @@ class Tokenizer:
                add_special: bool = True) -> List[int]:
         """Token ids of `text` (UTF-8), as Hugging Face tokenizers would encode it."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        opts = _lib.TokenizeOptions()
-        _lib.lib().vegas_tokenize_options_init(ctypes.byref(opts))
+        opts = _lib.init_struct(_lib.TokenizeOptions)
         opts.parse_special = int(parse_special)
         opts.add_special = int(add_special)
         return read_ids(_lib.lib().vegas_tokenize, self._ptr(), data, len(data),

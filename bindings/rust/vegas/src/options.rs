@@ -1,7 +1,5 @@
 //! Option structs of vegas.h as plain Rust structs. `Default` takes the library's defaults
 //! (from the matching `*_options_init`), so a field left alone means what it means in C.
-use std::mem::MaybeUninit;
-
 use vegas_sys as sys;
 
 /// Which compute backend a model runs on.
@@ -97,13 +95,26 @@ impl FinishReason {
     }
 }
 
-/// A C option struct filled by its `*_init` function.
-pub(crate) fn init<T>(f: unsafe extern "C" fn(*mut T)) -> T {
-    let mut out = MaybeUninit::<T>::zeroed();
-    // SAFETY: the init function writes every field of the struct it is given.
+/// Bytes of scratch an `*_init` function writes into (see `init`).
+const INIT_SCRATCH_BYTES: usize = 4096;
+
+/// A C option struct filled by its `*_init` function. A library newer than this crate may
+/// have appended fields, and its init writes the whole struct it knows: so init writes into
+/// a larger scratch buffer, this crate keeps its own part and sets `struct_size` to its own
+/// size (the library reads no more than struct_size). Every option struct starts with
+/// `uint32_t struct_size`.
+pub(crate) fn init<T: Copy>(f: unsafe extern "C" fn(*mut T)) -> T {
+    assert!(std::mem::size_of::<T>() <= INIT_SCRATCH_BYTES);
+    // u64 elements: aligned for every field type of the option structs.
+    let mut scratch = vec![0u64; INIT_SCRATCH_BYTES / 8];
+    // SAFETY: the scratch is large and aligned enough for T and for any struct a newer
+    // library appends fields to (up to INIT_SCRATCH_BYTES); the init writes every field of
+    // T, so the read sees an initialized T, whose first field is struct_size.
     unsafe {
-        f(out.as_mut_ptr());
-        out.assume_init()
+        let p = scratch.as_mut_ptr() as *mut T;
+        f(p);
+        *(p as *mut u32) = std::mem::size_of::<T>() as u32;
+        std::ptr::read(p)
     }
 }
 
@@ -306,5 +317,30 @@ impl Request {
     pub fn stop_id(mut self, id: i32) -> Request {
         self.stop_ids.push(id);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An init from a "newer library" whose struct is 1 KiB larger than this crate's.
+    unsafe extern "C" fn newer_init(p: *mut sys::vegas_session_options) {
+        std::ptr::write_bytes(
+            p as *mut u8,
+            0x11,
+            std::mem::size_of::<sys::vegas_session_options>() + 1024,
+        );
+        *(p as *mut u32) = 1024 + std::mem::size_of::<sys::vegas_session_options>() as u32;
+    }
+
+    #[test]
+    fn init_keeps_only_this_crates_part_of_a_larger_struct() {
+        let c = init(newer_init);
+        assert_eq!(
+            c.struct_size as usize,
+            std::mem::size_of::<sys::vegas_session_options>()
+        );
+        assert_eq!(c.page_size, 0x11111111);
     }
 }

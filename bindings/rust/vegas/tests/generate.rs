@@ -302,14 +302,27 @@ fn rust_selection_policy_is_called_and_dropped() {
 fn a_policy_without_vegas_mode_is_refused_and_dropped() {
     let model = common::load();
     let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let policy = Box::new(TopBudget { calls: calls.clone() });
-    let err = model.session_with_policy(&SessionOptions::default(), policy).unwrap_err();
+    let policy = Box::new(TopBudget {
+        calls: calls.clone(),
+    });
+    let err = model
+        .session_with_policy(&SessionOptions::default(), policy)
+        .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.message().contains("Mode::Vegas"));
     assert_eq!(std::sync::Arc::strong_count(&calls), 1);
     // A failed create (here: a budget too small for any page) drops the policy too.
-    let tiny = SessionOptions { mode: Mode::Vegas, kv_bytes: 1, ..SessionOptions::default() };
-    let result = model.session_with_policy(&tiny, Box::new(TopBudget { calls: calls.clone() }));
+    let tiny = SessionOptions {
+        mode: Mode::Vegas,
+        kv_bytes: 1,
+        ..SessionOptions::default()
+    };
+    let result = model.session_with_policy(
+        &tiny,
+        Box::new(TopBudget {
+            calls: calls.clone(),
+        }),
+    );
     assert!(result.is_err(), "a 1-byte KV budget is refused");
     assert_eq!(std::sync::Arc::strong_count(&calls), 1);
 }

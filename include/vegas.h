@@ -278,6 +278,16 @@ typedef enum vegas_decode_mode {
   VEGAS_MODE_FORCE32 = 0x7FFFFFFF
 } vegas_decode_mode;
 
+/* How a step shares the device between prompts and decoding sequences. */
+typedef enum vegas_schedule {
+  /* Default: decoding sequences advance in every step, next to prompt chunks
+   * (lowest latency for sequences already streaming). */
+  VEGAS_SCHEDULE_INTERLEAVE = 0,
+  /* No sequence decodes while another's prompt is still being prefilled, so
+   * decoding runs at the full batch (throughput benchmarks, batch jobs). */
+  VEGAS_SCHEDULE_PREFILL_FIRST = 1
+} vegas_schedule;
+
 typedef struct vegas_session_options {
   uint32_t struct_size;
   uint64_t kv_bytes;      /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
@@ -297,6 +307,7 @@ typedef struct vegas_session_options {
    * session copies it and owns user_data from a successful create on (it calls
    * destroy once when freed). Ignored by other policies. */
   const struct vegas_select_policy *select_policy;
+  int32_t schedule; /* vegas_schedule, default INTERLEAVE */
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init(vegas_session_options *options);
 

@@ -27,8 +27,8 @@ struct KeyMap {
 __device__ __forceinline__ KeyMap key_map(const PagedAttentionParams &p, int seq) {
   KeyMap m;
   const int off = p.seq_sparse_off == nullptr ? -1 : p.seq_sparse_off[seq];
-  if (off >= 0) {
-    const int32_t *rec = p.sparse_data + off;
+  if (off >= 0 || off <= -2) {
+    const int32_t *rec = off >= 0 ? p.sparse_data + off : p.sparse_device + (-2 - off);
     m.prefix = rec[0];
     m.n_sel = rec[2 + p.layer];
     m.sel = rec + 2 + p.n_layers + static_cast<int64_t>(p.layer) * rec[1];

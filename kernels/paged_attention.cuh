@@ -50,7 +50,10 @@ struct PagedAttentionParams {
   // counts[n_layers], positions[n_layers][stride]}. In layer `layer` its rows
   // attend to the counts[layer] selected positions (ascending, < prefix), then
   // to every position from prefix to their own.
+  // An offset <= -2 names a record at sparse_device + (-2 - offset) instead
+  // (sets kv_select wrote on the device).
   const int32_t *sparse_data = nullptr;
+  const int32_t *sparse_device = nullptr;
   const int32_t *seq_sparse_off = nullptr;  // [n_seqs]; null = all dense
   int32_t n_layers = 0;
   int32_t layer = 0;

@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|all]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|all] [test filter regex]
+#   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
+#   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
 set -u
 DIR=${1:-.carry/cuda}
 WHAT=${2:-all}
@@ -16,8 +18,10 @@ fi
 export VEGAS_MODEL_DIR="$PWD/models/vegas-code-22m" VEGAS_SOURCE_DIR="$PWD"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 summary=()
-if [ "$WHAT" != bench ]; then
+FILTER=${3:-.}
+if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
   for t in "$DIR"/bin/test_cuda_*; do
+    basename "$t" | grep -Eq "$FILTER" || continue
     name=$(basename "$t")
     start=$SECONDS
     "$t" > "$OUT/$name.log" 2>&1
@@ -27,7 +31,33 @@ if [ "$WHAT" != bench ]; then
     summary+=("$(printf '%-24s rc=%-3s %5ss  %s' "$name" "$rc" "$secs" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$name.log" | tr '\n' ' ')")")
   done
 fi
-if [ "$WHAT" != tests ]; then
+if [ "$WHAT" = vegas ]; then
+  prompts="$DIR/bench/prompts-public.jsonl"
+  common=(bench --backend cuda --prompts "$prompts" --batch 16 --new-tokens 256 --mode vegas
+    --gamma 6 --ratio 0.07 --seed 1)
+  sampled=(--temperature 0.6 --top-k 20 --top-p 0.95)
+  for ctx in ${VEGAS_CONTEXTS:-8192}; do
+    for spec in "vegas 0.5" "vegas 0" "vegas 0.25" "streaming 0" "specextend 0" "vegas-all 0"; do
+      set -- $spec
+      "$DIR/bin/vegas" "${common[@]}" "${sampled[@]}" --context "$ctx" --policy "$1" --window-share "$2" \
+        > "$OUT/vegas-$ctx-$1-$2.json" 2> "$OUT/vegas-$ctx-$1-$2.err"
+      python3 - "$OUT/vegas-$ctx-$1-$2.json" "$ctx" "$1" "$2" <<'PY' || tail -3 "$OUT/vegas-$ctx-$1-$2.err"
+import json, sys
+j = json.load(open(sys.argv[1])); v = j["vegas"]; s = v.get("stats", v)
+print(f"vegas ctx {sys.argv[2]:>5} {sys.argv[3]:<10} ws {sys.argv[4]:<4} tau {s.get('tau', 0):5.2f} "
+      f"vanilla {j.get('decode_tokens_per_s', 0):8.0f} tok/s vegas {v['decode_tokens_per_s']:8.0f} tok/s "
+      f"speedup {v.get('speedup', 0):4.2f}x select {s.get('select_share', 0)*100:4.1f}% "
+      f"draft {s.get('draft_share', 0)*100:4.1f}% verify {s.get('verify_share', 0)*100:4.1f}%")
+PY
+    done
+    # Greedy: the tokens must equal vanilla's (lossless), device selection included.
+    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --policy vegas --window-share 0.5 \
+      --temperature 0 > "$OUT/vegas-$ctx-greedy.json" 2> "$OUT/vegas-$ctx-greedy.err"
+    python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
+  done
+  (cd "$OUT" && tar czf vegas-runs.tgz vegas-*.json vegas-*.err && rm -f vegas-*.json vegas-*.err)
+fi
+if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"
 fi
 echo

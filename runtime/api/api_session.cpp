@@ -30,6 +30,9 @@ vegas::SessionParams to_session_params(const vegas_session_options &o) {
   p.page_size = o.page_size;
   p.max_batch = o.max_batch;
   p.prefill_chunk = o.prefill_chunk;
+  if (o.schedule != VEGAS_SCHEDULE_INTERLEAVE && o.schedule != VEGAS_SCHEDULE_PREFILL_FIRST)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown schedule " + std::to_string(o.schedule));
+  p.prefill_first = o.schedule == VEGAS_SCHEDULE_PREFILL_FIRST;
   p.speculative = o.mode == VEGAS_MODE_VEGAS;
   if (p.speculative) {
     p.spec.policy = o.policy != nullptr ? o.policy : "vegas";
@@ -84,9 +87,11 @@ vegas::SequenceRequest to_request(const vegas_request *in) {
   if (r.n_stop_ids > 0) out.stop_ids.assign(r.stop_ids, r.stop_ids + r.n_stop_ids);
   for (size_t i = 0; i < r.n_stop_strings; ++i) {
     if (r.stop_strings[i] == nullptr)
-      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.stop_strings[" + std::to_string(i) + "] is NULL");
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
+                  "request.stop_strings[" + std::to_string(i) + "] is NULL");
     if (r.stop_strings[i][0] == '\0')
-      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.stop_strings[" + std::to_string(i) + "] is empty");
+      vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
+                  "request.stop_strings[" + std::to_string(i) + "] is empty");
     out.stop_strings.emplace_back(r.stop_strings[i]);
   }
   out.on_token = r.on_token;
@@ -121,6 +126,7 @@ VEGAS_API void vegas_session_options_init(vegas_session_options *o) {
   o->sink = 16;
   o->top_p_mass = 0.9f;
   o->select_policy = nullptr;
+  o->schedule = VEGAS_SCHEDULE_INTERLEAVE;
 }
 
 VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *o) {
@@ -267,7 +273,8 @@ VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32
   return guarded([&] {
     const vegas::Sequence &seq = session_of(session).sequence(seq_id);
     const size_t n = static_cast<size_t>(seq.n_generated());
-    write_buffer(seq.tokens.data() + seq.n_prompt(), n, ids, capacity, n_ids, "vegas_sequence_tokens");
+    write_buffer(seq.tokens.data() + seq.n_prompt(), n, ids, capacity, n_ids,
+                 "vegas_sequence_tokens");
   });
 }
 

@@ -38,17 +38,37 @@ struct ScoreCapture {
   float *lse = nullptr;     // [n_layers][n_rows][n_heads]
 };
 
+// Selection on the device (DESIGN §5, kernels/kv_select.cuh): the set of each
+// layer is the candidates [0, head) and [n - tail, n) plus the best `scored` of
+// the rest, ranked by the mean over the captured rows and query heads of the
+// softmax weight (weight) or logit. With `deferred` the scores are kept and
+// BackendContext::select_deferred later names the one row to use (specextend).
+struct DeviceSelection {
+  int32_t key = -1;  // names the kept set; the caller's sequence id
+  int32_t head = 0;
+  int32_t tail = 0;
+  int32_t scored = 0;
+  bool weight = true;
+  bool deferred = false;
+};
+
 // New rows of one sequence in a forward batch.
 struct SeqRows {
   const int32_t *tokens = nullptr;  // n_tokens ids
   int32_t n_tokens = 0;
-  int32_t start_pos = 0;            // position of tokens[0] = tokens already in the KV
+  int32_t start_pos = 0;                // position of tokens[0] = tokens already in the KV
   const int32_t *page_table = nullptr;  // covers start_pos + n_tokens slots
   int32_t n_pages = 0;
   // Which rows need logits: none, the last one, or all (verification).
   enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
   const SparseAttention *sparse = nullptr;  // optional: sparse drafting
   const ScoreCapture *capture = nullptr;    // optional: selection scores
+  // Backends with device_selection() only: with `device_select`, the captured
+  // scores stay on the device (capture->logits/lse may be NULL) and select the
+  // set kept under device_select->key; device_sparse_key >= 0 drafts with the
+  // set kept under that key (instead of `sparse`).
+  const struct DeviceSelection *device_select = nullptr;
+  int32_t device_sparse_key = -1;
 };
 
 struct ForwardBatch {
@@ -105,6 +125,20 @@ class BackendContext {
     (void)tokens_out;
     return false;
   }
+
+  // Whether SeqRows::device_select / device_sparse_key are supported.
+  virtual bool device_selection() const { return false; }
+  // For sets whose forward pass had deferred=true: select from captured row
+  // `row` (an index into that capture's rows) of each key. Asynchronous.
+  struct DeferredSelect {
+    int32_t key = -1;
+    int32_t row = 0;
+  };
+  virtual void select_deferred(const std::vector<DeferredSelect> &items) { (void)items; }
+  // Frees the set kept under `key` (the sequence ended).
+  virtual void forget_selection(int32_t key) { (void)key; }
+  // Device time spent selecting since the last call, in seconds.
+  virtual double take_select_seconds() { return 0.0; }
 };
 
 class BackendModel {

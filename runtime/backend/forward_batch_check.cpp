@@ -41,7 +41,9 @@ void check_sparse(size_t i, const SeqRows &s, const SparseAttention &sp, int32_t
 void check_capture(size_t i, const SeqRows &s, const ScoreCapture &cap) {
   if (s.sparse != nullptr) bad_seq(i, "score capture needs full attention, not a sparse set");
   if (cap.n_rows < 0 || cap.n_candidates < 0) bad_seq(i, "capture sizes < 0");
-  if (cap.n_rows > 0 && (cap.rows == nullptr || cap.logits == nullptr || cap.lse == nullptr)) {
+  const bool on_device = s.device_select != nullptr;  // scores stay on the device
+  if (cap.n_rows > 0 &&
+      (cap.rows == nullptr || (!on_device && (cap.logits == nullptr || cap.lse == nullptr)))) {
     bad_seq(i, "capture rows, logits or lse is NULL");
   }
   for (int32_t c = 0; c < cap.n_rows; ++c) {
@@ -59,6 +61,17 @@ void check_capture(size_t i, const SeqRows &s, const ScoreCapture &cap) {
       if (cap.rows[c2] == r) bad_seq(i, "capture row " + std::to_string(r) + " listed twice");
     }
   }
+}
+
+void check_device_select(size_t i, const SeqRows &s, const DeviceSelection &sel) {
+  if (s.capture == nullptr) bad_seq(i, "device selection without a score capture");
+  const int64_t n = s.capture->n_candidates;
+  if (sel.key < 0 || sel.head < 0 || sel.tail < 0 || sel.scored < 0 ||
+      int64_t{sel.head} + sel.tail + sel.scored > n)
+    bad_seq(i, "device selection key " + std::to_string(sel.key) + ", head " +
+                   std::to_string(sel.head) + ", tail " + std::to_string(sel.tail) + ", scored " +
+                   std::to_string(sel.scored) + " do not fit " + std::to_string(n) + " candidates");
+  if (sel.scored > 0 && s.capture->n_rows == 0) bad_seq(i, "device selection scores no row");
 }
 
 }  // namespace
@@ -103,6 +116,9 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
     }
     if (s.sparse != nullptr) check_sparse(i, s, *s.sparse, config.n_layers);
     if (s.capture != nullptr) check_capture(i, s, *s.capture);
+    if (s.device_select != nullptr) check_device_select(i, s, *s.device_select);
+    if (s.device_sparse_key >= 0 && s.sparse != nullptr)
+      bad_seq(i, "both a host sparse set and a device set (device_sparse_key)");
     total += s.n_tokens;
   }
   if (total > params.max_rows) {

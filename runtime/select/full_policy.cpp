@@ -13,6 +13,13 @@ class FullPolicy final : public PolicyBase {
 
   SelectionNeeds needs() const override { return SelectionNeeds{}; }
 
+  bool device_plan(int32_t n, DevicePlan *plan) const override {
+    plan->head = n;
+    plan->tail = 0;
+    plan->scored = 0;
+    return true;
+  }
+
   int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) override {
     check_call(in, out, capacity);
     for (int32_t pos = 0; pos < in.n; ++pos) out[pos] = pos;

@@ -29,6 +29,16 @@ class ScoreTopKPolicy final : public PolicyBase {
     return needs;
   }
 
+  bool device_plan(int32_t n, DevicePlan *plan) const override {
+    const int32_t k = budget(n);
+    plan->head = 0;
+    plan->tail = window_count(k, options_.window_share);
+    plan->scored = k - plan->tail;
+    plan->weight = options_.score_kind == ScoreKind::kWeight;
+    plan->last_accepted = rule_ == ScoreRowRule::kLastAccepted;
+    return true;
+  }
+
   int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) override {
     check_call(in, out, capacity);
     if (in.n == 0) return 0;

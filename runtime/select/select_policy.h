@@ -72,6 +72,18 @@ struct SelectionNeeds {
   bool every_draft_step = false;  // select before each draft step, not once per round
 };
 
+// A policy's form for backends that select on the device
+// (BackendContext::device_selection, kernels/kv_select.cuh): keep candidates
+// [0, head) and [n - tail, n) and the best `scored` of the rest by the mean
+// weight (or logit) of the captured rows.
+struct DevicePlan {
+  int32_t head = 0;
+  int32_t tail = 0;
+  int32_t scored = 0;
+  bool weight = true;
+  bool last_accepted = false;  // reduce only the last accepted row (chosen after acceptance)
+};
+
 class SelectionPolicy {
  public:
   virtual ~SelectionPolicy() = default;
@@ -84,6 +96,13 @@ class SelectionPolicy {
   virtual int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) = 0;
   // Sequence seq_id has ended; policies with per-sequence state drop it.
   virtual void reset(int32_t seq_id) { (void)seq_id; }
+  // The device form of this policy for n candidates; false when it has none
+  // (the scores then come back to the host and select() runs).
+  virtual bool device_plan(int32_t n, DevicePlan *plan) const {
+    (void)n;
+    (void)plan;
+    return false;
+  }
 };
 
 // Policies: "vegas", "vegas-all", "specextend", "streaming", "quest", "topp",

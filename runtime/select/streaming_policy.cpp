@@ -15,6 +15,14 @@ class StreamingPolicy final : public PolicyBase {
 
   SelectionNeeds needs() const override { return SelectionNeeds{}; }
 
+  bool device_plan(int32_t n, DevicePlan *plan) const override {
+    const int32_t k = budget(n);
+    plan->head = std::min(options_.sink, k);
+    plan->tail = k - plan->head;
+    plan->scored = 0;
+    return true;
+  }
+
   int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) override {
     check_call(in, out, capacity);
     const int32_t k = budget(in.n);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "common/parallel_rows.h"
 
 namespace vegas {
 
@@ -70,6 +71,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * (params_.spec.gamma + 1));
   }
   context_ = model_->backend().create_context(cp);
+  if (spec_) spec_->use_device_selection(context_->device_selection());
 }
 
 Session::~Session() = default;
@@ -168,7 +170,10 @@ void Session::finish(Sequence &seq, vegas_finish_reason reason, vegas_status sta
   seq.status = status;
   pool_.release(seq.page_table);
   seq.kv_len = 0;
-  if (spec_) spec_->forget(seq.id);
+  if (spec_) {
+    spec_->forget(seq.id);
+    context_->forget_selection(seq.id);
+  }
 }
 
 void Session::emit(Sequence &seq, int32_t token, const std::string &piece) {
@@ -237,8 +242,13 @@ int32_t Session::step() {
   std::vector<Sequence *> spec_seqs;  // VEGAS mode: decoding sequences for the speculative round
   ForwardBatch batch;
   int32_t decode_rows = 0;
+  bool prompts_pending = false;
+  for (auto &entry : sequences_)
+    prompts_pending =
+        prompts_pending || (!entry.second->finished() && entry.second->pending_rows() > 1);
   for (auto &entry : sequences_) {
     Sequence &seq = *entry.second;
+    if (params_.prefill_first && prompts_pending) break;  // decoding waits for every prompt
     if (seq.finished() || seq.pending_rows() != 1 || decode_rows >= params_.max_batch) continue;
     (spec_ ? spec_seqs : batch_seqs).push_back(&seq);
     ++decode_rows;
@@ -294,20 +304,32 @@ int32_t Session::step() {
     const float *logits = context_->forward(batch);
     const int32_t vocab = model_->config().vocab_size;
     const double forward_seconds = seconds_since(t0);
-    int32_t logit_row = 0;
+    // Draw every row's token first, in parallel (each sequence has its own
+    // Rng), then commit them in order on this thread (callbacks run there).
+    std::vector<int64_t> logit_row(ready.size(), -1);
+    int64_t n_logit_rows = 0;
+    for (size_t i = 0; i < ready.size(); ++i)
+      if (batch.seqs[i].logits != SeqRows::Logits::kNone) logit_row[i] = n_logit_rows++;
+    std::vector<int32_t> drawn(ready.size(), -1);
+    parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
+      Sequence &seq = *ready[static_cast<size_t>(i)];
+      if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
+      std::vector<int32_t> history;
+      if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+      TokenDistribution dist;
+      build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
+                         seq.req.sampling, history, &dist);
+      drawn[static_cast<size_t>(i)] =
+          seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
+    });
     for (size_t i = 0; i < ready.size(); ++i) {
       Sequence &seq = *ready[i];
       const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;
       (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
       seq.kv_len += rows_of[i];
       if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-      const float *row = logits + static_cast<int64_t>(logit_row++) * vocab;
       if (seq.finished()) continue;  // cancelled from a callback of an earlier sequence
-      history_.clear();
-      if (seq.req.sampling.has_penalties()) history_.assign(seq.tokens.begin(), seq.tokens.end());
-      build_distribution(row, vocab, seq.req.sampling, history_, &dist_);
-      const int32_t token =
-          seq.req.sampling.greedy() ? dist_.ids[0] : sample_from(dist_, seq.rng.uniform());
+      const int32_t token = drawn[i];
       const bool first_token = seq.n_generated() == 0;
       commit_token(seq, token);
       if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);

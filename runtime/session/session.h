@@ -24,6 +24,7 @@ struct SessionParams {
   int32_t page_size = 16;
   int32_t max_batch = 64;
   int32_t prefill_chunk = 512;
+  bool prefill_first = false;  // VEGAS_SCHEDULE_PREFILL_FIRST
   bool speculative = false;  // VEGAS mode: draft/verify rounds instead of one token per step
   SpeculativeParams spec;
 };
@@ -75,8 +76,6 @@ class Session {
   std::atomic<bool> has_pending_cancels_{false};
 
   // Reused per step.
-  TokenDistribution dist_;
-  std::vector<int32_t> history_;
 };
 
 }  // namespace vegas

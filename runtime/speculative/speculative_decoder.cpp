@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "common/parallel_rows.h"
 #include "sampling/speculative_accept.h"
 
 namespace vegas {
@@ -45,6 +46,33 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
                                   "speculative loop does not provide yet");
   totals_.accepted_at.assign(static_cast<size_t>(params_.gamma), 0);
   totals_.drafted_at.assign(static_cast<size_t>(params_.gamma), 0);
+}
+
+bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
+  DevicePlan plan;
+  device_ = backend_supports && policy_->device_plan(1, &plan);
+  return device_;
+}
+
+void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
+                                             const std::vector<int32_t> &rows, SeqRows &r) {
+  DevicePlan plan;
+  policy_->device_plan(n_candidates, &plan);
+  st.capture_rows = plan.scored > 0 ? rows : std::vector<int32_t>{};
+  st.capture.n_candidates = n_candidates;
+  st.capture.rows = st.capture_rows.data();
+  st.capture.n_rows = static_cast<int32_t>(st.capture_rows.size());
+  st.capture.logits = nullptr;  // the scores stay on the device
+  st.capture.lse = nullptr;
+  st.device_select.key = seq_id;
+  st.device_select.head = plan.head;
+  st.device_select.tail = plan.tail;
+  st.device_select.scored = plan.scored;
+  st.device_select.weight = plan.weight;
+  // After prefill there is one row, so nothing is left to choose.
+  st.device_select.deferred = plan.last_accepted && st.capture.n_rows > 1;
+  r.capture = &st.capture;
+  r.device_select = &st.device_select;
 }
 
 SpeculativeDecoder::SeqState &SpeculativeDecoder::state(int32_t seq_id) {
@@ -103,6 +131,10 @@ void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidate
 
 void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
   SeqState &st = state(seq.id);
+  if (device_) {
+    setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
+    return;
+  }
   if (policy_->needs().score_rows == ScoreRows::kNone) return;
   setup_capture(st, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1});
   rows.capture = &st.capture;
@@ -111,6 +143,10 @@ void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
 void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
   const double t0 = now_seconds();
   SeqState &st = state(seq.id);
+  if (device_) {  // selected by the prefill's forward pass
+    st.has_selection = true;
+    return;
+  }
   if (policy_->needs().score_rows == ScoreRows::kNone) st.capture.n_rows = 0;
   select(seq, st, seq.kv_len, 0);
   totals_.select_seconds += now_seconds() - t0;
@@ -147,7 +183,6 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
 
   // Draft: γ single-row sparse forward passes, batched over the sequences.
   const double t_draft = now_seconds();
-  std::vector<int32_t> history;
   int32_t max_gamma = 0;
   for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
   std::vector<int32_t> inputs(work.size());
@@ -165,20 +200,24 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       r.page_table = w.seq->page_table.data();
       r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
       r.logits = SeqRows::Logits::kLast;
-      r.sparse = &w.st->sparse;
+      if (device_)
+        r.device_sparse_key = w.seq->id;
+      else
+        r.sparse = &w.st->sparse;
       batch.seqs.push_back(r);
       in_batch.push_back(&w);
     }
     const float *logits = context.forward(batch);
-    for (size_t b = 0; b < in_batch.size(); ++b) {
-      Work &w = *in_batch[b];
-      build_history(*w.seq, w.drafts, j, &history);
+    // Rows are independent (each sequence has its own Rng): build them in parallel.
+    parallel_rows(static_cast<int64_t>(in_batch.size()), [&](int64_t b) {
+      Work &w = *in_batch[static_cast<size_t>(b)];
+      std::vector<int32_t> row_history;
+      build_history(*w.seq, w.drafts, j, &row_history);
       TokenDistribution &q = w.q[static_cast<size_t>(j)];
-      build_distribution(logits + static_cast<int64_t>(b) * vocab, vocab, w.seq->req.sampling,
-                         history, &q);
+      build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
       w.drafts[static_cast<size_t>(j)] =
           w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
-    }
+    });
   }
   totals_.draft_seconds += now_seconds() - t_draft;
 
@@ -199,7 +238,16 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     r.page_table = w.seq->page_table.data();
     r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
     r.logits = SeqRows::Logits::kAll;
-    if (score_rows != ScoreRows::kNone) {
+    if (device_) {
+      std::vector<int32_t> rows;
+      if (score_rows == ScoreRows::kAll) {
+        for (int32_t k = 0; k <= w.gamma; ++k) rows.push_back(k);
+      } else if (score_rows == ScoreRows::kFirstLast) {
+        rows.push_back(0);
+        if (w.gamma > 0) rows.push_back(w.gamma);
+      }
+      setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
+    } else if (score_rows != ScoreRows::kNone) {
       std::vector<int32_t> rows;
       if (score_rows == ScoreRows::kAll) {
         for (int32_t k = 0; k <= w.gamma; ++k) rows.push_back(k);
@@ -214,17 +262,23 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   }
   const float *vlogits = context.forward(verify);
   totals_.verify_seconds += now_seconds() - t_verify;
+  if (device_) {  // the selection kernel ran inside the verify pass: count it apart
+    const double select_s = context.take_select_seconds();
+    totals_.verify_seconds -= select_s;
+    totals_.select_seconds += select_s;
+  }
 
-  // Accept, commit, select.
-  int64_t row_base = 0;
-  AcceptResult result;
-  std::vector<TokenDistribution> p;
-  for (size_t i = 0; i < work.size(); ++i) {
-    Work &w = work[i];
+  // Accept: per sequence, independent of the others, so in parallel.
+  std::vector<AcceptResult> results(work.size());
+  std::vector<int64_t> row_base(work.size(), 0);
+  for (size_t i = 1; i < work.size(); ++i) row_base[i] = row_base[i - 1] + work[i - 1].gamma + 1;
+  parallel_rows(static_cast<int64_t>(work.size()), [&](int64_t wi) {
+    Work &w = work[static_cast<size_t>(wi)];
     Sequence &seq = *w.seq;
-    const float *rows = vlogits + row_base * vocab;
-    row_base += w.gamma + 1;
-    p.resize(static_cast<size_t>(w.gamma) + 1);
+    AcceptResult &result = results[static_cast<size_t>(wi)];
+    const float *rows = vlogits + row_base[static_cast<size_t>(wi)] * vocab;
+    std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
+    std::vector<int32_t> history;
     auto target = [&](int32_t row) -> const TokenDistribution & {
       build_history(seq, w.drafts, row, &history);
       build_distribution(rows + static_cast<int64_t>(row) * vocab, vocab, seq.req.sampling, history,
@@ -244,6 +298,14 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
                      params_.debug_broken_residual ? ResidualRule::kBrokenFromTarget
                                                    : ResidualRule::kLossless);
     }
+  });
+
+  // Commit (session callbacks: one thread, in order), then select.
+  std::vector<BackendContext::DeferredSelect> deferred;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Work &w = work[i];
+    Sequence &seq = *w.seq;
+    const AcceptResult &result = results[i];
     const int32_t old_kv = seq.kv_len;
     seq.stats.rounds += 1;
     seq.stats.drafted += w.gamma;
@@ -265,6 +327,10 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     // t0 and the accepted drafts now hold exact K/V; the rest is rolled back.
     seq.kv_len = old_kv + 1 + result.n_accepted;
     pool.truncate(seq.page_table, seq.kv_len + 1);
+    if (device_) {  // selected by the verify pass, or now from the last accepted row
+      if (w.st->device_select.deferred) deferred.push_back({seq.id, result.n_accepted});
+      continue;
+    }
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     const int32_t last_row =
@@ -272,6 +338,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     select(seq, *w.st, old_kv + 1, last_row);
     totals_.select_seconds += now_seconds() - t_select;
   }
+  if (!deferred.empty()) context.select_deferred(deferred);
+  if (device_) totals_.select_seconds += context.take_select_seconds();
 }
 
 }  // namespace vegas

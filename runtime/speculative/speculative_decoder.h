@@ -59,6 +59,12 @@ class SpeculativeDecoder {
   const SpeculativeTotals &totals() const { return totals_; }
   const SelectionPolicy &policy() const { return *policy_; }
 
+  // Selects on the device when the backend can and the policy has a device
+  // form (DevicePlan); call once, after the backend context exists. Returns
+  // whether device selection is on.
+  bool use_device_selection(bool backend_supports);
+  bool device_selection() const { return device_; }
+
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
   void prepare_prefill_capture(Sequence &seq, SeqRows &rows);
@@ -83,11 +89,15 @@ class SpeculativeDecoder {
     std::vector<float> score_lse;     // [n_layers][n_rows][n_heads]
     ScoreCapture capture;
     SparseAttention sparse;
+    DeviceSelection device_select;
     bool has_selection = false;
   };
 
   SeqState &state(int32_t seq_id);
   void setup_capture(SeqState &st, int32_t n_candidates, const std::vector<int32_t> &rows);
+  // Device mode: captures `rows` for a selection over n candidates made on the device.
+  void setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
+                           const std::vector<int32_t> &rows, SeqRows &r);
   // Runs the policy for every layer over the captured scores.
   void select(Sequence &seq, SeqState &st, int32_t n_candidates, int32_t last_accepted_row);
 
@@ -95,6 +105,7 @@ class SpeculativeDecoder {
   SpeculativeParams params_;
   std::unique_ptr<SelectionPolicy> policy_;
   std::map<int32_t, SeqState> states_;
+  bool device_ = false;
   SpeculativeTotals totals_;
 };
 

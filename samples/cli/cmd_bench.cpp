@@ -244,6 +244,9 @@ void run_bench(const BenchArgs &a) {
   vegas_session_options_init(&so);
   so.max_batch = std::max(a.batch, 1);
   so.prefill_chunk = 2048;
+  // Decoding is measured at the full batch: no sequence decodes (and finishes
+  // early) while later prompts are still being prefilled.
+  so.schedule = VEGAS_SCHEDULE_PREFILL_FIRST;
   // Room for every sequence plus a round's drafts.
   so.kv_bytes = static_cast<uint64_t>(a.batch) *
                 static_cast<uint64_t>(max_prompt + a.new_tokens + a.gamma + 64) *

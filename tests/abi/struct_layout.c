@@ -71,7 +71,7 @@ int main(void) {
   PIN_OFFSET(vegas_model_info, weight_bytes, 48);
   PIN_OFFSET(vegas_model_info, kv_bytes_per_token, 56);
   PIN_OFFSET(vegas_model_info, architecture, 64);
-  PIN_SIZE(vegas_session_options, 80);
+  PIN_SIZE(vegas_session_options, 88);
   PIN_OFFSET(vegas_session_options, struct_size, 0);
   PIN_OFFSET(vegas_session_options, kv_bytes, 8);
   PIN_OFFSET(vegas_session_options, page_size, 16);
@@ -87,6 +87,7 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, sink, 60);
   PIN_OFFSET(vegas_session_options, top_p_mass, 64);
   PIN_OFFSET(vegas_session_options, select_policy, 72);
+  PIN_OFFSET(vegas_session_options, schedule, 80);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);

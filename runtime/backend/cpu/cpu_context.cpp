@@ -189,6 +189,9 @@ void CpuContext::compute_logits(const ForwardBatch &batch) {
 const float *CpuContext::forward(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_);
+  for (const SeqRows &s : batch.seqs)
+    if (s.device_select != nullptr || s.device_sparse_key >= 0)
+      fail(VEGAS_ERR_UNSUPPORTED, "forward batch: the CPU backend has no device selection");
   prepare_rows(batch);
   const int64_t n = static_cast<int64_t>(tokens_.size());
   cpu_embedding(model_.weights().embed.data(), tokens_.data(), n, c.hidden_size, x_.data());

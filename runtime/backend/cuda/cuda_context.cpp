@@ -1,8 +1,12 @@
 #include "backend/cuda/cuda_context.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "argmax.cuh"
 #include "backend/forward_batch_check.h"
@@ -98,6 +102,17 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
   partial_lse_.allocate(split_rows_capacity_ * c.n_heads * sizeof(float), "attention workspace");
   sampled_host_.reserve(r * sizeof(int32_t), "sampled ids");
+  // A device-selected record holds up to every slot of the pool per layer.
+  sel_stride_ = static_cast<int32_t>(slots);
+  sel_words_ = 2 + int64_t{c.n_layers} * (1 + sel_stride_);
+  check(cudaEventCreate(&sel_begin_), "cudaEventCreate");
+  check(cudaEventCreate(&sel_end_), "cudaEventCreate");
+  // VEGAS_CUDA_TRACE=1: one line per forward call on stderr (launch shape,
+  // host staging, device and wall time), for finding where a step's time goes.
+  const char *trace = std::getenv("VEGAS_CUDA_TRACE");
+  trace_ = trace != nullptr && trace[0] == '1';
+  check(cudaEventCreate(&trace_begin_), "cudaEventCreate");
+  check(cudaEventCreate(&trace_end_), "cudaEventCreate");
 }
 
 CudaContext::~CudaContext() {
@@ -106,6 +121,122 @@ CudaContext::~CudaContext() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+  if (sel_begin_) cudaEventDestroy(sel_begin_);
+  if (sel_end_) cudaEventDestroy(sel_end_);
+  if (trace_begin_) cudaEventDestroy(trace_begin_);
+  if (trace_end_) cudaEventDestroy(trace_end_);
+}
+
+int32_t CudaContext::selection_offset(int32_t key) {
+  auto it = sel_slot_.find(key);
+  if (it == sel_slot_.end()) {
+    if (sel_free_.empty()) {
+      const int32_t grown = std::max(4, 2 * sel_slots_);
+      if (grown * sel_words_ > INT32_MAX - 2)
+        fail(VEGAS_ERR_OUT_OF_MEMORY, "CUDA: device selection sets of " + std::to_string(grown) +
+                                          " sequences exceed 2^31 entries");
+      DeviceBuffer bigger(static_cast<size_t>(grown * sel_words_) * sizeof(int32_t),
+                          "device selection sets");
+      if (sel_slots_ > 0)
+        check(cudaMemcpyAsync(bigger.get(), sel_records_.get(), sel_records_.bytes(),
+                              cudaMemcpyDeviceToDevice, stream_),
+              "selection sets copy");
+      check(cudaStreamSynchronize(stream_), "stream sync");
+      sel_records_ = std::move(bigger);
+      graphs_.clear();  // graphs hold the old address
+      for (int32_t slot = grown - 1; slot >= sel_slots_; --slot) sel_free_.push_back(slot);
+      sel_slots_ = grown;
+    }
+    it = sel_slot_.emplace(key, sel_free_.back()).first;
+    sel_free_.pop_back();
+  }
+  return static_cast<int32_t>(it->second * sel_words_);
+}
+
+void CudaContext::forget_selection(int32_t key) {
+  auto it = sel_slot_.find(key);
+  if (it == sel_slot_.end()) return;
+  sel_free_.push_back(it->second);
+  sel_slot_.erase(it);
+  sel_deferred_.erase(key);
+}
+
+void CudaContext::collect_select_time() {
+  if (!sel_timed_) return;
+  check(cudaEventSynchronize(sel_end_), "selection timing");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, sel_begin_, sel_end_), "selection timing");
+  select_seconds_ += ms * 1e-3;
+  sel_timed_ = false;
+}
+
+double CudaContext::take_select_seconds() {
+  collect_select_time();
+  return std::exchange(select_seconds_, 0.0);
+}
+
+void CudaContext::launch_select(const std::vector<kernels::KvSelectDesc> &descs, int32_t cap_slots,
+                                int32_t cap_stride) {
+  if (descs.empty()) return;
+  // The previous request's upload must be done before its pinned source is
+  // rewritten; the timing events of that request are read first.
+  collect_select_time();
+  const ModelConfig &c = model_.config();
+  int32_t max_n = 1;
+  for (const kernels::KvSelectDesc &d : descs) max_n = std::max(max_n, d.n);
+  const size_t key_bytes = descs.size() * size_t{static_cast<uint32_t>(c.n_layers)} *
+                           static_cast<size_t>(max_n) * sizeof(uint32_t);
+  if (key_bytes > sel_keys_.bytes()) {
+    check(cudaStreamSynchronize(stream_), "stream sync");
+    sel_keys_.allocate(std::max(key_bytes, 2 * sel_keys_.bytes()), "selection scratch");
+  }
+  const size_t desc_bytes = descs.size() * sizeof(kernels::KvSelectDesc);
+  if (desc_bytes > sel_desc_.bytes()) {
+    check(cudaStreamSynchronize(stream_), "stream sync");
+    sel_desc_.allocate(std::max(desc_bytes, 2 * sel_desc_.bytes()), "selection requests");
+  }
+  sel_desc_host_.reserve(desc_bytes, "selection requests");
+  std::copy(descs.begin(), descs.end(), sel_desc_host_.get<kernels::KvSelectDesc>());
+  check(cudaMemcpyAsync(sel_desc_.get(), sel_desc_host_.get(), desc_bytes, cudaMemcpyHostToDevice,
+                        stream_),
+        "selection requests upload");
+  kernels::KvSelectParams p;
+  p.desc = sel_desc_.get<kernels::KvSelectDesc>();
+  p.n_seqs = static_cast<int32_t>(descs.size());
+  p.n_layers = c.n_layers;
+  p.n_heads = c.n_heads;
+  p.cap_logits = as<float>(cap_logits_);
+  p.cap_lse = as<float>(cap_lse_);
+  p.cap_slots = cap_slots;
+  p.cap_stride = cap_stride;
+  p.keys = sel_keys_.get<uint32_t>();
+  p.key_stride = max_n;
+  p.records = sel_records_.get<int32_t>();
+  check(cudaEventRecord(sel_begin_, stream_), "cudaEventRecord");
+  check(kernels::kv_select(p, stream_), "kv_select");
+  check(cudaEventRecord(sel_end_, stream_), "cudaEventRecord");
+  sel_timed_ = true;
+}
+
+void CudaContext::select_deferred(const std::vector<DeferredSelect> &items) {
+  model_.activate();
+  std::vector<kernels::KvSelectDesc> descs;
+  for (const DeferredSelect &item : items) {
+    auto it = sel_deferred_.find(item.key);
+    if (it == sel_deferred_.end())
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "select_deferred: no deferred capture for key " + std::to_string(item.key));
+    kernels::KvSelectDesc d = it->second;
+    if (item.row < 0 || item.row >= d.n_rows)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, "select_deferred: row " + std::to_string(item.row) +
+                                           " outside the " + std::to_string(d.n_rows) +
+                                           " captured rows of key " + std::to_string(item.key));
+    d.first_slot += item.row;
+    d.n_rows = 1;
+    d.row_offset[0] = 0;
+    descs.push_back(d);
+  }
+  launch_select(descs, sel_deferred_slots_, sel_deferred_stride_);
 }
 
 void CudaContext::grow_page_table(int64_t pages) {
@@ -184,6 +315,12 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int32_t *extra_data = table + pages;
   int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
   pending_.clear();
+  sel_step_.clear();
+  if (cap_slots > 0) {
+    sel_deferred_.clear();  // this step overwrites the captures they point into
+    sel_deferred_slots_ = cap_slots;
+    sel_deferred_stride_ = cap_stride;
+  }
   int64_t max_kv = 0;
   const int32_t ps = params_.page_size;
   for (int32_t i = 0; i < n; ++i) {
@@ -194,6 +331,14 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     start_pos[i] = s.start_pos;
     std::copy(s.page_table, s.page_table + s.n_pages, table + page);
     sparse_off[i] = -1;
+    if (s.device_sparse_key >= 0) {
+      const auto found = sel_slot_.find(s.device_sparse_key);
+      if (found == sel_slot_.end())
+        fail(VEGAS_ERR_INVALID_ARGUMENT,
+             "forward batch: sequence " + std::to_string(i) + " drafts with device set " +
+                 std::to_string(s.device_sparse_key) + ", which no step selected");
+      sparse_off[i] = -2 - static_cast<int32_t>(found->second * sel_words_);
+    }
     if (s.sparse) {
       const SparseAttention &sp = *s.sparse;
       sparse_off[i] = static_cast<int32_t>(pages) + extra_at;
@@ -210,10 +355,29 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     cap_cand[i] = s.capture ? s.capture->n_candidates : 0;
     std::fill(cap_slot + row, cap_slot + row + s.n_tokens, -1);
-    if (s.capture && s.capture->n_rows > 0) {
+    if (s.device_select && s.capture) {  // the set is chosen on the device
+      const DeviceSelection &ds = *s.device_select;
+      kernels::KvSelectDesc d;
+      d.n = s.capture->n_candidates;
+      d.head = ds.head;
+      d.tail = ds.tail;
+      d.scored = ds.scored;
+      d.first_slot = slot;
+      d.n_rows = s.capture->n_rows;
+      d.row_offset[0] = 0;
+      d.row_offset[1] = 1;
+      d.record_off = selection_offset(ds.key);
+      d.stride = sel_stride_;
+      d.weight = ds.weight ? 1 : 0;
+      if (ds.deferred)
+        sel_deferred_[ds.key] = d;
+      else
+        sel_step_.push_back(d);
+    } else if (s.capture && s.capture->n_rows > 0) {
       pending_.push_back({s.capture, slot});
-      for (int32_t k = 0; k < s.capture->n_rows; ++k) cap_slot[row + s.capture->rows[k]] = slot++;
     }
+    if (s.capture)
+      for (int32_t k = 0; k < s.capture->n_rows; ++k) cap_slot[row + s.capture->rows[k]] = slot++;
     for (int32_t t = 0; t < s.n_tokens; ++t, ++row) {
       const int32_t pos = s.start_pos + t;
       tokens[row] = s.tokens[t];
@@ -300,6 +464,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.partial_lse = as<float>(partial_lse_);
   ap.total_rows = s.rows;
   ap.sparse_data = meta(kFields);
+  ap.sparse_device = as<int32_t>(sel_records_);
   ap.seq_sparse_off = meta(kSeqSparseOff);
   ap.n_layers = c.n_layers;
   ap.row_cap_slot = meta(kRowCapSlot);
@@ -379,8 +544,12 @@ void CudaContext::launch(const Step &s, bool with_argmax) {
                 [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
-  if (s.cap_slots == 0) return;
+  launch_select(sel_step_, s.cap_slots, s.cap_stride);
+  if (pending_.empty()) return;  // no host-side capture
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
+  // Pinned host copies only for host-side selection (device selection needs none).
+  cap_logits_host_.reserve(lse_n * s.cap_stride * sizeof(float), "score capture");
+  cap_lse_host_.reserve(lse_n * sizeof(float), "score capture");
   check(cudaMemcpyAsync(cap_logits_host_.get(), cap_logits_.get(),
                         lse_n * s.cap_stride * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "score capture download");
@@ -399,12 +568,10 @@ void CudaContext::grow_capture(const Step &s) {
   const int64_t lse_cap = cap_capacity_;  // lse needs at most as many floats as the logits
   cap_logits_.allocate(cap_capacity_ * sizeof(float), "score capture");
   cap_lse_.allocate(lse_cap * sizeof(float), "score capture");
-  cap_logits_host_.reserve(cap_capacity_ * sizeof(float), "score capture");
-  cap_lse_host_.reserve(lse_cap * sizeof(float), "score capture");
 }
 
 void CudaContext::deliver_captures(const Step &s) {
-  if (s.cap_slots == 0) return;
+  if (pending_.empty()) return;
   const ModelConfig &c = model_.config();
   const float *logits = cap_logits_host_.get<float>();
   const float *lse = cap_lse_host_.get<float>();
@@ -425,8 +592,12 @@ void CudaContext::deliver_captures(const Step &s) {
 
 const float *CudaContext::forward(const ForwardBatch &batch) {
   model_.activate();
+  const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (trace_) check(cudaEventRecord(trace_begin_, stream_), "cudaEventRecord");
   launch(s, false);
+  if (trace_) check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
   const int64_t vocab = model_.config().vocab_size;
   const size_t bytes = static_cast<size_t>(s.real_logit_rows * vocab) * sizeof(float);
   logits_host_.reserve(std::max<size_t>(bytes, 4), "host logits");
@@ -436,6 +607,17 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
         "logits download");
   check(cudaStreamSynchronize(stream_), "forward");
   deliver_captures(s);
+  if (trace_) {
+    float device_ms = 0.0f;
+    check(cudaEventElapsedTime(&device_ms, trace_begin_, trace_end_), "trace");
+    const auto t2 = std::chrono::steady_clock::now();
+    std::fprintf(stderr,
+                 "[vegas-cuda] rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
+                 "stage %.3f ms device %.3f ms total %.3f ms\n",
+                 s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0, s.cap_slots,
+                 std::chrono::duration<double, std::milli>(t1 - t0).count(), device_ms,
+                 std::chrono::duration<double, std::milli>(t2 - t0).count());
+  }
   return logits_host_.get<float>();
 }
 

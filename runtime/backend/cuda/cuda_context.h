@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "backend/cuda/decode_graphs.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/lt_gemm.h"
+#include "kv_select.cuh"
 #include "sampling.cuh"
 
 namespace vegas::cuda {
@@ -35,6 +37,11 @@ class CudaContext : public BackendContext {
   // (rows decoded by the in-graph argmax, all greedy without penalties, excepted).
   bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                       int32_t *tokens_out) override;
+
+  bool device_selection() const override { return true; }
+  void select_deferred(const std::vector<DeferredSelect> &items) override;
+  void forget_selection(int32_t key) override;
+  double take_select_seconds() override;
 
   // Benchmarks: fills every KV slot with pseudo-random values, so decoding at
   // a long context can be timed without prefilling it (attention cost does not
@@ -103,6 +110,30 @@ class CudaContext : public BackendContext {
   PinnedBuffer cap_logits_host_, cap_lse_host_;
   int64_t cap_capacity_ = 0;  // floats of cap_logits_
   std::vector<PendingCapture> pending_;
+
+  // Device selection (kernels/kv_select.cuh). Each key owns a slot of
+  // sel_words_ ints in sel_records_ holding its sparse record; the step's
+  // requests are staged in sel_desc_host_ and run after the layers.
+  int32_t selection_offset(int32_t key);  // the key's record, a slot made on first use
+  void launch_select(const std::vector<kernels::KvSelectDesc> &descs, int32_t cap_slots,
+                     int32_t cap_stride);
+  void collect_select_time();
+  DeviceBuffer sel_records_, sel_keys_, sel_desc_;
+  PinnedBuffer sel_desc_host_;
+  std::map<int32_t, int32_t> sel_slot_;  // key -> slot
+  std::vector<int32_t> sel_free_;
+  int32_t sel_slots_ = 0;
+  int64_t sel_words_ = 0;
+  int32_t sel_stride_ = 0;  // positions per layer in a record
+  std::vector<kernels::KvSelectDesc> sel_step_;
+  // Deferred requests of the last capture step, by key, with its capture shape.
+  std::map<int32_t, kernels::KvSelectDesc> sel_deferred_;
+  int32_t sel_deferred_slots_ = 0, sel_deferred_stride_ = 0;
+  cudaEvent_t sel_begin_ = nullptr, sel_end_ = nullptr;
+  bool sel_timed_ = false;  // an event pair is recorded and not yet read
+  double select_seconds_ = 0.0;
+  bool trace_ = false;
+  cudaEvent_t trace_begin_ = nullptr, trace_end_ = nullptr;
 };
 
 }  // namespace vegas::cuda

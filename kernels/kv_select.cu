@@ -1,0 +1,138 @@
+#include <cub/block/block_scan.cuh>
+
+#include "kv_select.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kRadixBits = 8;
+constexpr int kBins = 1 << kRadixBits;
+
+// Order-preserving key: a larger float gives a larger key; NaN ranks as -inf.
+__device__ __forceinline__ uint32_t order_key(float v) {
+  if (v != v) v = -INFINITY;
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ int slot_of(const KvSelectDesc &d, int i) {
+  return d.first_slot + (d.n_rows <= 2 ? d.row_offset[i] : i);
+}
+
+__global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int hist[kBins];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_remaining, s_total;
+
+  const int seq = blockIdx.x / p.n_layers, layer = blockIdx.x % p.n_layers;
+  const KvSelectDesc d = p.desc[seq];
+  const int n = d.n;
+  const int mid_end = n - d.tail;
+  int32_t *rec = p.records + d.record_off;
+  if (threadIdx.x == 0) {
+    if (layer == 0) {
+      rec[0] = n;
+      rec[1] = d.stride;
+    }
+    rec[2 + layer] = d.head + d.tail + d.scored;
+  }
+  int32_t *out = rec + 2 + p.n_layers + static_cast<int64_t>(layer) * d.stride;
+  uint32_t *keys = p.keys + (static_cast<int64_t>(seq) * p.n_layers + layer) * p.key_stride;
+  const int m = mid_end - d.head;                  // scored range [head, mid_end)
+  const bool rank = d.scored > 0 && d.scored < m;  // else all or none of the middle
+
+  // 1. Scores of the middle, as keys.
+  if (rank) {
+    const int lines = (d.n_rows > 0 ? d.n_rows : 1) * p.n_heads;
+    const float inv = 1.0f / static_cast<float>(lines);
+    const int64_t layer_lines = static_cast<int64_t>(layer) * p.cap_slots * p.n_heads;
+    for (int pos = d.head + threadIdx.x; pos < mid_end; pos += kThreads) {
+      float sum = 0.0f;
+      for (int r = 0; r < d.n_rows; ++r) {
+        const int64_t line0 = layer_lines + static_cast<int64_t>(slot_of(d, r)) * p.n_heads;
+        for (int h = 0; h < p.n_heads; ++h) {
+          const float logit = p.cap_logits[(line0 + h) * p.cap_stride + pos];
+          sum += d.weight ? __expf(logit - p.cap_lse[line0 + h]) : logit;
+        }
+      }
+      keys[pos] = order_key(sum * inv);
+    }
+  }
+
+  // 2. Radix select: the key T of the scored-th best, how many of the chosen
+  // equal T (taken latest first) and how many keys equal T in all.
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_remaining = d.scored;
+  }
+  uint32_t mask = 0;
+  if (rank) {
+    for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
+      for (int i = threadIdx.x; i < kBins; i += kThreads) hist[i] = 0;
+      __syncthreads();
+      const uint32_t prefix = s_prefix;
+      for (int pos = d.head + threadIdx.x; pos < mid_end; pos += kThreads) {
+        const uint32_t k = keys[pos];
+        if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & (kBins - 1)], 1);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int remaining = s_remaining, bin = kBins - 1;
+        while (bin > 0 && hist[bin] < remaining) remaining -= hist[bin--];
+        s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
+        s_remaining = remaining;  // to take among keys with this prefix
+        s_total = hist[bin];
+      }
+      __syncthreads();
+      mask |= static_cast<uint32_t>(kBins - 1) << shift;
+    }
+  }
+  const uint32_t threshold = s_prefix;
+  const int take_equal = s_remaining, n_equal = s_total;
+
+  // 3. Ordered compaction over [0, n): keep the head, the tail, keys above T,
+  // and the last take_equal of the keys equal to T.
+  int written = 0, equal_seen = 0;
+  for (int base = 0; base < n; base += kThreads) {
+    const int pos = base + threadIdx.x;
+    bool keep = false, equal = false;
+    if (pos < n) {
+      if (pos < d.head || pos >= mid_end) {
+        keep = true;
+      } else if (!rank) {
+        keep = d.scored >= m;
+      } else {
+        const uint32_t k = keys[pos];
+        keep = k > threshold;
+        equal = k == threshold;
+      }
+    }
+    int equal_before, equal_chunk;
+    Scan(scan_tmp).ExclusiveSum(equal ? 1 : 0, equal_before, equal_chunk);
+    __syncthreads();
+    if (equal && equal_seen + equal_before >= n_equal - take_equal) keep = true;
+    int keep_before, keep_chunk;
+    Scan(scan_tmp).ExclusiveSum(keep ? 1 : 0, keep_before, keep_chunk);
+    __syncthreads();
+    if (keep) out[written + keep_before] = pos;
+    written += keep_chunk;
+    equal_seen += equal_chunk;
+  }
+}
+
+}  // namespace
+
+cudaError_t kv_select(const KvSelectParams &p, cudaStream_t stream) {
+  if (p.n_seqs == 0) return cudaSuccess;
+  if (p.desc == nullptr || p.records == nullptr || p.n_layers <= 0 || p.n_seqs < 0 ||
+      p.n_heads <= 0 || p.keys == nullptr || p.key_stride < 0)
+    return cudaErrorInvalidValue;
+  kv_select_kernel<<<p.n_seqs * p.n_layers, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace vegas::kernels

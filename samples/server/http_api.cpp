@@ -141,7 +141,10 @@ void HttpApi::generate(const httplib::Request &req, httplib::Response &res, Endp
     while (job->wait_for_text(&piece, kPollInterval)) text += piece;
     const GenerationResult r = job->wait_result();
     if (r.finish_reason == VEGAS_FINISH_ERROR) {
-      const int status = r.status == VEGAS_ERR_KV_FULL ? 503 : 500;
+      // The library refused what the request asked for (validated here first, so rare).
+      const bool client_fault =
+          r.status == VEGAS_ERR_INVALID_ARGUMENT || r.status == VEGAS_ERR_TOKEN_OUT_OF_RANGE;
+      const int status = r.status == VEGAS_ERR_KV_FULL ? 503 : client_fault ? 400 : 500;
       throw ApiError(status, "", r.error);
     }
     send_json(res, 200, full_response(ctx, text, r));

@@ -78,8 +78,8 @@ std::vector<std::string> stop_strings(const json &body) {
     throw ApiError::bad_field("stop", "stop must be a string or an array of strings");
   }
   for (const std::string &s : out)
-    if (s.empty() || s.size() > 256)
-      throw ApiError::bad_field("stop", "stop strings must have 1 to 256 bytes");
+    if (s.empty() || s.size() > 256 || s.find('\0') != std::string::npos)
+      throw ApiError::bad_field("stop", "stop strings must have 1 to 256 bytes, none of them NUL");
   return out;
 }
 

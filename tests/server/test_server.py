@@ -281,6 +281,7 @@ BAD_REQUESTS = [
     ("/v1/completions", {"prompt": "x", "seed": 1.5}, "seed"),
     ("/v1/completions", {"prompt": "x", "stop": 3}, "stop"),
     ("/v1/completions", {"prompt": "x", "stop": [""]}, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ["\u0000"]}, "stop"),
     ("/v1/completions", {"prompt": "x", "stream": "yes"}, "stream"),
     ("/v1/completions", {"prompt": "x", "n": 2}, "n"),
     ("/v1/completions", {"prompt": "x", "echo": True}, "echo"),
@@ -320,6 +321,33 @@ def test_bad_json_is_400(server, raw):
         status, j = post(server, path, None, raw=raw)
         assert status == 400, (path, j)
         assert "JSON" in j["error"]["message"]
+
+
+ODD_VALUES = [None, -1, 0, 1, 0.5, 1e308, -1e308, 2 ** 64, "", "x", "\u0000", [], [1], {}, {"a": 1},
+              True, False]
+VALID = {"/v1/completions": {"prompt": "def f(", "max_tokens": 1, "stream": False},
+         "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}],
+                                  "max_tokens": 1},
+         "/infill": {"input_prefix": "a", "input_suffix": "b", "max_tokens": 1}}
+FIELDS = ["prompt", "messages", "input_prefix", "input_suffix", "input_extra", "max_tokens",
+          "n_predict", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "echo",
+          "logprobs", "stream_options", "presence_penalty", "repetition_penalty", "suffix"]
+
+
+def test_every_field_with_odd_values_is_200_or_400(server):
+    """Each field of each endpoint set to values of every JSON type: the answer is
+    a completion or a 400 naming that field, never a 5xx."""
+    for path, valid in VALID.items():
+        for name in FIELDS:
+            for value in ODD_VALUES:
+                if (name, value) in (("max_tokens", None), ("max_tokens", 1), ("n_predict", -1)):
+                    continue  # valid, and up to 512 tokens long
+                body = dict(valid, **{name: value})
+                status, j = post(server, path, body)
+                assert status in (200, 400), (path, name, value, status, j)
+                if status == 400 and j["error"]["param"] is not None:
+                    assert j["error"]["param"].split("[")[0] in FIELDS, j
+    assert server.alive()
 
 
 def test_unknown_paths_and_methods_are_4xx(server):

@@ -131,3 +131,20 @@ func TestStopString(t *testing.T) {
 		t.Fatalf("stop %q: %q (%v), full %q", text[i:i+1], c.Text, c.Info.Finish, text)
 	}
 }
+
+// Session options reach the library: a prefill-first schedule and a Vegas
+// (speculative) session still give the greedy tokens of the default session.
+func TestSessionOptionsKeepGreedyOutput(t *testing.T) {
+	m := model(t)
+	want := mustGenerate(t, m, codePrompt, 12)
+	opts := DefaultSessionOptions()
+	opts.Schedule = SchedulePrefillFirst
+	opts.Mode = ModeVegas
+	c, err := m.Generate(context.Background(), codePrompt, &GenerateOptions{MaxTokens: 12, IgnoreEOS: true, Session: &opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalIDs(c.Tokens, want) || c.Info.Rounds == 0 {
+		t.Fatalf("vegas + prefill-first: %v (%d rounds), default: %v", c.Tokens, c.Info.Rounds, want)
+	}
+}

@@ -17,6 +17,19 @@ const (
 	ModeVegas   Mode = C.VEGAS_MODE_VEGAS   // self-speculative decoding with sparse drafting
 )
 
+// Schedule is how a step shares the device between prompts and decoding sequences.
+type Schedule int32
+
+// The schedules of vegas.h.
+const (
+	// ScheduleInterleave (default): decoding sequences advance in every step,
+	// next to prompt chunks.
+	ScheduleInterleave Schedule = C.VEGAS_SCHEDULE_INTERLEAVE
+	// SchedulePrefillFirst: no sequence decodes while a prompt is being
+	// prefilled, so decoding runs at the full batch.
+	SchedulePrefillFirst Schedule = C.VEGAS_SCHEDULE_PREFILL_FIRST
+)
+
 // SessionOptions configures a session. Start from DefaultSessionOptions: the
 // fields are passed as they are (a zero PageSize is an error, not a default).
 type SessionOptions struct {
@@ -33,6 +46,7 @@ type SessionOptions struct {
 	ScoreKind    int32   // vegas_score_kind of the score-driven policies
 	Sink         int32   // policy "streaming": leading tokens always kept
 	TopPMass     float32 // policy "topp": attention mass to cover
+	Schedule     Schedule
 }
 
 // DefaultSessionOptions are the library's defaults.
@@ -48,6 +62,7 @@ func DefaultSessionOptions() SessionOptions {
 		PrefillChunk: int32(c.prefill_chunk), Mode: Mode(c.mode), Policy: policy, Gamma: int32(c.gamma),
 		Ratio: float32(c.ratio), MinTokens: int32(c.min_tokens), WindowShare: float32(c.window_share),
 		ScoreKind: int32(c.score_kind), Sink: int32(c.sink), TopPMass: float32(c.top_p_mass),
+		Schedule: Schedule(c.schedule),
 	}
 }
 
@@ -76,6 +91,7 @@ func (o *SessionOptions) toC(a *cArena) (*C.vegas_session_options, error) {
 	c.score_kind = C.int32_t(o.ScoreKind)
 	c.sink = C.int32_t(o.Sink)
 	c.top_p_mass = C.float(o.TopPMass)
+	c.schedule = C.int32_t(o.Schedule)
 	return c, nil
 }
 

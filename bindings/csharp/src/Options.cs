@@ -10,6 +10,15 @@ namespace Vegas
 
     public enum DecodeMode { Vanilla = 0, Vegas = 1 }
 
+    /// <summary>How a step shares the device between prompts and decoding sequences.</summary>
+    public enum Schedule
+    {
+        /// <summary>Decoding sequences advance in every step, next to prompt chunks.</summary>
+        Interleave = 0,
+        /// <summary>No sequence decodes while a prompt is being prefilled (full-batch decoding).</summary>
+        PrefillFirst = 1,
+    }
+
     public enum FinishReason { None = 0, Eos = 1, Length = 2, Stop = 3, Callback = 4, Cancelled = 5, Error = 6 }
 
     public sealed class ModelOptions
@@ -37,6 +46,7 @@ namespace Vegas
         public int ScoreKind;
         public int Sink;
         public float TopPMass;
+        public Schedule Schedule;
 
         public SessionOptions()
         {
@@ -54,6 +64,7 @@ namespace Vegas
             ScoreKind = s.score_kind;
             Sink = s.sink;
             TopPMass = s.top_p_mass;
+            Schedule = (Schedule)s.schedule;
         }
 
         // The C struct; policy points into memory the caller frees after the call.
@@ -78,6 +89,7 @@ namespace Vegas
             s.score_kind = ScoreKind;
             s.sink = Sink;
             s.top_p_mass = TopPMass;
+            s.schedule = (int)Schedule;
             return s;
         }
     }

@@ -54,6 +54,18 @@ namespace Vegas.Tests
             }
         }
 
+        // Session options reach the library: a prefill-first schedule and a Vegas
+        // (speculative) session still give the greedy tokens of the default session.
+        public static void TestSessionOptionsKeepGreedyOutput()
+        {
+            var plain = new GenerateOptions { MaxTokens = 12, IgnoreEos = true };
+            int[] expected = Env.Model.Generate(CodePrompt, plain).Tokens;
+            plain.Session = new SessionOptions { Mode = DecodeMode.Vegas, Schedule = Schedule.PrefillFirst };
+            Completion c = Env.Model.Generate(CodePrompt, plain);
+            Assert.Ids(expected, c.Tokens, "vegas + prefill-first vs default");
+            Assert.True(c.Info.Rounds > 0, "no speculative rounds in Vegas mode");
+        }
+
         public static void TestSamplingSeed()
         {
             Func<ulong, int[]> gen = seed => Env.Model.Generate("import numpy as np\n", new GenerateOptions

@@ -62,6 +62,7 @@ int main(void) {
   FIELD(vegas_session_options, sink);
   FIELD(vegas_session_options, top_p_mass);
   FIELD(vegas_session_options, select_policy);
+  FIELD(vegas_session_options, schedule);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);

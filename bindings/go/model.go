@@ -82,8 +82,12 @@ func LoadModelContext(ctx context.Context, dir string, opts *ModelOptions) (*Mod
 	if opts == nil {
 		opts = &ModelOptions{}
 	}
-	var co C.vegas_model_options
-	C.vegas_model_options_init(&co)
+	var a cArena
+	defer a.free()
+	// co goes to C by pointer: it lives in C memory (it will hold a handle).
+	co := (*C.vegas_model_options)(a.initBlock())
+	C.vegas_model_options_init(co)
+	co.struct_size = C.uint32_t(unsafe.Sizeof(*co))
 	co.backend = C.int32_t(opts.Backend)
 	co.device_index = C.int32_t(opts.DeviceIndex)
 	co.n_threads = C.int32_t(opts.Threads)
@@ -97,19 +101,14 @@ func LoadModelContext(ctx context.Context, dir string, opts *ModelOptions) (*Mod
 			return user == nil || user(p)
 		}}
 	}
-	var a cArena
-	defer a.free()
-	// co goes to C by pointer: it must live in C memory once it holds a handle.
-	cco := (*C.vegas_model_options)(a.alloc(unsafe.Sizeof(co)))
-	*cco = co
 	if sink != nil {
 		h := newHandle(sink)
 		defer deleteHandle(h)
-		setProgressCallback(cco, h)
+		setProgressCallback(co, h)
 	}
 	cdir := a.cstring(dir)
 	var ptr *C.vegas_model
-	err := call("vegas_model_load", func() C.vegas_status { return C.vegas_model_load(cdir, cco, &ptr) })
+	err := call("vegas_model_load", func() C.vegas_status { return C.vegas_model_load(cdir, co, &ptr) })
 	if sink != nil && sink.panicked != nil {
 		panic(sink.panicked)
 	}

@@ -81,8 +81,11 @@ func (t *Tokenizer) VocabSize() int {
 
 // Tokenize encodes UTF-8 text as Hugging Face tokenizers would. opts may be nil.
 func (t *Tokenizer) Tokenize(text string, opts *TokenizeOptions) ([]int32, error) {
-	var co C.vegas_tokenize_options
-	C.vegas_tokenize_options_init(&co)
+	var a cArena
+	defer a.free()
+	co := (*C.vegas_tokenize_options)(a.initBlock())
+	C.vegas_tokenize_options_init(co)
+	co.struct_size = C.uint32_t(unsafe.Sizeof(*co))
 	if opts != nil {
 		if opts.NoParseSpecial {
 			co.parse_special = 0
@@ -101,7 +104,7 @@ func (t *Tokenizer) Tokenize(text string, opts *TokenizeOptions) ([]int32, error
 		var n C.size_t
 		err := t.use(func() error {
 			return call("vegas_tokenize", func() C.vegas_status {
-				return C.vegas_tokenize(t.ptr, csrc, C.size_t(len(src)), &co,
+				return C.vegas_tokenize(t.ptr, csrc, C.size_t(len(src)), co,
 					(*C.int32_t)(unsafe.Pointer(&ids[0])), C.size_t(len(ids)), &n)
 			})
 		})

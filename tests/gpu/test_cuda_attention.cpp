@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
 #include "gpu_test_util.h"
 #include "paged_attention.cuh"
 
@@ -230,6 +232,32 @@ TEST_F(Attention, OtherHeadDims) {
                51 + hd + splits);
   run_case({4, 2, 16, 16, {{0, 7}, {7, 1}, {3, 2}}, 1}, 52);
   run_case({8, 1, 256, 16, {{8191, 1}, {8000, 3}}, 8}, 53);
+}
+
+// The instantiated head_dims are supported, others are refused at model load
+// with UNSUPPORTED (checked before any device access: this runs without a GPU).
+TEST(AttentionSupport, UnsupportedHeadDimRefusedAtLoad) {
+  for (int hd : {16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 256})
+    EXPECT_TRUE(kernels::paged_attention_supports(hd, 4)) << hd;
+  for (int hd : {0, 8, 24, 40, 72, 100, 264, 512})
+    EXPECT_FALSE(kernels::paged_attention_supports(hd, 4)) << hd;
+  EXPECT_FALSE(kernels::paged_attention_supports(64, 65));
+  ModelConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 96;
+  c.intermediate_size = 64;
+  c.n_layers = 1;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 24;
+  c.max_position = 128;
+  try {
+    create_cuda_backend_synthetic(c, 1, CudaBackendOptions{});
+    ADD_FAILURE() << "head_dim 24 was accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.status(), VEGAS_ERR_UNSUPPORTED) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim 24"), std::string::npos) << e.what();
+  }
 }
 
 // Long context: 16K tokens, decode and verify rows, split-K with the merge.

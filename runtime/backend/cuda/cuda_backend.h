@@ -22,7 +22,8 @@ struct CudaBackendOptions {
 int32_t cuda_device_count();
 
 // Uploads the weights (converted to bf16). Throws UNSUPPORTED for shapes the
-// kernels do not cover (head_dim other than 64/128), OUT_OF_MEMORY, BACKEND.
+// kernels do not cover (a head_dim outside paged_attention_supports' list, a
+// GQA group above 64), OUT_OF_MEMORY, BACKEND.
 std::unique_ptr<BackendModel> create_cuda_backend(const ModelConfig &config,
                                                   const ModelWeights &weights,
                                                   const CudaBackendOptions &options);

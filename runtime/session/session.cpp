@@ -301,27 +301,50 @@ int32_t Session::step() {
   }
 
   if (!batch.seqs.empty()) {
-    const float *logits = context_->forward(batch);
+    std::vector<int64_t> logit_row(ready.size(), -1);
+    std::vector<RowSampling> row_rules;
+    for (size_t i = 0; i < ready.size(); ++i) {
+      if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
+      logit_row[i] = static_cast<int64_t>(row_rules.size());
+      const Sequence &seq = *ready[i];
+      RowSampling rule;
+      rule.params = &seq.req.sampling;
+      rule.rng_counter = seq.rng.counter();
+      rule.history = seq.tokens.data();
+      rule.history_len = static_cast<int32_t>(seq.tokens.size());
+      row_rules.push_back(rule);
+    }
+    // Sampling on the device when the backend can (only the ids come back);
+    // otherwise the logits come back and every row is drawn here, in parallel
+    // (each sequence has its own Rng), then committed in order on this thread.
+    std::vector<int32_t> drawn(ready.size(), -1);
+    std::vector<int32_t> device_ids(row_rules.size());
+    const bool on_device =
+        !row_rules.empty() && context_->forward_sample(batch, row_rules.data(), device_ids.data());
+    const float *logits = on_device ? nullptr : context_->forward(batch);
     const int32_t vocab = model_->config().vocab_size;
     const double forward_seconds = seconds_since(t0);
-    // Draw every row's token first, in parallel (each sequence has its own
-    // Rng), then commit them in order on this thread (callbacks run there).
-    std::vector<int64_t> logit_row(ready.size(), -1);
-    int64_t n_logit_rows = 0;
-    for (size_t i = 0; i < ready.size(); ++i)
-      if (batch.seqs[i].logits != SeqRows::Logits::kNone) logit_row[i] = n_logit_rows++;
-    std::vector<int32_t> drawn(ready.size(), -1);
-    parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
-      Sequence &seq = *ready[static_cast<size_t>(i)];
-      if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
-      std::vector<int32_t> history;
-      if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
-      TokenDistribution dist;
-      build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
-                         seq.req.sampling, history, &dist);
-      drawn[static_cast<size_t>(i)] =
-          seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
-    });
+    if (on_device) {
+      for (size_t i = 0; i < ready.size(); ++i) {
+        if (logit_row[i] < 0) continue;
+        Sequence &seq = *ready[i];
+        drawn[i] = device_ids[static_cast<size_t>(logit_row[i])];
+        // The device drew with the counter it was given; a sampled row used one draw.
+        if (!seq.req.sampling.greedy()) seq.rng.set_counter(seq.rng.counter() + 1);
+      }
+    } else {
+      parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
+        Sequence &seq = *ready[static_cast<size_t>(i)];
+        if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
+        std::vector<int32_t> history;
+        if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+        TokenDistribution dist;
+        build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
+                           seq.req.sampling, history, &dist);
+        drawn[static_cast<size_t>(i)] =
+            seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
+      });
+    }
     for (size_t i = 0; i < ready.size(); ++i) {
       Sequence &seq = *ready[i];
       const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;

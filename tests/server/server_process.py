@@ -2,6 +2,7 @@
 shared by the server tests and tools/bench_server.py."""
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -10,7 +11,9 @@ import urllib.request
 
 class ServerProcess:
     def __init__(self, binary, *args, env=None, startup_timeout=120):
-        self.args = [binary, "--port", "0", *args]
+        # $VEGAS_SERVER_EXTRA_ARGS: e.g. "--threads 1" for a run under TSan.
+        extra = shlex.split(os.environ.get("VEGAS_SERVER_EXTRA_ARGS", ""))
+        self.args = [binary, "--port", "0", *args, *extra]
         e = dict(os.environ)
         e.setdefault("OMP_WAIT_POLICY", "passive")
         e.update(env or {})

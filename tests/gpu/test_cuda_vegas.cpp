@@ -3,12 +3,15 @@
 // public 2K and 8K prompts (tests/fixtures/embedded/greedy_*.json), greedy
 // speculative decoding with the policies vegas, streaming and full must give
 // the tokens of plain greedy decoding on the same backend, up to the first
-// step that the bf16 reference marks as a near tie (there, the different
+// step that the bf16 reference or our own vanilla logits mark as a near tie
+// (top1 - top2 < 0.05; there, the different
 // batch shapes of verification and decoding may legitimately flip the
 // argmax). The sparse policies must have rejected some drafts, which shows
 // that the drafts really came from a subset of the context.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -46,6 +49,33 @@ std::vector<int32_t> generate(const std::shared_ptr<Model> &model,
   return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
 }
 
+// Steps of `continuation` (greedy, from `prompt`) before the first one whose
+// logits on this backend have top1 - top2 < kNearTie, replaying the tokens as
+// decode steps.
+size_t steps_before_own_near_tie(const std::vector<int32_t> &prompt,
+                                 const std::vector<int32_t> &continuation) {
+  const auto make_cuda = [](const ModelConfig &c, const ModelWeights &w) {
+    return create_cuda_backend(c, w, CudaBackendOptions{});
+  };
+  GoldenModel golden(model_dir(), static_cast<int32_t>(prompt.size() + continuation.size()), 512,
+                     /*scatter_pages=*/false, make_cuda);
+  const float *logits = golden.prefill(prompt, 512);
+  for (size_t step = 0; step < continuation.size(); ++step) {
+    float top1 = -INFINITY, top2 = -INFINITY;
+    for (int32_t v = 0; v < golden.vocab(); ++v) {
+      if (logits[v] > top1) {
+        top2 = top1;
+        top1 = logits[v];
+      } else if (logits[v] > top2) {
+        top2 = logits[v];
+      }
+    }
+    if (top1 - top2 < kNearTie) return step;
+    logits = golden.forward(&continuation[step], 1, SeqRows::Logits::kLast);
+  }
+  return continuation.size();
+}
+
 void check_file(const std::string &file) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string path = fixtures_dir() + "/embedded/" + file;
@@ -69,10 +99,21 @@ void check_file(const std::string &file) {
     const int32_t n = static_cast<int32_t>(until);
     const auto vanilla = generate(model, prompt, n, "", nullptr);
     ASSERT_EQ(vanilla.size(), until) << id;
+    // Our own near ties count too: where our bf16 logits have top1 - top2 below
+    // kNearTie, verification's batch shape (several rows, other attention
+    // splits) may round the other way than a decode step's.
+    const size_t ours = steps_before_own_near_tie(prompt, vanilla);
+    if (ours < until)
+      std::printf("[ %s ] own near tie at step %zu (reference: %zu)\n", id.c_str(), ours, until);
+    const size_t cmp = std::min(until, ours);
     for (size_t k = 0; k < policies.size(); ++k) {
       SequenceStats st;
       const auto got = generate(model, prompt, n, policies[k], &st);
-      EXPECT_EQ(got, vanilla) << id << " policy " << policies[k];
+      ASSERT_EQ(got.size(), vanilla.size()) << id << " policy " << policies[k];
+      EXPECT_TRUE(std::equal(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(cmp),
+                             vanilla.begin()))
+          << id << " policy " << policies[k] << ": differs from vanilla within the first " << cmp
+          << " tokens";
       rejected[k] += st.drafted - st.accepted;
       std::printf("[ %s ] %-9s %d tokens, %lld rounds, %lld/%lld drafts accepted\n", id.c_str(),
                   policies[k].c_str(), n, static_cast<long long>(st.rounds),

@@ -6,10 +6,31 @@
  *  - Every call returns a vegas_status; VEGAS_OK is 0, errors are negative.
  *    On error, vegas_last_error() holds a message (thread-local, valid until the
  *    next libvegas call on the same thread) and outputs are left untouched.
- *  - Option structs are passed by pointer and start with uint32_t struct_size.
- *    Fill them with the matching *_options_init() first. The library reads only
- *    the fields struct_size covers, so newer fields keep their defaults when an
- *    older caller passes a smaller struct. Fields are only ever appended.
+ *  - Structs that grow: every struct passed by pointer starts with uint32_t
+ *    struct_size, the size of the struct as the CALLER's vegas.h declares it;
+ *    fields are only ever appended. The library reads and writes only the
+ *    first struct_size bytes, so a host built against an older, smaller
+ *    vegas.h keeps working with a newer library and its memory is never
+ *    touched past its own struct:
+ *     - Inputs: fill them with vegas_X_init(&x), a static inline function that
+ *       calls the exported vegas_X_init_sized(&x, sizeof x) with the size seen
+ *       by the caller's compiler. init_sized writes the defaults into at most
+ *       `size` bytes, zeroes the caller's bytes past the library's own struct,
+ *       and sets struct_size = size. (Bindings that lay structs out themselves
+ *       call init_sized with their own size.) Fields past struct_size keep the
+ *       library's defaults.
+ *     - Outputs (get_info, get_stats, special_tokens): set struct_size to the
+ *       size of your struct; the library fills at most that many bytes, zeroes
+ *       the ones past its own struct and leaves struct_size as you set it.
+ *     - A struct from a NEWER vegas.h (larger than the library knows) is
+ *       accepted when every byte past the library's struct is zero, so a new
+ *       field's zero always means "as before" (that is its default or off); a
+ *       non-zero one fails with VEGAS_ERR_UNSUPPORTED instead of being
+ *       silently ignored. (A field appended into the tail padding of the
+ *       library's struct cannot be told from padding and is ignored.)
+ *     - struct_size below 8 fails with VEGAS_ERR_STRUCT_SIZE.
+ *    There is deliberately no exported unsized init: it would have to write
+ *    the library's whole struct into memory of unknown size.
  *  - No bool, no by-value structs: flags are int32_t (0 = false).
  *  - Buffer-filling calls take (buf, capacity, size_t *needed): when capacity is
  *    too small they return VEGAS_ERR_BUFFER_TOO_SMALL and store the required size
@@ -127,7 +148,10 @@ typedef struct vegas_tokenize_options {
   int32_t parse_special; /* 1 (default): special tokens in the text become their ids */
   int32_t add_special;   /* 1 (default): add bos when tokenizer_config says add_bos_token */
 } vegas_tokenize_options;
-VEGAS_API void vegas_tokenize_options_init(vegas_tokenize_options *options);
+VEGAS_API void vegas_tokenize_options_init_sized(vegas_tokenize_options *options, size_t size);
+static inline void vegas_tokenize_options_init(vegas_tokenize_options *options) {
+  vegas_tokenize_options_init_sized(options, sizeof(*options));
+}
 
 /* Encodes `text_len` bytes of UTF-8 as Hugging Face tokenizers would (invalid
  * UTF-8 becomes U+FFFD). Writes up to `capacity` ids to `ids`; the count goes to
@@ -212,7 +236,10 @@ typedef struct vegas_model_options {
   vegas_progress_fn progress; /* optional */
   void *progress_user_data;
 } vegas_model_options;
-VEGAS_API void vegas_model_options_init(vegas_model_options *options);
+VEGAS_API void vegas_model_options_init_sized(vegas_model_options *options, size_t size);
+static inline void vegas_model_options_init(vegas_model_options *options) {
+  vegas_model_options_init_sized(options, sizeof(*options));
+}
 
 /* Loads a Hugging Face model directory (config.json, *.safetensors or
  * model.safetensors.index.json, tokenizer.json). `options` may be NULL. On
@@ -309,7 +336,10 @@ typedef struct vegas_session_options {
   const struct vegas_select_policy *select_policy;
   int32_t schedule; /* vegas_schedule, default INTERLEAVE */
 } vegas_session_options;
-VEGAS_API void vegas_session_options_init(vegas_session_options *options);
+VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
+static inline void vegas_session_options_init(vegas_session_options *options) {
+  vegas_session_options_init_sized(options, sizeof(*options));
+}
 
 /* Creates a session on `model` (which it keeps alive). `options` may be NULL.
  * Errors: OUT_OF_MEMORY (the KV budget could not be allocated), INVALID_ARGUMENT,
@@ -332,7 +362,10 @@ typedef struct vegas_sampling_options {
   int32_t penalty_last_n;   /* tokens looked back for penalties; -1 = all, default 64 */
   uint64_t seed;            /* the sequence's RNG seed, default 0 */
 } vegas_sampling_options;
-VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *options);
+VEGAS_API void vegas_sampling_options_init_sized(vegas_sampling_options *options, size_t size);
+static inline void vegas_sampling_options_init(vegas_sampling_options *options) {
+  vegas_sampling_options_init_sized(options, sizeof(*options));
+}
 
 /* Called once per committed token, on the thread driving the session. `piece`
  * is the text that became final with this token (complete UTF-8, with any text
@@ -357,7 +390,10 @@ typedef struct vegas_request {
   vegas_token_fn on_token; /* optional */
   void *user_data;
 } vegas_request;
-VEGAS_API void vegas_request_init(vegas_request *request);
+VEGAS_API void vegas_request_init_sized(vegas_request *request, size_t size);
+static inline void vegas_request_init(vegas_request *request) {
+  vegas_request_init_sized(request, sizeof(*request));
+}
 
 /* Adds a sequence; it starts at the next step. Writes its id to *seq_id.
  * Errors: INVALID_ARGUMENT, TOKEN_OUT_OF_RANGE, KV_FULL (the prompt alone does
@@ -503,7 +539,10 @@ typedef struct vegas_generate_options {
   vegas_token_fn on_token;                /* optional streaming */
   void *user_data;
 } vegas_generate_options;
-VEGAS_API void vegas_generate_options_init(vegas_generate_options *options);
+VEGAS_API void vegas_generate_options_init_sized(vegas_generate_options *options, size_t size);
+static inline void vegas_generate_options_init(vegas_generate_options *options) {
+  vegas_generate_options_init_sized(options, sizeof(*options));
+}
 
 /* Tokenizes `prompt` (special tokens parsed), generates in a private session and
  * writes the completion (not NUL-terminated) to `text`; its length goes to

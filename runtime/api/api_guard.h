@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "common/abi_struct.h"
 #include "common/error.h"
 #include "vegas.h"
 
@@ -43,22 +44,11 @@ inline void require_non_null(const void *p, const char *what) {
   if (p == nullptr) fail(VEGAS_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL");
 }
 
-// Copies the caller's option struct into `out` (already holding defaults),
-// reading only the bytes the caller's struct_size covers. Throws STRUCT_SIZE
-// when the caller's struct is too small to hold even struct_size.
+// Copies the caller's option struct into `out` (already holding defaults)
+// within the caller's struct_size (common/abi_struct.h has the contract).
 template <typename T>
 void read_options(const T *in, T *out, const char *what) {
-  if (in == nullptr) return;
-  const uint32_t size = in->struct_size;
-  if (size < sizeof(uint32_t) * 2)
-    fail(VEGAS_ERR_STRUCT_SIZE, std::string(what) + ".struct_size " + std::to_string(size) +
-                                    " is too small (set it with the *_init function)");
-  const uint32_t own = static_cast<uint32_t>(sizeof(T));
-  const size_t n = size < own ? size : own;
-  // Fields past `n` keep their defaults; a larger caller struct (newer header)
-  // has fields this library does not know, which it ignores.
-  std::memcpy(static_cast<void *>(out), in, n);
-  out->struct_size = own;
+  abi::read_struct(in, out, what);
 }
 
 // Writes `n` bytes/items into a caller buffer following the ABI's

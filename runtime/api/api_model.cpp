@@ -48,11 +48,10 @@ vegas::ModelLoadOptions load_options(const vegas_model_options *options) {
 
 extern "C" {
 
-VEGAS_API void vegas_model_options_init(vegas_model_options *options) {
-  if (options == nullptr) return;
-  *options = vegas_model_options{};
-  options->struct_size = sizeof(vegas_model_options);
-  options->backend = VEGAS_BACKEND_AUTO;
+VEGAS_API void vegas_model_options_init_sized(vegas_model_options *options, size_t size) {
+  vegas_model_options o{};
+  o.backend = VEGAS_BACKEND_AUTO;
+  vegas::abi::init_struct(o, options, size);
 }
 
 VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_options *options,
@@ -103,12 +102,10 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
   return guarded([&] {
     require_non_null(model, "model");
     require_non_null(out, "out");
-    if (out->struct_size < sizeof(uint32_t) * 2)
-      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_model_info.struct_size is too small");
+    vegas::abi::check_struct_size(out->struct_size, "vegas_model_info");
     const vegas::ModelConfig &c = model->impl->config();
     const vegas::BackendModel &b = model->impl->backend();
     vegas_model_info info{};
-    info.struct_size = sizeof(info);
     info.backend = b.kind() == vegas::BackendKind::kCuda ? VEGAS_BACKEND_CUDA : VEGAS_BACKEND_CPU;
     info.n_layers = c.n_layers;
     info.hidden_size = c.hidden_size;
@@ -122,10 +119,7 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
     info.weight_bytes = b.weight_bytes();
     info.kv_bytes_per_token = b.kv_bytes_per_token();
     std::strncpy(info.architecture, c.architecture_name.c_str(), sizeof(info.architecture) - 1);
-    const uint32_t n = out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
-    const uint32_t caller_size = out->struct_size;
-    std::memcpy(static_cast<void *>(out), &info, n);
-    out->struct_size = caller_size;
+    vegas::abi::write_struct(info, out, "vegas_model_info");
   });
 }
 

@@ -108,54 +108,50 @@ void check_not_in_callback(const vegas_session *session, const char *what) {
 
 extern "C" {
 
-VEGAS_API void vegas_session_options_init(vegas_session_options *o) {
-  if (o == nullptr) return;
-  *o = vegas_session_options{};
-  o->struct_size = sizeof(*o);
-  o->kv_bytes = 0;
-  o->page_size = 16;
-  o->max_batch = 64;
-  o->prefill_chunk = 512;
-  o->mode = VEGAS_MODE_VANILLA;
-  o->policy = nullptr;
-  o->gamma = 6;
-  o->ratio = 0.07f;
-  o->min_tokens = 256;
-  o->window_share = 0.5f;
-  o->score_kind = VEGAS_SCORE_WEIGHT;
-  o->sink = 16;
-  o->top_p_mass = 0.9f;
-  o->select_policy = nullptr;
-  o->schedule = VEGAS_SCHEDULE_INTERLEAVE;
+VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size) {
+  vegas_session_options o{};
+  o.kv_bytes = 0;
+  o.page_size = 16;
+  o.max_batch = 64;
+  o.prefill_chunk = 512;
+  o.mode = VEGAS_MODE_VANILLA;
+  o.policy = nullptr;
+  o.gamma = 6;
+  o.ratio = 0.07f;
+  o.min_tokens = 256;
+  o.window_share = 0.5f;
+  o.score_kind = VEGAS_SCORE_WEIGHT;
+  o.sink = 16;
+  o.top_p_mass = 0.9f;
+  o.select_policy = nullptr;
+  o.schedule = VEGAS_SCHEDULE_INTERLEAVE;
+  vegas::abi::init_struct(o, options, size);
 }
 
-VEGAS_API void vegas_sampling_options_init(vegas_sampling_options *o) {
-  if (o == nullptr) return;
-  *o = vegas_sampling_options{};
-  o->struct_size = sizeof(*o);
-  o->temperature = 0.0f;
-  o->top_k = 0;
-  o->top_p = 1.0f;
-  o->min_p = 0.0f;
-  o->repetition_penalty = 1.0f;
-  o->presence_penalty = 0.0f;
-  o->frequency_penalty = 0.0f;
-  o->penalty_last_n = 64;
-  o->seed = 0;
+VEGAS_API void vegas_sampling_options_init_sized(vegas_sampling_options *options, size_t size) {
+  vegas_sampling_options o{};
+  o.temperature = 0.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.min_p = 0.0f;
+  o.repetition_penalty = 1.0f;
+  o.presence_penalty = 0.0f;
+  o.frequency_penalty = 0.0f;
+  o.penalty_last_n = 64;
+  o.seed = 0;
+  vegas::abi::init_struct(o, options, size);
 }
 
-VEGAS_API void vegas_request_init(vegas_request *r) {
-  if (r == nullptr) return;
-  *r = vegas_request{};
-  r->struct_size = sizeof(*r);
-  r->max_tokens = 128;
+VEGAS_API void vegas_request_init_sized(vegas_request *request, size_t size) {
+  vegas_request r{};
+  r.max_tokens = 128;
+  vegas::abi::init_struct(r, request, size);
 }
 
-VEGAS_API void vegas_generate_options_init(vegas_generate_options *o) {
-  if (o == nullptr) return;
-  *o = vegas_generate_options{};
-  o->struct_size = sizeof(*o);
-  o->max_tokens = 128;
+VEGAS_API void vegas_generate_options_init_sized(vegas_generate_options *options, size_t size) {
+  vegas_generate_options o{};
+  o.max_tokens = 128;
+  vegas::abi::init_struct(o, options, size);
 }
 
 VEGAS_API vegas_status vegas_session_create(vegas_model *model,
@@ -218,10 +214,7 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
   return guarded([&] {
     const vegas::Sequence &seq = session_of(session).sequence(seq_id);
     require_non_null(out, "out");
-    if (out->struct_size < sizeof(uint32_t) * 2)
-      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_sequence_info.struct_size is too small");
     vegas_sequence_info info{};
-    info.struct_size = out->struct_size;
     info.finish_reason = seq.finish;
     info.status = seq.status;
     info.n_prompt = seq.n_prompt();
@@ -233,8 +226,7 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
         seq.stats.rounds > 0 ? static_cast<double>(seq.stats.committed) / seq.stats.rounds : 0.0;
     info.prefill_seconds = seq.stats.prefill_seconds;
     info.decode_seconds = seq.stats.decode_seconds;
-    const size_t n = out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
-    std::memcpy(static_cast<void *>(out), &info, n);
+    vegas::abi::write_struct(info, out, "vegas_sequence_info");
   });
 }
 
@@ -243,10 +235,8 @@ VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
   return guarded([&] {
     const vegas::Session &s = session_of(session);
     require_non_null(out, "out");
-    if (out->struct_size < sizeof(uint32_t) * 2)
-      vegas::fail(VEGAS_ERR_STRUCT_SIZE, "vegas_session_stats.struct_size is too small");
+    vegas::abi::check_struct_size(out->struct_size, "vegas_session_stats");
     vegas_session_stats st{};
-    st.struct_size = out->struct_size;
     if (const vegas::SpeculativeDecoder *spec = s.speculative()) {
       const vegas::SpeculativeTotals &t = spec->totals();
       st.gamma = spec->params().gamma;
@@ -263,8 +253,7 @@ VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
         st.drafted_at[i] = t.drafted_at[i];
       }
     }
-    const size_t n = out->struct_size < sizeof(st) ? out->struct_size : sizeof(st);
-    std::memcpy(static_cast<void *>(out), &st, n);
+    vegas::abi::write_struct(st, out, "vegas_session_stats");
   });
 }
 

@@ -46,11 +46,11 @@ VEGAS_API int32_t vegas_tokenizer_vocab_size(const vegas_tokenizer *tokenizer) {
   return tokenizer->impl->vocab_size();
 }
 
-VEGAS_API void vegas_tokenize_options_init(vegas_tokenize_options *options) {
-  if (options == nullptr) return;
-  options->struct_size = sizeof(vegas_tokenize_options);
-  options->parse_special = 1;
-  options->add_special = 1;
+VEGAS_API void vegas_tokenize_options_init_sized(vegas_tokenize_options *options, size_t size) {
+  vegas_tokenize_options o{};
+  o.parse_special = 1;
+  o.add_special = 1;
+  vegas::abi::init_struct(o, options, size);
 }
 
 VEGAS_API vegas_status vegas_tokenize(const vegas_tokenizer *tokenizer, const char *text,
@@ -112,8 +112,8 @@ VEGAS_API vegas_status vegas_tokenizer_special_tokens(const vegas_tokenizer *tok
   return guarded([&] {
     const vegas::SpecialTokenIds &s = tokenizer_of(tokenizer).special_ids();
     require_non_null(out, "out");
+    vegas::abi::check_struct_size(out->struct_size, "vegas_special_tokens");
     vegas_special_tokens full{};
-    full.struct_size = sizeof full;
     full.bos = s.bos;
     full.eos = s.eos;
     full.pad = s.pad;
@@ -124,14 +124,7 @@ VEGAS_API vegas_status vegas_tokenizer_special_tokens(const vegas_tokenizer *tok
     full.file_sep = s.file_sep;
     full.im_start = s.im_start;
     full.im_end = s.im_end;
-    // Write only the fields the caller's struct_size covers (an older, smaller struct).
-    const uint32_t size = out->struct_size;
-    if (size < sizeof(uint32_t) * 2)
-      vegas::fail(VEGAS_ERR_STRUCT_SIZE,
-                  "vegas_special_tokens.struct_size " + std::to_string(size) + " is too small");
-    const size_t n = size < sizeof full ? size : sizeof full;
-    std::memcpy(static_cast<void *>(out), &full, n);
-    out->struct_size = size;
+    vegas::abi::write_struct(full, out, "vegas_special_tokens");
   });
 }
 

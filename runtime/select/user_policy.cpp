@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/abi_struct.h"
 #include "common/error.h"
 #include "select/policy_base.h"
 #include "select/score_reduce.h"
@@ -117,6 +118,8 @@ std::unique_ptr<SelectionPolicy> make_user_policy(const SelectionOptions &option
     fail(VEGAS_ERR_STRUCT_SIZE,
          "vegas_select_policy.struct_size " + std::to_string(given->struct_size) +
              " does not cover the select callback (needs " + std::to_string(kSelectEnd) + ")");
+  abi::require_unknown_tail_zero(given, sizeof(vegas_select_policy), given->struct_size,
+                                 "vegas_select_policy");
   // Copy only what the caller's struct_size covers; newer fields keep defaults.
   vegas_select_policy vtable{};
   vtable.struct_size = given->struct_size;

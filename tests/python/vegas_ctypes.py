@@ -42,7 +42,8 @@ def _declare(lib):
         "vegas_tokenizer_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(vp)]),
         "vegas_tokenizer_free": (None, [vp]),
         "vegas_tokenizer_vocab_size": (ctypes.c_int32, [vp]),
-        "vegas_tokenize_options_init": (None, [ctypes.POINTER(TokenizeOptions)]),
+        "vegas_tokenize_options_init_sized": (None, [ctypes.POINTER(TokenizeOptions),
+                                                     ctypes.c_size_t]),
         "vegas_tokenize": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_size_t,
                                           ctypes.POINTER(TokenizeOptions), c_int32_p,
                                           ctypes.c_size_t, c_size_t_p]),
@@ -109,7 +110,7 @@ class Tokenizer:
     def encode(self, text, parse_special=True, add_special=True):
         data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
         opts = TokenizeOptions()
-        self.lib.vegas_tokenize_options_init(ctypes.byref(opts))
+        self.lib.vegas_tokenize_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
         opts.parse_special = int(parse_special)
         opts.add_special = int(add_special)
         cap = len(data) + 8

@@ -261,7 +261,9 @@ TEST_F(AbiArgumentErrors, StructSizeTooSmall) {
 }
 
 // A struct from a newer header: the current struct followed by fields this
-// library does not know, filled with a pattern it must neither read nor write.
+// library does not know. Inputs come from the sized init told the newer size
+// (which zeroes the unknown fields); outputs start with a pattern the library
+// must overwrite with zeros within struct_size.
 template <typename T>
 struct Newer {
   T base;
@@ -269,24 +271,27 @@ struct Newer {
 };
 
 template <typename T>
-Newer<T> newer(void (*init)(T *)) {
+Newer<T> newer(void (*init_sized)(T *, size_t)) {
   Newer<T> n;
   std::memset(&n, 0xA5, sizeof n);
-  if (init != nullptr) init(&n.base);
-  n.base.struct_size = sizeof n;
+  if (init_sized != nullptr)
+    init_sized(&n.base, sizeof n);
+  else
+    n.base.struct_size = sizeof n;
   return n;
 }
 
 template <typename T>
-bool future_untouched(const Newer<T> &n) {
+bool future_zero(const Newer<T> &n) {
   for (unsigned char c : n.future)
-    if (c != 0xA5) return false;
+    if (c != 0) return false;
   return true;
 }
 
 // Proves structs larger than the library's (a caller built against a newer
-// vegas.h) work: inputs behave as with the current size, outputs are filled
-// and the unknown trailing bytes are left alone.
+// vegas.h) work: inputs whose unknown fields are zero behave as with the
+// current size (a non-zero unknown field is UNSUPPORTED, never silently
+// ignored); outputs are filled and their unknown trailing bytes zeroed.
 TEST_F(AbiArgumentErrors, StructSizeFromNewerHeader) {
   // Inputs: the same greedy generation with current-size and newer structs.
   auto run = [&](const vegas_request *req) {
@@ -305,59 +310,78 @@ TEST_F(AbiArgumentErrors, StructSizeFromNewerHeader) {
   const std::vector<int32_t> want = run(&plain);
   ASSERT_EQ(want.size(), 6u);
 
-  Newer<vegas_sampling_options> sp = newer(vegas_sampling_options_init);
-  Newer<vegas_request> req = newer(vegas_request_init);
+  Newer<vegas_sampling_options> sp = newer(vegas_sampling_options_init_sized);
+  Newer<vegas_request> req = newer(vegas_request_init_sized);
   req.base.prompt = kPrompt;
   req.base.n_prompt = 4;
   req.base.max_tokens = 6;
   req.base.sampling = &sp.base;
   EXPECT_EQ(run(&req.base), want);
 
-  Newer<vegas_tokenize_options> to = newer(vegas_tokenize_options_init);
+  EXPECT_TRUE(future_zero(req));
+  req.future[7] = 1;  // a newer field this library cannot honour
+  int32_t unused = -1;
+  EXPECT_EQ(vegas_session_submit(session_, &req.base, &unused), VEGAS_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(vegas_last_error()).find("vegas_request"), std::string::npos)
+      << vegas_last_error();
+  req.future[7] = 0;
+  sp.future[39] = 1;
+  EXPECT_EQ(vegas_session_submit(session_, &req.base, &unused), VEGAS_ERR_UNSUPPORTED);
+  EXPECT_EQ(unused, -1);
+  sp.future[39] = 0;
+
+  Newer<vegas_tokenize_options> to = newer(vegas_tokenize_options_init_sized);
   int32_t ids[16];
   size_t n = 0;
   EXPECT_EQ(vegas_tokenize(tok_, "hello", 5, &to.base, ids, 16, &n), VEGAS_OK)
       << vegas_last_error();
+  to.future[0] = 1;
+  EXPECT_EQ(vegas_tokenize(tok_, "hello", 5, &to.base, ids, 16, &n), VEGAS_ERR_UNSUPPORTED);
 
-  Newer<vegas_model_options> mo = newer(vegas_model_options_init);
+  Newer<vegas_model_options> mo = newer(vegas_model_options_init_sized);
   mo.base.backend = VEGAS_BACKEND_CPU;
   mo.base.n_threads = 1;
   vegas_model *m = nullptr;
   EXPECT_EQ(vegas_model_load(kModelDir.c_str(), &mo.base, &m), VEGAS_OK) << vegas_last_error();
   vegas_model_free(m);
 
-  Newer<vegas_session_options> so = newer(vegas_session_options_init);
+  Newer<vegas_session_options> so = newer(vegas_session_options_init_sized);
   so.base.kv_bytes = 4u << 20;
   vegas_session *s = nullptr;
   EXPECT_EQ(vegas_session_create(model_, &so.base, &s), VEGAS_OK) << vegas_last_error();
   vegas_session_free(s);
+  so.future[20] = 1;
+  s = nullptr;
+  EXPECT_EQ(vegas_session_create(model_, &so.base, &s), VEGAS_ERR_UNSUPPORTED);
+  EXPECT_EQ(s, nullptr);
+  so.future[20] = 0;
 
-  Newer<vegas_generate_options> go = newer(vegas_generate_options_init);
+  Newer<vegas_generate_options> go = newer(vegas_generate_options_init_sized);
   go.base.max_tokens = 2;
   go.base.session = &so.base;
   char text[256];
   EXPECT_EQ(vegas_generate(model_, "def f", &go.base, text, sizeof text, &n), VEGAS_OK)
       << vegas_last_error();
 
-  // Outputs: filled, struct_size kept, the future bytes untouched.
+  // Outputs: filled, struct_size kept, the future bytes zeroed.
   Newer<vegas_model_info> mi = newer<vegas_model_info>(nullptr);
   ASSERT_EQ(vegas_model_get_info(model_, &mi.base), VEGAS_OK) << vegas_last_error();
   EXPECT_EQ(mi.base.n_layers, 8);
   EXPECT_EQ(mi.base.struct_size, sizeof mi);
-  EXPECT_TRUE(future_untouched(mi));
+  EXPECT_TRUE(future_zero(mi));
   Newer<vegas_special_tokens> st = newer<vegas_special_tokens>(nullptr);
   ASSERT_EQ(vegas_tokenizer_special_tokens(tok_, &st.base), VEGAS_OK) << vegas_last_error();
-  EXPECT_TRUE(future_untouched(st));
+  EXPECT_TRUE(future_zero(st));
   Newer<vegas_session_stats> ss = newer<vegas_session_stats>(nullptr);
   ASSERT_EQ(vegas_session_get_stats(session_, &ss.base), VEGAS_OK) << vegas_last_error();
   EXPECT_EQ(ss.base.rounds, 0);  // vanilla session
-  EXPECT_TRUE(future_untouched(ss));
+  EXPECT_TRUE(future_zero(ss));
   const int32_t seq = finished_sequence(&plain);
   Newer<vegas_sequence_info> si = newer<vegas_sequence_info>(nullptr);
   ASSERT_EQ(vegas_sequence_get_info(session_, seq, &si.base), VEGAS_OK) << vegas_last_error();
   EXPECT_EQ(si.base.n_generated, 6);
   EXPECT_EQ(si.base.finish_reason, VEGAS_FINISH_LENGTH);
-  EXPECT_TRUE(future_untouched(si));
+  EXPECT_TRUE(future_zero(si));
   EXPECT_EQ(vegas_sequence_release(session_, seq), VEGAS_OK);
 }
 

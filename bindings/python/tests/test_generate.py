@@ -56,6 +56,19 @@ def test_two_sequences_stream_in_their_own_order(model):
         assert {e.seq for e in events[:2]} == {a, b}  # decoded together, not one after another
 
 
+def test_prefill_first_schedule_gives_the_same_greedy_tokens(model):
+    with model.session() as s:
+        ref = [s.generate(p, max_tokens=8, ignore_eos=True).tokens
+               for p in (PROMPT, "class Stack:\n")]
+    with model.session(schedule="prefill_first") as s:
+        a = s.submit(PROMPT, max_tokens=8, ignore_eos=True)
+        b = s.submit("class Stack:\n", max_tokens=8, ignore_eos=True)
+        s.run()
+        assert [s.tokens(a), s.tokens(b)] == ref
+    with pytest.raises(ValueError, match="Schedule"):
+        model.session(schedule="sideways")
+
+
 def test_callback_stops_the_sequence(model):
     seen = []
     with model.session() as s:

@@ -56,21 +56,19 @@ def test_every_exported_function_is_declared():
     assert exported == set(SIGNATURES)
 
 
-def test_option_structs_survive_a_library_with_larger_ones():
-    """A newer library's *_init writes its whole (larger) struct: only ours is kept."""
+def test_option_structs_are_initialised_within_our_size():
+    """*_init_sized is told this package's struct size: it fills that much and no more."""
     import ctypes
     from vegas import _lib
-    cls = _lib.SessionOptions
-    newer = ctypes.sizeof(cls) + 1024
-
-    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-    def newer_init(p):
-        ctypes.memset(p, 0x11, newer)
-        ctypes.c_uint32.from_address(p).value = newer
-
-    opts = _lib.init_struct(cls, lambda ptr: newer_init(ctypes.cast(ptr, ctypes.c_void_p)))
-    assert opts.struct_size == ctypes.sizeof(cls)
-    assert opts.page_size == 0x11111111
-    for name in _lib._INITS:  # and the real library's defaults
+    for name, init in _lib._INITS.items():
         struct = getattr(_lib, name)
         assert _lib.init_struct(struct).struct_size == ctypes.sizeof(struct)
+    opts = _lib.init_struct(_lib.SessionOptions)
+    assert (opts.page_size, opts.max_batch, opts.schedule) == (16, 64, 0)
+    # An older package's struct: everything up to select_policy, canary bytes after it.
+    older = _lib.SessionOptions.schedule.offset
+    block = (ctypes.c_ubyte * (older + 64))(*([0xA5] * (older + 64)))
+    _lib.lib().vegas_session_options_init_sized(
+        ctypes.cast(block, ctypes.POINTER(_lib.SessionOptions)), older)
+    assert ctypes.c_uint32.from_buffer(block).value == older
+    assert list(block[older:]) == [0xA5] * 64

@@ -3,7 +3,7 @@ decoding. Start with `vegas.Model(path)`; see the package README for a tour."""
 from ._lib import lib as _load_library
 from .errors import Status, VegasError
 from .model import Model, ModelInfo
-from .options import Backend, FinishReason, Mode, Sampling, ScoreKind
+from .options import Backend, FinishReason, Mode, Sampling, Schedule, ScoreKind
 from .policy import SelectInput, SelectPolicy
 from .session import Completion, SequenceInfo, Session, SessionStats, Token
 from .tokenizer import Detokenizer, SpecialTokens, Tokenizer
@@ -25,6 +25,6 @@ def status_name(status: int) -> str:
 
 __version__ = "0.1.0"
 __all__ = ["Backend", "Completion", "Detokenizer", "FinishReason", "Mode", "Model", "ModelInfo",
-           "Sampling", "ScoreKind", "SelectInput", "SelectPolicy", "SequenceInfo", "Session",
-           "SessionStats", "SpecialTokens", "Status", "Token", "Tokenizer", "VegasError",
+           "Sampling", "Schedule", "ScoreKind", "SelectInput", "SelectPolicy", "SequenceInfo",
+           "Session", "SessionStats", "SpecialTokens", "Status", "Token", "Tokenizer", "VegasError",
            "status_name", "version", "version_number"]

@@ -81,7 +81,8 @@ class SessionOptions(ctypes.Structure):
                 ("ratio", ctypes.c_float), ("min_tokens", ctypes.c_int32),
                 ("window_share", ctypes.c_float), ("score_kind", ctypes.c_int32),
                 ("sink", ctypes.c_int32), ("top_p_mass", ctypes.c_float),
-                ("select_policy", ctypes.POINTER(SelectPolicyStruct))]
+                ("select_policy", ctypes.POINTER(SelectPolicyStruct)),
+                ("schedule", ctypes.c_int32)]
 
 
 class SamplingOptions(ctypes.Structure):
@@ -145,7 +146,7 @@ SIGNATURES = {
     "vegas_tokenizer_load": (_i, [_cp, c_void_pp]),
     "vegas_tokenizer_free": (None, [_vp]),
     "vegas_tokenizer_vocab_size": (_i32, [_vp]),
-    "vegas_tokenize_options_init": (None, [_p(TokenizeOptions)]),
+    "vegas_tokenize_options_init_sized": (None, [_p(TokenizeOptions), _sz]),
     "vegas_tokenize": (_i, [_vp, _cp, _sz, _p(TokenizeOptions), c_int32_p, _sz, c_size_t_p]),
     "vegas_detokenize": (_i, [_vp, c_int32_p, _sz, _i32, _buf, _sz, c_size_t_p]),
     "vegas_token_to_piece": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),
@@ -156,18 +157,18 @@ SIGNATURES = {
     "vegas_detokenizer_free": (None, [_vp]),
     "vegas_detokenizer_push": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),
     "vegas_detokenizer_flush": (_i, [_vp, _buf, _sz, c_size_t_p]),
-    "vegas_model_options_init": (None, [_p(ModelOptions)]),
+    "vegas_model_options_init_sized": (None, [_p(ModelOptions), _sz]),
     "vegas_model_load": (_i, [_cp, _p(ModelOptions), c_void_pp]),
     "vegas_model_free": (None, [_vp]),
     "vegas_model_load_synthetic": (_i, [_cp, ctypes.c_uint64, _p(ModelOptions), c_void_pp]),
     "vegas_model_tokenizer": (_vp, [_vp]),
     "vegas_model_get_info": (_i, [_vp, _p(ModelInfoStruct)]),
     "vegas_model_measure_bandwidth": (_i, [_vp, _p(ctypes.c_double)]),
-    "vegas_session_options_init": (None, [_p(SessionOptions)]),
+    "vegas_session_options_init_sized": (None, [_p(SessionOptions), _sz]),
     "vegas_session_create": (_i, [_vp, _p(SessionOptions), c_void_pp]),
     "vegas_session_free": (None, [_vp]),
-    "vegas_sampling_options_init": (None, [_p(SamplingOptions)]),
-    "vegas_request_init": (None, [_p(Request)]),
+    "vegas_sampling_options_init_sized": (None, [_p(SamplingOptions), _sz]),
+    "vegas_request_init_sized": (None, [_p(Request), _sz]),
     "vegas_session_submit": (_i, [_vp, _p(Request), c_int32_p]),
     "vegas_session_step": (_i, [_vp, c_int32_p]),
     "vegas_session_run": (_i, [_vp]),
@@ -177,37 +178,30 @@ SIGNATURES = {
     "vegas_sequence_text": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),
     "vegas_sequence_release": (_i, [_vp, _i32]),
     "vegas_session_get_stats": (_i, [_vp, _p(SessionStatsStruct)]),
-    "vegas_generate_options_init": (None, [_p(GenerateOptions)]),
+    "vegas_generate_options_init_sized": (None, [_p(GenerateOptions), _sz]),
     "vegas_generate": (_i, [_vp, _cp, _p(GenerateOptions), _buf, _sz, c_size_t_p]),
 }
 
 
-# A library newer than this package may have appended fields to an option struct, and its
-# *_init functions write the whole struct they know. So init runs on a scratch buffer this
-# large, and only this package's part is kept, with struct_size saying how much that is (the
-# library reads no more than struct_size).
-_INIT_SCRATCH_BYTES = 4096
-
-
 def init_struct(cls, init=None):
-    """A `cls` (an option struct of vegas.h) filled with the library's defaults (by `init`,
-    normally the library's matching *_init function)."""
+    """A `cls` (an option struct of vegas.h) filled with the library's defaults by `init`
+    (normally the library's matching *_init_sized function), which is told this package's
+    size of the struct: a library with a larger struct writes only that much, one with a
+    smaller struct leaves the rest zero (vegas.h, "Structs that grow")."""
     if init is None:
         init = getattr(lib(), _INITS[cls.__name__])
-    scratch = ctypes.create_string_buffer(_INIT_SCRATCH_BYTES)
-    init(ctypes.cast(scratch, ctypes.POINTER(cls)))
-    out = cls.from_buffer_copy(scratch.raw[:ctypes.sizeof(cls)])
-    out.struct_size = ctypes.sizeof(cls)
+    out = cls()
+    init(ctypes.byref(out), ctypes.sizeof(cls))
     return out
 
 
 _INITS = {
-    "TokenizeOptions": "vegas_tokenize_options_init",
-    "ModelOptions": "vegas_model_options_init",
-    "SessionOptions": "vegas_session_options_init",
-    "SamplingOptions": "vegas_sampling_options_init",
-    "Request": "vegas_request_init",
-    "GenerateOptions": "vegas_generate_options_init",
+    "TokenizeOptions": "vegas_tokenize_options_init_sized",
+    "ModelOptions": "vegas_model_options_init_sized",
+    "SessionOptions": "vegas_session_options_init_sized",
+    "SamplingOptions": "vegas_sampling_options_init_sized",
+    "Request": "vegas_request_init_sized",
+    "GenerateOptions": "vegas_generate_options_init_sized",
 }
 
 

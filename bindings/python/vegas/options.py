@@ -1,5 +1,5 @@
 """Enums and option objects of vegas.h. Options left None keep the library's default
-(the matching *_options_init fills the struct first)."""
+(the matching *_init_sized fills the struct first)."""
 from __future__ import annotations
 
 import ctypes
@@ -22,6 +22,11 @@ class Mode(enum.IntEnum):
 class ScoreKind(enum.IntEnum):
     WEIGHT = 0
     LOGIT = 1
+
+
+class Schedule(enum.IntEnum):
+    INTERLEAVE = 0     # decoding sequences advance next to prompt chunks (default)
+    PREFILL_FIRST = 1  # nobody decodes while a prompt is still being prefilled
 
 
 class FinishReason(enum.IntEnum):
@@ -68,10 +73,11 @@ class Sampling:
         return s
 
 
-# Session option names and how each is converted; "mode" and "score_kind" take enum names too.
+# Session option names and how each is converted; "mode", "score_kind" and "schedule" take
+# enum names too.
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
-                  "top_p_mass")
+                  "top_p_mass", "schedule")
 
 
 def session_struct(lib, options: dict):
@@ -89,6 +95,8 @@ def session_struct(lib, options: dict):
             value = int(to_enum(Mode, value))
         elif name == "score_kind":
             value = int(to_enum(ScoreKind, value))
+        elif name == "schedule":
+            value = int(to_enum(Schedule, value))
         elif name == "policy":
             value = value.encode("utf-8")
             keep.append(value)

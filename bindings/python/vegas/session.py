@@ -70,8 +70,8 @@ class Session:
     """A vegas_session on a model (which the library keeps alive while the session lives).
     Drive it from one thread at a time; `cancel` may be called from any thread.
     Options: kv_bytes, page_size, max_batch, prefill_chunk, mode ("vanilla"/"vegas"),
-    policy, gamma, ratio, min_tokens, window_share, score_kind, sink, top_p_mass, and
-    select_policy (a SelectPolicy, with policy="user")."""
+    policy, gamma, ratio, min_tokens, window_share, score_kind, sink, top_p_mass, schedule
+    ("interleave"/"prefill_first"), and select_policy (a SelectPolicy, with policy="user")."""
 
     def __init__(self, model: "Model", select_policy: Optional[SelectPolicy] = None,
                  **options):

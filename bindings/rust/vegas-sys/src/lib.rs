@@ -41,6 +41,10 @@ pub type vegas_decode_mode = c_int;
 pub const VEGAS_MODE_VANILLA: vegas_decode_mode = 0;
 pub const VEGAS_MODE_VEGAS: vegas_decode_mode = 1;
 
+pub type vegas_schedule = c_int;
+pub const VEGAS_SCHEDULE_INTERLEAVE: vegas_schedule = 0;
+pub const VEGAS_SCHEDULE_PREFILL_FIRST: vegas_schedule = 1;
+
 pub type vegas_finish_reason = c_int;
 pub const VEGAS_FINISH_NONE: vegas_finish_reason = 0;
 pub const VEGAS_FINISH_EOS: vegas_finish_reason = 1;
@@ -148,6 +152,7 @@ pub struct vegas_session_options {
     pub sink: i32,
     pub top_p_mass: f32,
     pub select_policy: *const vegas_select_policy,
+    pub schedule: i32,
 }
 
 #[repr(C)]
@@ -281,7 +286,7 @@ extern "C" {
     ) -> vegas_status;
     pub fn vegas_tokenizer_free(tokenizer: *mut vegas_tokenizer);
     pub fn vegas_tokenizer_vocab_size(tokenizer: *const vegas_tokenizer) -> i32;
-    pub fn vegas_tokenize_options_init(options: *mut vegas_tokenize_options);
+    pub fn vegas_tokenize_options_init_sized(options: *mut vegas_tokenize_options, size: usize);
     pub fn vegas_tokenize(
         tokenizer: *const vegas_tokenizer,
         text: *const c_char,
@@ -337,7 +342,7 @@ extern "C" {
         n_bytes: *mut usize,
     ) -> vegas_status;
 
-    pub fn vegas_model_options_init(options: *mut vegas_model_options);
+    pub fn vegas_model_options_init_sized(options: *mut vegas_model_options, size: usize);
     pub fn vegas_model_load(
         dir: *const c_char,
         options: *const vegas_model_options,
@@ -360,15 +365,15 @@ extern "C" {
         bytes_per_second: *mut f64,
     ) -> vegas_status;
 
-    pub fn vegas_session_options_init(options: *mut vegas_session_options);
+    pub fn vegas_session_options_init_sized(options: *mut vegas_session_options, size: usize);
     pub fn vegas_session_create(
         model: *mut vegas_model,
         options: *const vegas_session_options,
         out: *mut *mut vegas_session,
     ) -> vegas_status;
     pub fn vegas_session_free(session: *mut vegas_session);
-    pub fn vegas_sampling_options_init(options: *mut vegas_sampling_options);
-    pub fn vegas_request_init(request: *mut vegas_request);
+    pub fn vegas_sampling_options_init_sized(options: *mut vegas_sampling_options, size: usize);
+    pub fn vegas_request_init_sized(request: *mut vegas_request, size: usize);
     pub fn vegas_session_submit(
         session: *mut vegas_session,
         request: *const vegas_request,
@@ -403,7 +408,7 @@ extern "C" {
         out: *mut vegas_session_stats,
     ) -> vegas_status;
 
-    pub fn vegas_generate_options_init(options: *mut vegas_generate_options);
+    pub fn vegas_generate_options_init_sized(options: *mut vegas_generate_options, size: usize);
     pub fn vegas_generate(
         model: *mut vegas_model,
         prompt: *const c_char,

@@ -31,7 +31,8 @@ mod tokenizer;
 pub use error::{Error, Result, Status};
 pub use model::{GenerateOptions, Model, ModelInfo};
 pub use options::{
-    Backend, FinishReason, Mode, ModelOptions, Request, Sampling, ScoreKind, SessionOptions,
+    Backend, FinishReason, Mode, ModelOptions, Request, Sampling, Schedule, ScoreKind,
+    SessionOptions,
 };
 pub use policy::{SelectInput, SelectPolicy};
 pub use session::{

@@ -200,7 +200,7 @@ impl Model {
             None => None,
         };
         let session = options.session.as_ref().map(|s| s.to_c(policy.as_ref()));
-        let mut opts = init(sys::vegas_generate_options_init);
+        let mut opts = init(sys::vegas_generate_options_init_sized);
         if let Some(n) = options.max_tokens {
             opts.max_tokens = n;
         }

@@ -1,5 +1,5 @@
 //! Option structs of vegas.h as plain Rust structs. `Default` takes the library's defaults
-//! (from the matching `*_options_init`), so a field left alone means what it means in C.
+//! (from the matching `*_init_sized`), so a field left alone means what it means in C.
 use vegas_sys as sys;
 
 /// Which compute backend a model runs on.
@@ -36,6 +36,32 @@ pub enum Mode {
     Vanilla,
     /// Self-speculative decoding with sparse drafting (lossless).
     Vegas,
+}
+
+/// How a step shares the device between prompts and decoding sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// Decoding sequences advance in every step, next to prompt chunks (the default).
+    Interleave,
+    /// No sequence decodes while another's prompt is still being prefilled.
+    PrefillFirst,
+}
+
+impl Schedule {
+    pub(crate) fn raw(self) -> i32 {
+        match self {
+            Schedule::Interleave => sys::VEGAS_SCHEDULE_INTERLEAVE,
+            Schedule::PrefillFirst => sys::VEGAS_SCHEDULE_PREFILL_FIRST,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: i32) -> Schedule {
+        if raw == sys::VEGAS_SCHEDULE_PREFILL_FIRST {
+            Schedule::PrefillFirst
+        } else {
+            Schedule::Interleave
+        }
+    }
 }
 
 /// What the score-driven selection policies rank by.
@@ -95,26 +121,18 @@ impl FinishReason {
     }
 }
 
-/// Bytes of scratch an `*_init` function writes into (see `init`).
-const INIT_SCRATCH_BYTES: usize = 4096;
-
-/// A C option struct filled by its `*_init` function. A library newer than this crate may
-/// have appended fields, and its init writes the whole struct it knows: so init writes into
-/// a larger scratch buffer, this crate keeps its own part and sets `struct_size` to its own
-/// size (the library reads no more than struct_size). Every option struct starts with
-/// `uint32_t struct_size`.
-pub(crate) fn init<T: Copy>(f: unsafe extern "C" fn(*mut T)) -> T {
-    assert!(std::mem::size_of::<T>() <= INIT_SCRATCH_BYTES);
-    // u64 elements: aligned for every field type of the option structs.
-    let mut scratch = vec![0u64; INIT_SCRATCH_BYTES / 8];
-    // SAFETY: the scratch is large and aligned enough for T and for any struct a newer
-    // library appends fields to (up to INIT_SCRATCH_BYTES); the init writes every field of
-    // T, so the read sees an initialized T, whose first field is struct_size.
+/// A C option struct filled by its `*_init_sized` function, which is told this crate's size
+/// of the struct: a library whose struct is larger writes only that much, one whose struct
+/// is smaller leaves the rest zero (vegas.h, "Structs that grow"). Every option struct
+/// starts with `uint32_t struct_size`, which the init sets to that size.
+pub(crate) fn init<T: Copy>(f: unsafe extern "C" fn(*mut T, usize)) -> T {
+    let mut c = std::mem::MaybeUninit::<T>::zeroed();
+    // SAFETY: the option structs are plain C data (integers, floats, raw pointers,
+    // nullable function pointers), for which all-zero bytes are a valid value; the init
+    // writes at most size_of::<T>() bytes into it.
     unsafe {
-        let p = scratch.as_mut_ptr() as *mut T;
-        f(p);
-        *(p as *mut u32) = std::mem::size_of::<T>() as u32;
-        std::ptr::read(p)
+        f(c.as_mut_ptr(), std::mem::size_of::<T>());
+        c.assume_init()
     }
 }
 
@@ -130,7 +148,7 @@ pub struct ModelOptions {
 
 impl Default for ModelOptions {
     fn default() -> Self {
-        let c = init(sys::vegas_model_options_init);
+        let c = init(sys::vegas_model_options_init_sized);
         ModelOptions {
             backend: Backend::from_raw(c.backend),
             device_index: c.device_index,
@@ -141,7 +159,7 @@ impl Default for ModelOptions {
 
 impl ModelOptions {
     pub(crate) fn to_c(&self) -> sys::vegas_model_options {
-        let mut c = init(sys::vegas_model_options_init);
+        let mut c = init(sys::vegas_model_options_init_sized);
         c.backend = self.backend.raw();
         c.device_index = self.device_index;
         c.n_threads = self.n_threads;
@@ -167,11 +185,12 @@ pub struct SessionOptions {
     pub score_kind: ScoreKind,
     pub sink: i32,
     pub top_p_mass: f32,
+    pub schedule: Schedule,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        let c = init(sys::vegas_session_options_init);
+        let c = init(sys::vegas_session_options_init_sized);
         SessionOptions {
             kv_bytes: c.kv_bytes,
             page_size: c.page_size,
@@ -190,6 +209,7 @@ impl Default for SessionOptions {
             score_kind: ScoreKind::from_raw(c.score_kind),
             sink: c.sink,
             top_p_mass: c.top_p_mass,
+            schedule: Schedule::from_raw(c.schedule),
         }
     }
 }
@@ -197,7 +217,7 @@ impl Default for SessionOptions {
 impl SessionOptions {
     /// The C struct; `policy` must outlive its use (it points into it).
     pub(crate) fn to_c(&self, policy: Option<&std::ffi::CString>) -> sys::vegas_session_options {
-        let mut c = init(sys::vegas_session_options_init);
+        let mut c = init(sys::vegas_session_options_init_sized);
         c.kv_bytes = self.kv_bytes;
         c.page_size = self.page_size;
         c.max_batch = self.max_batch;
@@ -214,6 +234,7 @@ impl SessionOptions {
         c.score_kind = self.score_kind.raw();
         c.sink = self.sink;
         c.top_p_mass = self.top_p_mass;
+        c.schedule = self.schedule.raw();
         c
     }
 }
@@ -235,7 +256,7 @@ pub struct Sampling {
 
 impl Default for Sampling {
     fn default() -> Self {
-        let c = init(sys::vegas_sampling_options_init);
+        let c = init(sys::vegas_sampling_options_init_sized);
         Sampling {
             temperature: c.temperature,
             top_k: c.top_k,
@@ -252,7 +273,7 @@ impl Default for Sampling {
 
 impl Sampling {
     pub(crate) fn to_c(self) -> sys::vegas_sampling_options {
-        let mut c = init(sys::vegas_sampling_options_init);
+        let mut c = init(sys::vegas_sampling_options_init_sized);
         c.temperature = self.temperature;
         c.top_k = self.top_k;
         c.top_p = self.top_p;
@@ -283,7 +304,7 @@ pub struct Request {
 impl Request {
     /// A greedy request for `prompt` with the library's default length.
     pub fn new(prompt: &[i32]) -> Request {
-        let c = init(sys::vegas_request_init);
+        let c = init(sys::vegas_request_init_sized);
         Request {
             prompt: prompt.to_vec(),
             max_tokens: c.max_tokens,
@@ -324,23 +345,25 @@ impl Request {
 mod tests {
     use super::*;
 
-    /// An init from a "newer library" whose struct is 1 KiB larger than this crate's.
-    unsafe extern "C" fn newer_init(p: *mut sys::vegas_session_options) {
-        std::ptr::write_bytes(
-            p as *mut u8,
-            0x11,
-            std::mem::size_of::<sys::vegas_session_options>() + 1024,
-        );
-        *(p as *mut u32) = 1024 + std::mem::size_of::<sys::vegas_session_options>() as u32;
+    /// Stands for a library whose struct is smaller than this crate's: it writes only its
+    /// own part, and `init` must still hand back a well-formed struct of this crate's size.
+    unsafe extern "C" fn older_init(p: *mut sys::vegas_session_options, size: usize) {
+        assert_eq!(size, std::mem::size_of::<sys::vegas_session_options>());
+        std::ptr::write_bytes(p as *mut u8, 0x11, 40);
+        *(p as *mut u32) = size as u32;
     }
 
     #[test]
-    fn init_keeps_only_this_crates_part_of_a_larger_struct() {
-        let c = init(newer_init);
+    fn init_tells_the_library_this_crates_size() {
+        let c = init(older_init);
         assert_eq!(
             c.struct_size as usize,
             std::mem::size_of::<sys::vegas_session_options>()
         );
         assert_eq!(c.page_size, 0x11111111);
+        assert_eq!(c.schedule, 0);
+        let real = init(sys::vegas_session_options_init_sized);
+        assert_eq!(real.page_size, 16);
+        assert_eq!(real.schedule, sys::VEGAS_SCHEDULE_INTERLEAVE);
     }
 }

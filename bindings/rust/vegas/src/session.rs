@@ -127,7 +127,7 @@ fn c_request(req: &Request) -> Result<CRequest> {
         .collect::<Result<Vec<CString>>>()?;
     let stop_ptrs: Vec<*const c_char> = stops.iter().map(|s| s.as_ptr()).collect();
     let stop_ids = req.stop_ids.clone();
-    let mut c = crate::options::init(sys::vegas_request_init);
+    let mut c = crate::options::init(sys::vegas_request_init_sized);
     c.prompt = req.prompt.as_ptr();
     c.n_prompt = req.prompt.len();
     c.sampling = &*sampling;

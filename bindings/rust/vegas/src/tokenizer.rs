@@ -81,7 +81,7 @@ impl<'a> Tokenizer<'a> {
         parse_special: bool,
         add_special: bool,
     ) -> Result<Vec<i32>> {
-        let mut opts = crate::options::init(sys::vegas_tokenize_options_init);
+        let mut opts = crate::options::init(sys::vegas_tokenize_options_init_sized);
         opts.parse_special = parse_special as i32;
         opts.add_special = add_special as i32;
         read_ids(text.len() + 8, |ids, cap, n| unsafe {

@@ -53,13 +53,3 @@ func (a *cArena) free() {
 	}
 	a.ptrs = nil
 }
-
-// initScratchBytes is the room given to a *_init function. A library newer than
-// the vegas.h this package was compiled with may have appended fields to a struct
-// and its init writes all of them, so init runs on a block this large; the
-// caller then sets struct_size to the size it knows, and the library keeps its
-// defaults for the rest.
-const initScratchBytes = 4096
-
-// initBlock is zeroed C memory for one *_init call.
-func (a *cArena) initBlock() unsafe.Pointer { return a.alloc(initScratchBytes) }

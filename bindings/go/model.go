@@ -85,9 +85,8 @@ func LoadModelContext(ctx context.Context, dir string, opts *ModelOptions) (*Mod
 	var a cArena
 	defer a.free()
 	// co goes to C by pointer: it lives in C memory (it will hold a handle).
-	co := (*C.vegas_model_options)(a.initBlock())
-	C.vegas_model_options_init(co)
-	co.struct_size = C.uint32_t(unsafe.Sizeof(*co))
+	co := (*C.vegas_model_options)(a.alloc(unsafe.Sizeof(C.vegas_model_options{})))
+	C.vegas_model_options_init_sized(co, C.size_t(unsafe.Sizeof(*co)))
 	co.backend = C.int32_t(opts.Backend)
 	co.device_index = C.int32_t(opts.DeviceIndex)
 	co.n_threads = C.int32_t(opts.Threads)

@@ -53,8 +53,8 @@ type SessionOptions struct {
 func DefaultSessionOptions() SessionOptions {
 	var a cArena
 	defer a.free()
-	c := (*C.vegas_session_options)(a.initBlock())
-	C.vegas_session_options_init(c)
+	c := (*C.vegas_session_options)(a.alloc(unsafe.Sizeof(C.vegas_session_options{})))
+	C.vegas_session_options_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
 	policy := "vegas"
 	if c.policy != nil {
 		policy = C.GoString(c.policy)
@@ -70,9 +70,8 @@ func DefaultSessionOptions() SessionOptions {
 
 // toC writes the options into C memory owned by a.
 func (o *SessionOptions) toC(a *cArena) (*C.vegas_session_options, error) {
-	c := (*C.vegas_session_options)(a.initBlock())
-	C.vegas_session_options_init(c)
-	c.struct_size = C.uint32_t(unsafe.Sizeof(*c))
+	c := (*C.vegas_session_options)(a.alloc(unsafe.Sizeof(C.vegas_session_options{})))
+	C.vegas_session_options_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
 	if o == nil {
 		return c, nil
 	}
@@ -116,8 +115,8 @@ type Sampling struct {
 func DefaultSampling() Sampling {
 	var a cArena
 	defer a.free()
-	c := (*C.vegas_sampling_options)(a.initBlock())
-	C.vegas_sampling_options_init(c)
+	c := (*C.vegas_sampling_options)(a.alloc(unsafe.Sizeof(C.vegas_sampling_options{})))
+	C.vegas_sampling_options_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
 	return Sampling{
 		Temperature: float32(c.temperature), TopK: int32(c.top_k), TopP: float32(c.top_p), MinP: float32(c.min_p),
 		RepetitionPenalty: float32(c.repetition_penalty), PresencePenalty: float32(c.presence_penalty),
@@ -129,9 +128,8 @@ func (s *Sampling) toC(a *cArena) *C.vegas_sampling_options {
 	if s == nil {
 		return nil
 	}
-	c := (*C.vegas_sampling_options)(a.initBlock())
-	C.vegas_sampling_options_init(c)
-	c.struct_size = C.uint32_t(unsafe.Sizeof(*c))
+	c := (*C.vegas_sampling_options)(a.alloc(unsafe.Sizeof(C.vegas_sampling_options{})))
+	C.vegas_sampling_options_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
 	c.temperature = C.float(s.Temperature)
 	c.top_k = C.int32_t(s.TopK)
 	c.top_p = C.float(s.TopP)
@@ -164,9 +162,8 @@ func (r *Request) toC(a *cArena) (*C.vegas_request, error) {
 			return nil, &Error{Op: "vegas_session_submit", Status: ErrInvalidArgument, Message: "a stop string contains a NUL byte"}
 		}
 	}
-	c := (*C.vegas_request)(a.initBlock())
-	C.vegas_request_init(c)
-	c.struct_size = C.uint32_t(unsafe.Sizeof(*c))
+	c := (*C.vegas_request)(a.alloc(unsafe.Sizeof(C.vegas_request{})))
+	C.vegas_request_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
 	c.prompt = a.int32s(r.Prompt)
 	c.n_prompt = C.size_t(len(r.Prompt))
 	c.sampling = r.Sampling.toC(a)

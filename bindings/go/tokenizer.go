@@ -83,9 +83,8 @@ func (t *Tokenizer) VocabSize() int {
 func (t *Tokenizer) Tokenize(text string, opts *TokenizeOptions) ([]int32, error) {
 	var a cArena
 	defer a.free()
-	co := (*C.vegas_tokenize_options)(a.initBlock())
-	C.vegas_tokenize_options_init(co)
-	co.struct_size = C.uint32_t(unsafe.Sizeof(*co))
+	co := (*C.vegas_tokenize_options)(a.alloc(unsafe.Sizeof(C.vegas_tokenize_options{})))
+	C.vegas_tokenize_options_init_sized(co, C.size_t(unsafe.Sizeof(*co)))
 	if opts != nil {
 		if opts.NoParseSpecial {
 			co.parse_special = 0

@@ -152,24 +152,23 @@ namespace Vegas
             public long[] accepted_at;
         }
 
-        // The *_init functions write the library's whole struct, which may have grown
-        // past this binding's mirror (fields are only ever appended): they write into a
-        // scratch block, this binding keeps its part and says so in struct_size, and
-        // the library uses its defaults for the rest.
-        private const int InitScratchBytes = 4096;
-
-        internal static T Init<T>(Action<IntPtr> init) where T : struct
+        // The *_init_sized functions are told this binding's size of the struct: a
+        // library whose struct has grown (fields are only ever appended) writes only this
+        // binding's part, one whose struct is smaller leaves the rest zero, and
+        // struct_size says the binding's size (vegas.h, "Structs that grow").
+        internal static T Init<T>(Action<IntPtr, UIntPtr> init) where T : struct
         {
-            IntPtr scratch = Marshal.AllocHGlobal(InitScratchBytes);
+            int size = Marshal.SizeOf(typeof(T));
+            IntPtr block = Marshal.AllocHGlobal(size);
             try
             {
-                for (int i = 0; i < InitScratchBytes; i += 8) Marshal.WriteInt64(scratch, i, 0);
-                init(scratch);
-                return (T)Marshal.PtrToStructure(scratch, typeof(T));
+                for (int i = 0; i < size; i++) Marshal.WriteByte(block, i, 0);
+                init(block, (UIntPtr)size);
+                return (T)Marshal.PtrToStructure(block, typeof(T));
             }
             finally
             {
-                Marshal.FreeHGlobal(scratch);
+                Marshal.FreeHGlobal(block);
             }
         }
 
@@ -184,11 +183,10 @@ namespace Vegas
         internal static extern Status vegas_tokenizer_load(byte[] path, out TokenizerHandle tokenizer);
         [DllImport(Library)] internal static extern void vegas_tokenizer_free(IntPtr tokenizer);
         [DllImport(Library)] internal static extern int vegas_tokenizer_vocab_size(TokenizerHandle tokenizer);
-        [DllImport(Library, EntryPoint = "vegas_tokenize_options_init")] private static extern void vegas_tokenize_options_init_raw(IntPtr options);
+        [DllImport(Library)] internal static extern void vegas_tokenize_options_init_sized(IntPtr options, UIntPtr size);
         internal static void vegas_tokenize_options_init(out vegas_tokenize_options options)
         {
-            options = Init<vegas_tokenize_options>(vegas_tokenize_options_init_raw);
-            options.struct_size = (uint)Marshal.SizeOf(typeof(vegas_tokenize_options));
+            options = Init<vegas_tokenize_options>(vegas_tokenize_options_init_sized);
         }
         [DllImport(Library)]
         internal static extern Status vegas_tokenize(TokenizerHandle tokenizer, byte[] text, UIntPtr textLen,
@@ -218,11 +216,10 @@ namespace Vegas
             UIntPtr capacity, out UIntPtr nBytes);
 
         // ---------------------------------------------------------------------- model
-        [DllImport(Library, EntryPoint = "vegas_model_options_init")] private static extern void vegas_model_options_init_raw(IntPtr options);
+        [DllImport(Library)] internal static extern void vegas_model_options_init_sized(IntPtr options, UIntPtr size);
         internal static void vegas_model_options_init(out vegas_model_options options)
         {
-            options = Init<vegas_model_options>(vegas_model_options_init_raw);
-            options.struct_size = (uint)Marshal.SizeOf(typeof(vegas_model_options));
+            options = Init<vegas_model_options>(vegas_model_options_init_sized);
         }
         [DllImport(Library)]
         internal static extern Status vegas_model_load(byte[] dir, ref vegas_model_options options, out ModelHandle model);
@@ -234,27 +231,24 @@ namespace Vegas
         internal static extern Status vegas_model_measure_bandwidth(ModelHandle model, out double bytesPerSecond);
 
         // -------------------------------------------------------------------- session
-        [DllImport(Library, EntryPoint = "vegas_session_options_init")] private static extern void vegas_session_options_init_raw(IntPtr options);
+        [DllImport(Library)] internal static extern void vegas_session_options_init_sized(IntPtr options, UIntPtr size);
         internal static void vegas_session_options_init(out vegas_session_options options)
         {
-            options = Init<vegas_session_options>(vegas_session_options_init_raw);
-            options.struct_size = (uint)Marshal.SizeOf(typeof(vegas_session_options));
+            options = Init<vegas_session_options>(vegas_session_options_init_sized);
         }
         [DllImport(Library)]
         internal static extern Status vegas_session_create(ModelHandle model, ref vegas_session_options options,
             out SessionHandle session);
         [DllImport(Library)] internal static extern void vegas_session_free(IntPtr session);
-        [DllImport(Library, EntryPoint = "vegas_sampling_options_init")] private static extern void vegas_sampling_options_init_raw(IntPtr options);
+        [DllImport(Library)] internal static extern void vegas_sampling_options_init_sized(IntPtr options, UIntPtr size);
         internal static void vegas_sampling_options_init(out vegas_sampling_options options)
         {
-            options = Init<vegas_sampling_options>(vegas_sampling_options_init_raw);
-            options.struct_size = (uint)Marshal.SizeOf(typeof(vegas_sampling_options));
+            options = Init<vegas_sampling_options>(vegas_sampling_options_init_sized);
         }
-        [DllImport(Library, EntryPoint = "vegas_request_init")] private static extern void vegas_request_init_raw(IntPtr options);
+        [DllImport(Library)] internal static extern void vegas_request_init_sized(IntPtr options, UIntPtr size);
         internal static void vegas_request_init(out vegas_request options)
         {
-            options = Init<vegas_request>(vegas_request_init_raw);
-            options.struct_size = (uint)Marshal.SizeOf(typeof(vegas_request));
+            options = Init<vegas_request>(vegas_request_init_sized);
         }
         [DllImport(Library)]
         internal static extern Status vegas_session_submit(SessionHandle session, ref vegas_request request, out int seqId);

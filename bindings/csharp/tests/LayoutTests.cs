@@ -23,19 +23,30 @@ namespace Vegas.Tests
             Assert.True(checkedLines > 80, "only " + checkedLines + " layout lines");
         }
 
-        // A newer library whose init writes a struct 1 KiB larger than the mirror
-        // (appended fields) writes into scratch memory, not past the binding's struct.
-        public static void TestInitOfAGrownStructStaysInScratch()
+        // init_sized is told the mirror's size; called with an older, smaller size it
+        // writes only that many bytes (the canary after them survives).
+        public static void TestInitIsSizedToTheMirror()
         {
-            Native.vegas_tokenize_options o = Native.Init<Native.vegas_tokenize_options>(p =>
-            {
-                for (int i = 0; i < 12 + 1024; i++) Marshal.WriteByte(p, i, 0x01);
-            });
-            Assert.Equal(0x01010101, o.add_special, "the binding's part of the struct");
             Native.vegas_tokenize_options real;
             Native.vegas_tokenize_options_init(out real);
             Assert.Equal((uint)Marshal.SizeOf(typeof(Native.vegas_tokenize_options)), real.struct_size, "struct_size");
             Assert.Equal(1, real.parse_special, "default parse_special");
+            Assert.Equal(1, real.add_special, "default add_special");
+            const int older = 8, canary = 64;
+            IntPtr p = Marshal.AllocHGlobal(older + canary);
+            try
+            {
+                for (int i = 0; i < older + canary; i++) Marshal.WriteByte(p, i, 0xA5);
+                Native.vegas_tokenize_options_init_sized(p, (UIntPtr)older);
+                Assert.Equal(older, Marshal.ReadInt32(p, 0), "struct_size of the older struct");
+                Assert.Equal(1, Marshal.ReadInt32(p, 4), "parse_special of the older struct");
+                for (int i = older; i < older + canary; i++)
+                    Assert.Equal(0xA5, (int)Marshal.ReadByte(p, i), "canary byte " + i);
+            }
+            finally
+            {
+                Marshal.FreeHGlobal(p);
+            }
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::thread;
 
 use vegas::{
-    FinishReason, GenerateOptions, Mode, Request, Sampling, SelectInput, SelectPolicy,
+    FinishReason, GenerateOptions, Mode, Request, Sampling, Schedule, SelectInput, SelectPolicy,
     SessionOptions, Status,
 };
 
@@ -104,6 +104,36 @@ fn two_streams_of_one_session_in_turn() {
     assert!(!text.is_empty());
     assert_eq!(session.info(a).unwrap().finish_reason, FinishReason::Length);
     assert_eq!(session.tokens(a).unwrap().len(), 8);
+}
+
+#[test]
+fn prefill_first_schedule_gives_the_same_greedy_tokens() {
+    let model = common::load();
+    let prompts = [PROMPT, "class Stack:\n"];
+    let run = |opts: &SessionOptions| {
+        let mut session = model.session(opts).unwrap();
+        let ids: Vec<i32> = prompts
+            .iter()
+            .map(|p| {
+                let req = Request::new(&prompt_ids(&model, p))
+                    .max_tokens(8)
+                    .ignore_eos(true);
+                session.submit(&req).unwrap()
+            })
+            .collect();
+        session.run().unwrap();
+        ids.iter()
+            .map(|&id| session.tokens(id).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(SessionOptions::default().schedule, Schedule::Interleave);
+    let interleaved = run(&SessionOptions::default());
+    let prefill_first = run(&SessionOptions {
+        schedule: Schedule::PrefillFirst,
+        ..SessionOptions::default()
+    });
+    assert_eq!(interleaved[0].len(), 8);
+    assert_eq!(prefill_first, interleaved);
 }
 
 #[test]

@@ -283,41 +283,48 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   }
 }
 
-// Combines the splits of each (row, head): weights 2^(lse_z - max).
+// Combines the splits of each (row, head): weights 2^(lse_z - max). One warp
+// per (row, head), a lane per 8-dim chunk, so a small decode batch still spreads
+// over many warps (one block per row left most threads idle and serialised the
+// splits: 9 us per layer at 16 rows).
 __global__ void merge_kernel(PagedAttentionParams p) {
-  const int row = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (item >= static_cast<int64_t>(p.total_rows) * p.n_heads) return;
+  const int row = static_cast<int>(item / p.n_heads), h = static_cast<int>(item % p.n_heads);
+  const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
+  // Lane z holds the lse of splits z and z + 32 (n_splits <= 64), so every
+  // load is issued at once instead of one dependent load per split.
+  const float *lse = p.partial_lse + item;
+  const float l0 = lane < p.n_splits ? lse[lane * split_stride] : -INFINITY;
+  const float l1 = lane + 32 < p.n_splits ? lse[(lane + 32) * split_stride] : -INFINITY;
+  const float m = warp_max(fmaxf(l0, l1));
+  const float w0 = l0 == -INFINITY ? 0.0f : exp2f(l0 - m);
+  const float w1 = l1 == -INFINITY ? 0.0f : exp2f(l1 - m);
+  const float wsum = warp_sum(w0 + w1);
   const int chunks = p.head_dim / 8;
-  for (int i = threadIdx.x; i < p.n_heads * chunks; i += blockDim.x) {
-    const int h = i / chunks, c = i % chunks;
-    float m = -INFINITY;
-    for (int z = 0; z < p.n_splits; ++z)
-      m = fmaxf(m, p.partial_lse[(static_cast<int64_t>(z) * p.total_rows + row) * p.n_heads + h]);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float wsum = 0.0f;
-    for (int z = 0; z < p.n_splits; ++z) {
-      const int64_t idx = (static_cast<int64_t>(z) * p.total_rows + row) * p.n_heads + h;
-      const float lse = p.partial_lse[idx];
-      if (lse == -INFINITY) continue;
-      const float w = exp2f(lse - m);
-      wsum += w;
-      const float *po = p.partial_out + idx * p.head_dim + c * 8;
-      const float4 a = *reinterpret_cast<const float4 *>(po);
-      const float4 b = *reinterpret_cast<const float4 *>(po + 4);
-      acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
-      acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
-    }
-    const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= inv;
-    if (c == 0 && p.cap_logits != nullptr) {
-      const int slot = p.row_cap_slot[row];
-      if (slot >= 0)
-        p.cap_lse[static_cast<int64_t>(slot) * p.n_heads + h] =
-            wsum > 0.0f ? (m + log2f(wsum)) * kLn2 : -INFINITY;
-    }
-    *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + h) * p.head_dim +
-                               c * 8) = pack8(acc);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const float *po = p.partial_out + item * p.head_dim + lane * 8;
+  const int64_t po_stride = split_stride * p.head_dim;
+#pragma unroll 4
+  for (int z = 0; z < p.n_splits; ++z) {
+    const float w = __shfl_sync(0xffffffffu, z < 32 ? w0 : w1, z & 31);
+    if (w == 0.0f || lane >= chunks) continue;
+    const float4 a = *reinterpret_cast<const float4 *>(po + z * po_stride);
+    const float4 b = *reinterpret_cast<const float4 *>(po + z * po_stride + 4);
+    acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+    acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
   }
+  const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] *= inv;
+  if (lane == 0 && p.cap_logits != nullptr) {
+    const int slot = p.row_cap_slot[row];
+    if (slot >= 0)
+      p.cap_lse[static_cast<int64_t>(slot) * p.n_heads + h] =
+          wsum > 0.0f ? (m + log2f(wsum)) * kLn2 : -INFINITY;
+  }
+  if (lane < chunks) *reinterpret_cast<uint4 *>(p.out + item * p.head_dim + lane * 8) = pack8(acc);
 }
 
 template <int HD, int QMAX>
@@ -374,7 +381,7 @@ bool paged_attention_supports(int32_t head_dim, int32_t group_size) {
 
 cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) {
   if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
-  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.n_splits < 1 ||
+  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.n_splits < 1 || p.n_splits > 64 ||
       !paged_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) ||
       (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
       (p.seq_sparse_off != nullptr &&
@@ -392,7 +399,8 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
     if (p.head_dim == HD) e = small ? launch<HD, 16>(p, stream) : launch<HD, 64>(p, stream);
   });
   if (e != cudaSuccess || p.n_splits == 1) return e;
-  merge_kernel<<<p.total_rows, 256, 0, stream>>>(p);
+  const int64_t warps = static_cast<int64_t>(p.total_rows) * p.n_heads;
+  merge_kernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

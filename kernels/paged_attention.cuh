@@ -38,7 +38,7 @@ struct PagedAttentionParams {
   int32_t page_size = 0;
   float scale = 0.0f;            // softmax scale, usually 1/sqrt(head_dim)
   int32_t max_rows_per_seq = 0;  // bounds the row-tile grid dimension
-  int32_t n_splits = 1;          // KV ranges per (sequence, head, row tile)
+  int32_t n_splits = 1;          // KV ranges per (sequence, head, row tile), at most 64
   // Workspace for n_splits > 1: [n_splits][rows][n_heads][head_dim] and
   // [n_splits][rows][n_heads]; total_rows = rows of the batch.
   float *partial_out = nullptr;

@@ -7,7 +7,7 @@ namespace {
 constexpr int kMaxHeadDim = 256;
 constexpr int kWarps = 4;
 
-// One block per row; each warp takes one head at a time (q heads, then k, then v).
+// One warp per (row, head): q heads, then k, then v.
 __global__ void rope_kv_kernel(RopeKvParams p) {
   __shared__ float head[kWarps][kMaxHeadDim];
   const int row = blockIdx.x;
@@ -18,7 +18,10 @@ __global__ void rope_kv_kernel(RopeKvParams p) {
   const int pos = p.positions[row];
   const int slot = p.slots ? p.slots[row] : -1;
   float *x = head[warp];
-  for (int h = warp; h < p.n_heads + 2 * p.n_kv_heads; h += kWarps) {
+  // Heads are spread over blockIdx.y too: one row's dozen heads on one block
+  // ran three rounds of dependent loads and sincosf (10 us per layer at 16 rows).
+  for (int h = blockIdx.y * kWarps + warp; h < p.n_heads + 2 * p.n_kv_heads;
+       h += gridDim.y * kWarps) {
     const bool is_q = h < p.n_heads, is_v = h >= p.n_heads + p.n_kv_heads;
     const int col0 = h * hd;
     for (int i = lane; i < hd; i += 32) {
@@ -84,7 +87,9 @@ cudaError_t rope_kv(const RopeKvParams &p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rot_dim > p.head_dim || (p.rot_dim & 1))
     return cudaErrorInvalidValue;
-  rope_kv_kernel<<<p.rows, kWarps * 32, 0, stream>>>(p);
+  const int heads = p.n_heads + 2 * p.n_kv_heads;
+  const dim3 grid(p.rows, (heads + kWarps - 1) / kWarps);
+  rope_kv_kernel<<<grid, kWarps * 32, 0, stream>>>(p);
   return launch_status();
 }
 

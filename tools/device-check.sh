@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|all] [test filter regex]
+#   sanitize: compute-sanitizer memcheck and racecheck over the correctness
+#   tests of every kernel (timing tests left out: they only repeat launches).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
 set -u
@@ -29,6 +31,25 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     secs=$((SECONDS - start))
     grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_l2|error' "$OUT/$name.log" | head -40
     summary+=("$(printf '%-24s rc=%-3s %5ss  %s' "$name" "$rc" "$secs" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$name.log" | tr '\n' ' ')")")
+  done
+fi
+if [ "$WHAT" = sanitize ]; then
+  sanitized=(
+    "test_cuda_kernels *"
+    "test_cuda_attention Attention.DecodeRows:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
+    "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
+    "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
+    "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost"
+    "test_cuda_backend *"
+  )
+  for tool in memcheck racecheck; do
+    for entry in "${sanitized[@]}"; do
+      set -- $entry
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$DIR/bin/$1" --gtest_filter="$2" \
+        > "$OUT/sanitize-$tool-$1.log" 2>&1
+      rc=$?
+      summary+=("$(printf '%-9s %-28s rc=%-2s %s' "$tool" "$1" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$1.log" | tail -1)")")
+    done
   done
 fi
 if [ "$WHAT" = vegas ]; then

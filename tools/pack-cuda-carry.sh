@@ -2,7 +2,8 @@
 # Builds the CUDA test and benchmark binaries here (no GPU needed) and packs
 # them, stripped, with the Debian shared libraries they need and the Qwen3-8B
 # config into .carry/cuda (ignored by git), for `run` with carry [".carry/cuda"].
-#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]
+#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]; carry [".carry/cuda.tar.xz"] and
+#   start the command with `tar -xJf .carry/cuda.tar.xz -C .carry`.
 set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}
@@ -23,3 +24,9 @@ done
 cp ../shared/configs/qwen3-8b.json .carry/cuda/
 cp tools/device-check.sh .carry/cuda/
 du -sh .carry/cuda
+# The public prompts for `device-check.sh ... vegas`, and one archive to carry:
+# the tree plus the carry must stay under the device's 64 MiB, and the test
+# binaries share most of their (large) fatbins, which xz -9e's window dedups.
+mkdir -p .carry/cuda/bench && cp ../shared/bench/prompts-public.jsonl .carry/cuda/bench/
+tar -cf - -C .carry cuda | xz -9e -T2 > .carry/cuda.tar.xz
+ls -la .carry/cuda.tar.xz

@@ -69,6 +69,9 @@ struct SeqRows {
   // set kept under that key (instead of `sparse`).
   const struct DeviceSelection *device_select = nullptr;
   int32_t device_sparse_key = -1;
+  // With device_sparse_key: how many keys the set makes the last row attend
+  // (selected + positions after the selection point); sizes the launch only.
+  int32_t device_sparse_span = 0;
 };
 
 struct ForwardBatch {

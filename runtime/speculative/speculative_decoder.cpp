@@ -200,9 +200,12 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       r.page_table = w.seq->page_table.data();
       r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
       r.logits = SeqRows::Logits::kLast;
-      if (device_)
+      if (device_) {
+        const DeviceSelection &ds = w.st->device_select;
         r.device_sparse_key = w.seq->id;
-      else
+        r.device_sparse_span =
+            ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
+      } else
         r.sparse = &w.st->sparse;
       batch.seqs.push_back(r);
       in_batch.push_back(&w);

@@ -48,6 +48,7 @@ enum Field {
 constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits * rows
 constexpr int32_t kMaxSplits = 64;
 constexpr int32_t kMinTokensPerSplit = 256;
+constexpr int32_t kSparseTokensPerSplit = 64;  // one attention tile
 
 template <typename T>
 T *as(const DeviceBuffer &b) {
@@ -253,17 +254,17 @@ int32_t *CudaContext::meta(int field) const {
   return meta_dev_.get<int32_t>() + int64_t{field} * params_.max_rows;
 }
 
-int32_t CudaContext::choose_splits(const Step &s, int64_t max_kv) const {
+int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const ModelConfig &c = model_.config();
   const int32_t group = c.n_heads / c.n_kv_heads;
   const int32_t q_tile = s.max_rows_per_seq * group <= 16 ? 16 : 64;
   const int32_t rows_per_tile = q_tile / group;
   const int64_t blocks =
       int64_t{s.n_seqs} * c.n_kv_heads * ((s.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile);
-  // Enough blocks for about four per multiprocessor, each split at least
-  // kMinTokensPerSplit long; a power of two so graphs see few distinct values.
+  // Enough blocks for about four per multiprocessor, no more splits than the
+  // longest sequence can use; a power of two so graphs see few distinct values.
   int64_t want = (4 * int64_t{model_.multiprocessors()} + blocks - 1) / blocks;
-  want = std::min<int64_t>(want, (max_kv + kMinTokensPerSplit - 1) / kMinTokensPerSplit);
+  want = std::min<int64_t>(want, useful_splits);
   want = std::min<int64_t>(want, kMaxSplits);
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
   int32_t splits = 1;
@@ -321,7 +322,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     sel_deferred_slots_ = cap_slots;
     sel_deferred_stride_ = cap_stride;
   }
-  int64_t max_kv = 0;
+  int64_t useful_splits = 1;
   const int32_t ps = params_.page_size;
   for (int32_t i = 0; i < n; ++i) {
     const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
@@ -389,7 +390,23 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     page += s.n_pages;
     st.max_rows_per_seq = std::max(st.max_rows_per_seq, s.n_tokens);
-    max_kv = std::max<int64_t>(max_kv, int64_t{s.start_pos} + s.n_tokens);
+    // Splits the sequence can use: dense ranges of at least kMinTokensPerSplit
+    // keys; a sparse set's few keys (drafting, latency-bound) down to one
+    // 64-key tile per split.
+    int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
+    int64_t per_split = kMinTokensPerSplit;
+    if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
+      n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
+      per_split = kSparseTokensPerSplit;
+    }
+    if (s.sparse) {
+      per_split = kSparseTokensPerSplit;
+      int32_t most = 0;
+      for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
+      n_keys =
+          std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
+    }
+    useful_splits = std::max(useful_splits, (n_keys + per_split - 1) / per_split);
   }
   for (int32_t i = n; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
     page_off[i] = 0;
@@ -404,7 +421,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     slots[row] = -1;
     logit_index[lrow++] = row;
   }
-  st.n_splits = choose_splits(st, max_kv);
+  st.n_splits = choose_splits(st, useful_splits);
   return st;
 }
 

@@ -72,7 +72,7 @@ class CudaContext : public BackendContext {
   };
 
   Step stage(const ForwardBatch &batch);
-  int32_t choose_splits(const Step &s, int64_t max_kv) const;
+  int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);
   // Uploads the staged indices and runs the step (graph replay or eager).
   void launch(const Step &s, bool with_argmax);

@@ -68,7 +68,9 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   if (threadIdx.x == 0) {
     s_prefix = 0;
     s_remaining = d.scored;
+    s_total = 0;
   }
+  __syncthreads();  // every thread reads them below, ranked or not
   uint32_t mask = 0;
   if (rank) {
     for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   const int start_pos = p.seq_start_pos[seq];
   const int row_base = p.seq_row_start[seq] + r0;
   const int32_t *table = p.page_table + p.seq_page_off[seq];
+  if (defers_to_verify(p, seq, n_rows)) return;  // its output or partials are written already
   if (defers_to_prefill(p, seq, n_rows)) {
     // prefill_attention writes these rows; the merge must find no partial result for them.
     if (p.n_splits > 1)
@@ -206,6 +207,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       const float sum = warp_sum(p0 + p1);
       sr[lane] = p0;
       sr[lane + 32] = p1;
+      __syncwarp();  // every lane read m_s[qi] before lane 0 rewrites it
       if (lane == 0) {
         const float alpha = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
         alpha_s[qi] = alpha;

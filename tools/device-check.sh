@@ -35,17 +35,18 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
 fi
 if [ "$WHAT" = sanitize ]; then
   sanitized=(
-    "test_cuda_kernels *"
+    "test_cuda_kernels all"
     "test_cuda_attention Attention.DecodeRows:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
     "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost"
-    "test_cuda_backend *"
+    "test_cuda_backend all"
   )
   for tool in memcheck racecheck; do
     for entry in "${sanitized[@]}"; do
-      set -- $entry
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$DIR/bin/$1" --gtest_filter="$2" \
+      set -f && set -- $entry && set +f
+      filter=$2 && [ "$filter" = all ] && filter='*'
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$DIR/bin/$1" --gtest_filter="$filter" \
         > "$OUT/sanitize-$tool-$1.log" 2>&1
       rc=$?
       summary+=("$(printf '%-9s %-28s rc=%-2s %s' "$tool" "$1" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$1.log" | tail -1)")")

@@ -72,6 +72,12 @@ struct PagedAttentionParams {
   // prefill_attention (prefill_attention.cuh), which runs after this kernel;
   // with n_splits > 1 the merge writes zeros to their rows. Needs no capture.
   int32_t prefill_min_rows = 0;
+
+  // > 0: dense sequences of 2 .. verify_max_rows rows (not prefill_attention's)
+  // are left to verify_attention (verify_attention.cuh), which runs before
+  // this kernel and writes their output, or with n_splits > 1 their partial
+  // results, which this kernel's merge combines with the others.
+  int32_t verify_max_rows = 0;
 };
 
 #if defined(__CUDACC__)
@@ -79,6 +85,13 @@ struct PagedAttentionParams {
 __device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p, int seq,
                                                   int n_rows) {
   return p.prefill_min_rows > 0 && n_rows >= p.prefill_min_rows &&
+         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1);
+}
+
+// Whether sequence `seq` (with n_rows rows) is verify_attention's, not the paged kernel's.
+__device__ __forceinline__ bool defers_to_verify(const PagedAttentionParams &p, int seq,
+                                                 int n_rows) {
+  return n_rows >= 2 && n_rows <= p.verify_max_rows && !defers_to_prefill(p, seq, n_rows) &&
          (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1);
 }
 #endif

@@ -21,6 +21,7 @@
 #include "sampling/penalties.h"
 #include "sampling/sampling.h"
 #include "swiglu.cuh"
+#include "verify_attention.cuh"
 
 namespace vegas::cuda {
 
@@ -502,6 +503,25 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       paged_rows = paged_rows || h[kSeqRows * R + i] < kernels::kPrefillMinRows ||
                    h[kSeqSparseOff * R + i] != -1;
   }
+  // Dense sequences of 2..64 rows (verification, captured or not) take the
+  // tensor-core verify kernel, launched before the paged one, which skips them
+  // but must still run its merge when there are splits (defers_to_verify).
+  if (s.max_rows_per_seq >= 2 &&
+      kernels::verify_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
+    const int32_t *h = meta_host_.get<int32_t>();
+    const int64_t R = params_.max_rows;
+    bool verify_rows = false, other_rows = false;
+    for (int32_t i = 0; i < s.n_seqs; ++i) {
+      const int32_t n = h[kSeqRows * R + i];
+      const bool dense = h[kSeqSparseOff * R + i] == -1;
+      if (dense && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows) continue;
+      const bool verify = dense && n >= 2 && n <= kernels::kVerifyMaxRows;
+      verify_rows = verify_rows || verify;
+      other_rows = other_rows || !verify;
+    }
+    if (verify_rows) ap.verify_max_rows = kernels::kVerifyMaxRows;
+    paged_rows = other_rows || (verify_rows && s.n_splits > 1);
+  }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
   kernels::SwigluParams sp;
@@ -526,6 +546,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     ap.layer = l;
     ap.cap_logits = s.cap_slots ? as<float>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
     ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
+    if (ap.verify_max_rows > 0) check(kernels::verify_attention(ap, stream_), "verify_attention");
     if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
     if (ap.prefill_min_rows > 0)
       check(kernels::prefill_attention(ap, stream_), "prefill_attention");

@@ -401,6 +401,15 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
     if (p.head_dim == HD) e = small ? launch<HD, 16>(p, stream) : launch<HD, 64>(p, stream);
   });
   if (e != cudaSuccess || p.n_splits == 1) return e;
+  return paged_attention_merge(p, stream);
+}
+
+cudaError_t paged_attention_merge(const PagedAttentionParams &p, cudaStream_t stream) {
+  if (p.total_rows == 0 || p.n_splits == 1) return cudaSuccess;
+  if (p.n_splits < 1 || p.n_splits > 64 || p.head_dim % 8 != 0 || p.head_dim > 256 ||
+      p.partial_out == nullptr || p.partial_lse == nullptr ||
+      (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr)))
+    return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.total_rows) * p.n_heads;
   merge_kernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, stream>>>(p);
   return cudaGetLastError();

@@ -105,4 +105,9 @@ bool paged_attention_supports(int32_t head_dim, int32_t group_size);
 
 cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream);
 
+// Only the split merge paged_attention runs after its kernel when n_splits > 1
+// (every row of the batch): for a batch whose sequences all went to
+// verify_attention, which leaves its partial results to this merge.
+cudaError_t paged_attention_merge(const PagedAttentionParams &p, cudaStream_t stream);
+
 }  // namespace vegas::kernels

@@ -287,7 +287,7 @@ std::vector<double> to_d(const std::vector<float> &v) {
 }
 
 // Every way to run a batch, each against the reference:
-//  1. production (verify kernel, then the paged kernel with its merge) at
+//  1. production (verify kernel, then the paged kernel or its merge alone) at
 //     splits 1, 4 and 16, with capture: all rows, logits and lse;
 //  2. the verify kernel alone (splits 1) on poisoned buffers: no write to
 //     rows of sequences it does not take;
@@ -307,8 +307,12 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
   std::vector<float> prod_out, prod_log, prod_lse;
   for (int splits : {1, 4, Batch::kMaxSplits}) {
     b.reset();
+    // As CudaContext::enqueue: the paged kernel only when it has sequences, else its merge alone.
     CUDA_OK(kernels::verify_attention(b.params(mv, splits, true), nullptr));
-    CUDA_OK(kernels::paged_attention(b.params(mv, splits, true), nullptr));
+    if (any_paged)
+      CUDA_OK(kernels::paged_attention(b.params(mv, splits, true), nullptr));
+    else
+      CUDA_OK(kernels::paged_attention_merge(b.params(mv, splits, true), nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     const auto got = bf16_vec_to_float(b.out->download());
     const auto log = b.clog->download(), lse = b.clse->download();
@@ -475,7 +479,7 @@ void time_verify(const char *label, const Shape &sh, bool capture) {
     const auto p = b.params(mv, z, capture);
     return median_ms([&] {
       (void)kernels::verify_attention(p, nullptr);
-      if (z > 1) (void)kernels::paged_attention(p, nullptr);  // merge only: every block exits
+      (void)kernels::paged_attention_merge(p, nullptr);  // nothing when z == 1
     });
   };
   b.reset();

@@ -492,7 +492,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.cap_stride = s.cap_stride;
   // Dense sequences of many rows take the tensor-core kernel, launched after
   // the paged one, which skips them; steps with captured rows stay paged.
-  bool paged_rows = true;  // whether the paged kernel has any sequence left
+  bool paged_rows = true;   // whether the paged kernel has any sequence left
+  bool merge_only = false;  // none, but verify_attention's splits need its merge
   if (s.cap_slots == 0 && s.max_rows_per_seq >= kernels::kPrefillMinRows &&
       kernels::prefill_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     ap.prefill_min_rows = kernels::kPrefillMinRows;
@@ -520,7 +521,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       other_rows = other_rows || !verify;
     }
     if (verify_rows) ap.verify_max_rows = kernels::kVerifyMaxRows;
-    paged_rows = other_rows || (verify_rows && s.n_splits > 1);
+    paged_rows = other_rows;
+    merge_only = !other_rows && verify_rows && s.n_splits > 1;
   }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
@@ -548,6 +550,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
     if (ap.verify_max_rows > 0) check(kernels::verify_attention(ap, stream_), "verify_attention");
     if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
+    if (merge_only) check(kernels::paged_attention_merge(ap, stream_), "attention merge");
     if (ap.prefill_min_rows > 0)
       check(kernels::prefill_attention(ap, stream_), "prefill_attention");
     gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, s.rows, H, c.q_dim(), stream_);

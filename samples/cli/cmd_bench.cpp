@@ -112,6 +112,10 @@ struct Measured {
   double median_step_s = 0.0;
   int64_t decode_steps = 0;
   int64_t decode_tokens = 0;  // tokens committed after each sequence's first
+  // Steady state: tokens per second over the decode steps after the first
+  // kWarmupSteps (graph capture, GEMM plans and buffer growth happen there;
+  // a speculative run has several step shapes and far fewer steps to amortise them).
+  double steady_tokens_per_s = 0.0;
   vegas_session_stats stats{};
   std::vector<std::vector<int32_t>> tokens;  // per sequence
 };
@@ -162,10 +166,19 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Benc
   const int64_t after_prefill = generated().second;
 
   std::vector<double> steps;
+  std::vector<int64_t> committed;  // tokens generated so far, after each step
   while (active > 0) {
     const double t0 = now_s();
     check(vegas_session_step(session, &active), "decode step");
     steps.push_back(now_s() - t0);
+    committed.push_back(generated().second);
+  }
+  constexpr size_t kWarmupSteps = 3;
+  if (steps.size() > 2 * kWarmupSteps) {
+    double t = 0.0;
+    for (size_t i = kWarmupSteps; i < steps.size(); ++i) t += steps[i];
+    const int64_t tokens = committed.back() - committed[kWarmupSteps - 1];
+    m.steady_tokens_per_s = t > 0 ? static_cast<double>(tokens) / t : 0.0;
   }
   // The first decode step may still contain graph capture / warm-up: drop it from the median.
   std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
@@ -325,6 +338,7 @@ void run_bench(const BenchArgs &a) {
                                    ? static_cast<double>(prompts.size()) / vanilla.median_step_s
                                    : 0.0;
     j["decode_tokens_per_s_mean"] = vanilla_tps;
+    j["decode_tokens_per_s_steady"] = vanilla.steady_tokens_per_s;
     j["fraction_of_floor"] = vanilla.median_step_s > 0 ? floor_s / vanilla.median_step_s : 0.0;
   }
   if (vegas_mode) {
@@ -338,6 +352,9 @@ void run_bench(const BenchArgs &a) {
     v["score_kind"] = a.score_kind;
     const double vegas_tps = vegas.decode_s > 0 ? vegas.decode_tokens / vegas.decode_s : 0.0;
     v["decode_tokens_per_s"] = vegas_tps;
+    v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;
+    if (with_vanilla && vanilla.steady_tokens_per_s > 0)
+      v["speedup_steady"] = vegas.steady_tokens_per_s / vanilla.steady_tokens_per_s;
     v["prefill_seconds"] = vegas.prefill_s;
     if (with_vanilla) {
       v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;

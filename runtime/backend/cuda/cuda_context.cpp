@@ -656,10 +656,14 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
     const auto t2 = std::chrono::steady_clock::now();
     std::fprintf(stderr,
                  "[vegas-cuda] rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
-                 "stage %.3f ms device %.3f ms total %.3f ms\n",
+                 "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
                  s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0, s.cap_slots,
                  std::chrono::duration<double, std::milli>(t1 - t0).count(), device_ms,
-                 std::chrono::duration<double, std::milli>(t2 - t0).count());
+                 std::chrono::duration<double, std::milli>(t2 - t0).count(),
+                 trace_last_end_.time_since_epoch().count() == 0
+                     ? 0.0
+                     : std::chrono::duration<double, std::milli>(t0 - trace_last_end_).count());
+    trace_last_end_ = t2;
   }
   return logits_host_.get<float>();
 }

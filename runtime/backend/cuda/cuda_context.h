@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -134,6 +135,7 @@ class CudaContext : public BackendContext {
   double select_seconds_ = 0.0;
   bool trace_ = false;
   cudaEvent_t trace_begin_ = nullptr, trace_end_ = nullptr;
+  std::chrono::steady_clock::time_point trace_last_end_{};  // host time between forwards
 };
 
 }  // namespace vegas::cuda

@@ -2,7 +2,7 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|server|all] [test filter regex]
 #   sanitize: compute-sanitizer memcheck and racecheck over the correctness
 #   tests of every kernel (timing tests left out: they only repeat launches).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
@@ -80,6 +80,13 @@ PY
     python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
   done
   (cd "$OUT" && tar czf vegas-runs.tgz vegas-*.json vegas-*.err && rm -f vegas-*.json vegas-*.err)
+fi
+if [ "$WHAT" = server ]; then
+  # 16 concurrent streaming clients against vegas-server on this GPU.
+  for mode in vanilla vegas; do
+    python3 tools/bench_server.py --server "$DIR/bin/vegas-server" --backend cuda --mode "$mode" \
+      --clients 16 --requests 4 --max-tokens 64 2>&1 | tail -2
+  done
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"

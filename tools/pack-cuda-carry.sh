@@ -10,7 +10,7 @@ B=${1:-build-cuda}
 cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
 ninja -C "$B" -j2
 rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
-for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/vegas; do
+for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/vegas "$B"/bin/vegas-server; do
   strip -o ".carry/cuda/bin/$(basename "$b")" "$b"
 done
 # The CLI finds libvegas through its $ORIGIN/../lib rpath.
@@ -18,7 +18,7 @@ strip -o .carry/cuda/lib/libvegas.so.0 "$B"/lib/libvegas.so.0
 # Libraries the device image lacks (it has CUDA, not our Debian packages).
 for lib in $(ldd .carry/cuda/bin/* .carry/cuda/lib/libvegas.so.0 | awk '/=> \// {print $3}' | sort -u); do
   case "$(basename "$lib")" in
-    libmimalloc*|libgomp*|libpcre2*|libutf8proc*) cp -L "$lib" .carry/cuda/lib/ ;;
+    libmimalloc*|libgomp*|libpcre2*|libutf8proc*|libcpp-httplib*|libbrotli*) cp -L "$lib" .carry/cuda/lib/ ;;
   esac
 done
 cp ../shared/configs/qwen3-8b.json .carry/cuda/

@@ -474,6 +474,32 @@ def make_embedded(model_dir, shared, out_root, device, limit):
         print(f"  wrote {path} ({os.path.getsize(path) / 1e3:.0f} kB)", flush=True)
 
 
+def add_f32_8k(model_dir, out_root, device, path=None):
+    """Adds f32-math greedy ids and margins to an existing greedy_8k.json.
+
+    The bf16 reference's logits are rounded to bf16 (an ulp of 0.0625 for
+    logits in [8, 16)), so a bf16 margin of one ulp is a tie within its own
+    rounding; the f32 run tells such steps apart."""
+    path = path or os.path.join(out_root, "embedded", "greedy_8k.json")
+    with open(path) as f:
+        data = json.load(f)
+    t = time.time()
+    model = load_model(model_dir, torch.float32, "eager", device)
+    check_loaded_weights(model, model_dir)
+    results = run_greedy_set(model, [(p["id"], p["prompt_ids"]) for p in data], device)
+    del model
+    for p in data:
+        f_ids, f_m = results[p["id"]]
+        p["f32"] = {"ids": f_ids, "margins": f_m}
+        b_ids = p["bf16"]["ids"]
+        agree = next((i for i, (a, b) in enumerate(zip(f_ids, b_ids)) if a != b), len(f_ids))
+        print(f"    {p['id']:14s} bf16 agrees with f32 for {agree:2d} tokens", flush=True)
+    with open(path, "w") as f:
+        json.dump(data, f)
+    print(f"  8K f32 greedy: {len(data)} prompts ({time.time() - t:.1f}s), wrote {path}",
+          flush=True)
+
+
 # -------------------------------------------------------------------- main
 
 def main():
@@ -491,7 +517,14 @@ def main():
     ap.add_argument("--limit-prompts", type=int, default=0,
                     help="use only the first N prompts of each size (a quick check only: "
                          "never commit fixtures made with it)")
+    ap.add_argument("--add-f32-8k", metavar="GREEDY_8K_JSON", nargs="?", const="",
+                    help="only add f32-math ids and margins to an existing greedy_8k.json "
+                         "(default: the one under --out)")
     args = ap.parse_args()
+    if args.add_f32_8k is not None:
+        check_versions()
+        add_f32_8k(args.model_dir, args.out, pick_device(args.device), args.add_f32_8k or None)
+        return
 
     check_versions()
     device = pick_device(args.device)

@@ -26,7 +26,9 @@ std::unique_ptr<BackendModel> make_cuda(const ModelConfig &c, const ModelWeights
   return create_cuda_backend(c, w, CudaBackendOptions{});
 }
 
-bool have_gpu() { return cuda_device_count() > 0; }
+bool have_gpu() {
+  return cuda_device_count() > 0;
+}
 
 class GoldenTinyCuda : public ::testing::TestWithParam<std::string> {};
 
@@ -86,14 +88,22 @@ void check_embedded(const std::string &file) {
     const std::string id = p.at("id").get<std::string>();
     const auto prompt = read_ids(p.at("prompt_ids"), path + " " + id, model.vocab());
     const auto ref = read_ids(p.at("bf16").at("ids"), path + " " + id, model.vocab());
-    const auto margins = read_margins(p.at("bf16").at("margins"), path + " " + id, ref.size());
+    auto margins = read_margins(p.at("bf16").at("margins"), path + " " + id, ref.size());
+    // The bf16 reference's logits are rounded to bf16 (one ulp is 0.0625 for
+    // logits in [8, 16)); where the fixture also has transformers' f32-math
+    // margins, a step is a near tie when either margin is (urllib-8k step 35:
+    // bf16 margin 0.0625 = one ulp, f32 margin 0.014 and another token).
+    if (p.contains("f32")) {
+      const auto f32 = read_margins(p.at("f32").at("margins"), path + " " + id, ref.size());
+      for (size_t i = 0; i < margins.size(); ++i) margins[i] = std::min(margins[i], f32[i]);
+    }
     model.reset();
     const float *logits = model.prefill(prompt, 2048);
     int32_t matched = 0;
     for (size_t step = 0; step < ref.size() && margins[step] >= kNearTie; ++step) {
       const int32_t ours = argmax(logits, model.vocab());
-      ASSERT_EQ(ours, ref[step]) << id << " step " << step << " (reference margin "
-                                 << margins[step] << ")";
+      ASSERT_EQ(ours, ref[step]) << id << " step " << step << " (reference margin " << margins[step]
+                                 << ")";
       ++matched;
       logits = model.forward(&ours, 1, SeqRows::Logits::kLast);
     }
@@ -104,8 +114,12 @@ void check_embedded(const std::string &file) {
   EXPECT_GT(total, 0) << "no step was compared";
 }
 
-TEST(GoldenEmbeddedCuda, Greedy2kMatchesBf16Reference) { check_embedded("greedy_2k.json"); }
-TEST(GoldenEmbeddedCuda, Greedy8kMatchesBf16Reference) { check_embedded("greedy_8k.json"); }
+TEST(GoldenEmbeddedCuda, Greedy2kMatchesBf16Reference) {
+  check_embedded("greedy_2k.json");
+}
+TEST(GoldenEmbeddedCuda, Greedy8kMatchesBf16Reference) {
+  check_embedded("greedy_8k.json");
+}
 
 }  // namespace
 }  // namespace vegas

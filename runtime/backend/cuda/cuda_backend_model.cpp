@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
+#include "small_gemm.cuh"
 #include "verify_attention.cuh"
 
 namespace vegas {
@@ -56,6 +57,7 @@ CudaBackendModel::CudaBackendModel(const ModelConfig &config, const CudaBackendO
   check(kernels::paged_attention_init(), "attention kernel attributes");
   check(kernels::prefill_attention_init(), "prefill attention kernel attributes");
   check(kernels::verify_attention_init(), "verify attention kernel attributes");
+  check(kernels::small_gemm_init(), "small GEMM kernel attributes");
 }
 
 void CudaBackendModel::activate() const {

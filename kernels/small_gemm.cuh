@@ -1,0 +1,44 @@
+// Linear layers for a few rows (decoding, drafting): Y[M][N] = f(X)[M][K] ·
+// W[N][K]ᵀ with bf16 weights (HF Linear layout) and f32 accumulation, M <= 16.
+// At such M a step is a chain of small launches, so this kernel also absorbs
+// the ones around the GEMM: the RMSNorm of its input (prologue) and the
+// residual add or SwiGLU after it (epilogue), with the same bf16 roundings as
+// the separate rmsnorm / swiglu kernels and cuBLASLt path it replaces.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_utils.cuh"
+
+namespace vegas::kernels {
+
+constexpr int kSmallGemmMaxRows = 16;
+constexpr int kSmallGemmMaxK = 4096;  // the staged input: M x K bf16 in shared memory
+
+struct SmallGemmParams {
+  // Input: bf16 x_bf16[M][K], or f32 x_f32[M][K] normalised on the fly:
+  // bf16(x * rsqrt(mean(x^2) + eps) * norm_weight), as kernels::rmsnorm does.
+  const bf16 *x_bf16 = nullptr;
+  const float *x_f32 = nullptr;
+  const bf16 *norm_weight = nullptr;  // with x_f32
+  float eps = 1e-6f;
+  const bf16 *w = nullptr;  // [N][K], or [2 N][K] (gate rows, then up rows) for kSwiglu
+  int32_t m = 0;
+  int32_t n = 0;  // outputs per row
+  int32_t k = 0;
+  enum class Epilogue { kStoreBf16, kAddF32, kSwiglu } epilogue = Epilogue::kStoreBf16;
+  bf16 *y_bf16 = nullptr;  // kStoreBf16, kSwiglu: [M][N]
+  float *y_f32 = nullptr;  // kAddF32: [M][N] += result
+};
+
+// Whether the shape fits this kernel (M rows, K inputs); else use cuBLASLt.
+bool small_gemm_supports(int32_t m, int32_t k);
+
+cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream);
+
+// Sets the kernels' shared-memory limit; call once per device, outside capture.
+cudaError_t small_gemm_init();
+
+}  // namespace vegas::kernels

@@ -1,0 +1,130 @@
+// kernels/small_gemm (label `gpu`) against a double-precision reference of
+// the path it replaces (rmsnorm -> bf16, GEMM with f32 accumulation, residual
+// add or bf16 gate/up -> SwiGLU), for M = 1..16 rows, odd N and two K, every
+// epilogue, and both input forms. Tolerances: bf16 outputs carry one bf16
+// rounding (2^-9 relative) on top of f32 accumulation, so a relative L2 error
+// of 5e-3 is generous but catches any indexing or fusion mistake (those give
+// errors of order 1); the f32 residual add is compared at 1e-4.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "small_gemm.cuh"
+
+namespace vegas {
+namespace {
+
+using test::Dev;
+using Epilogue = kernels::SmallGemmParams::Epilogue;
+
+float bf(float v) {
+  return bf16_to_f32(f32_to_bf16(v));
+}
+
+struct Case {
+  int m, n, k;
+  Epilogue epilogue;
+  bool norm;  // f32 input with the RMSNorm prologue
+};
+
+TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(kernels::small_gemm_init(), cudaSuccess);
+  std::mt19937 rng(11);
+  const std::vector<Case> cases = {
+      {1, 768, 512, Epilogue::kStoreBf16, true},  {16, 768, 512, Epilogue::kStoreBf16, true},
+      {3, 50, 1024, Epilogue::kStoreBf16, false}, {1, 512, 512, Epilogue::kAddF32, false},
+      {16, 512, 1024, Epilogue::kAddF32, false},  {7, 1024, 512, Epilogue::kSwiglu, true},
+      {16, 1024, 512, Epilogue::kSwiglu, true},   {2, 17, 4096, Epilogue::kAddF32, false},
+  };
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (const Case &c : cases) {
+    const int w_rows = c.epilogue == Epilogue::kSwiglu ? 2 * c.n : c.n;
+    std::vector<uint16_t> w(static_cast<size_t>(w_rows) * c.k), xb(static_cast<size_t>(c.m) * c.k),
+        nw(static_cast<size_t>(c.k));
+    std::vector<float> xf(static_cast<size_t>(c.m) * c.k), y0(static_cast<size_t>(c.m) * c.n);
+    const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.k));
+    for (auto &v : w) v = f32_to_bf16(g(rng) * w_scale);
+    for (auto &v : xb) v = f32_to_bf16(g(rng));
+    for (auto &v : nw) v = f32_to_bf16(1.0f + 0.1f * g(rng));
+    for (auto &v : xf) v = 3.0f * g(rng);
+    for (auto &v : y0) v = g(rng);
+
+    // Reference: the staged input row, then the products in double.
+    std::vector<double> ref(static_cast<size_t>(c.m) * c.n);
+    for (int m = 0; m < c.m; ++m) {
+      std::vector<float> x(static_cast<size_t>(c.k));
+      if (c.norm) {
+        double ss = 0;
+        for (int i = 0; i < c.k; ++i) ss += double(xf[m * c.k + i]) * xf[m * c.k + i];
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / c.k) + 1e-6f);
+        for (int i = 0; i < c.k; ++i) x[i] = bf(xf[m * c.k + i] * inv * bf16_to_f32(nw[i]));
+      } else {
+        for (int i = 0; i < c.k; ++i) x[i] = bf16_to_f32(xb[m * c.k + i]);
+      }
+      auto dot = [&](int row) {
+        double s = 0;
+        for (int i = 0; i < c.k; ++i) s += double(bf16_to_f32(w[size_t(row) * c.k + i])) * x[i];
+        return s;
+      };
+      for (int n = 0; n < c.n; ++n) {
+        double v;
+        if (c.epilogue == Epilogue::kSwiglu) {
+          const double gate = bf(static_cast<float>(dot(n))),
+                       up = bf(static_cast<float>(dot(c.n + n)));
+          v = gate / (1.0 + std::exp(-gate)) * up;
+        } else {
+          v = dot(n);
+          if (c.epilogue == Epilogue::kAddF32) v += y0[size_t(m) * c.n + n];
+        }
+        ref[size_t(m) * c.n + n] = v;
+      }
+    }
+
+    Dev<uint16_t> w_d(w), xb_d(xb), nw_d(nw), ybf_d(static_cast<size_t>(c.m) * c.n);
+    Dev<float> xf_d(xf), yf_d(y0);
+    kernels::SmallGemmParams p;
+    p.m = c.m;
+    p.n = c.n;
+    p.k = c.k;
+    p.w = w_d.as<kernels::bf16>();
+    if (c.norm) {
+      p.x_f32 = xf_d.get();
+      p.norm_weight = nw_d.as<kernels::bf16>();
+    } else {
+      p.x_bf16 = xb_d.as<kernels::bf16>();
+    }
+    p.epilogue = c.epilogue;
+    p.y_bf16 = ybf_d.as<kernels::bf16>();
+    p.y_f32 = yf_d.get();
+    ASSERT_EQ(kernels::small_gemm(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    double err;
+    if (c.epilogue == Epilogue::kAddF32) {
+      err = test::rel_l2(yf_d.download(), ref);
+      EXPECT_LT(err, 1e-4) << "m " << c.m << " n " << c.n << " k " << c.k;
+    } else {
+      err = test::rel_l2(test::bf16_vec_to_float(ybf_d.download()), ref);
+      EXPECT_LT(err, 5e-3) << "m " << c.m << " n " << c.n << " k " << c.k;
+    }
+    std::printf("[small-gemm] m %2d n %4d k %4d epilogue %d norm %d: rel L2 %.2e\n", c.m, c.n, c.k,
+                static_cast<int>(c.epilogue), c.norm ? 1 : 0, err);
+  }
+}
+
+TEST(SmallGemm, RefusesShapesItDoesNotCover) {
+  kernels::SmallGemmParams p;
+  p.m = kernels::kSmallGemmMaxRows + 1;
+  p.n = 8;
+  p.k = 64;
+  EXPECT_FALSE(kernels::small_gemm_supports(p.m, p.k));
+  EXPECT_FALSE(kernels::small_gemm_supports(1, 12));  // K not a multiple of 8
+  EXPECT_EQ(kernels::small_gemm(p, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace vegas

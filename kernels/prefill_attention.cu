@@ -166,51 +166,7 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
         mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
       }
-      mx_lo = quad_max(mx_lo);
-      mx_hi = quad_max(mx_hi);
-      // Key 0 is visible to every vector, so the maxima are finite from tile 0 on.
-      const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
-      const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-      const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
-      m_lo = mx_lo;
-      m_hi = mx_hi;
-      float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kN / 8; ++n) {
-        s[n][0] = exp2f(s[n][0] - base_lo);
-        s[n][1] = exp2f(s[n][1] - base_lo);
-        s[n][2] = exp2f(s[n][2] - base_hi);
-        s[n][3] = exp2f(s[n][3] - base_hi);
-        sum_lo += s[n][0] + s[n][1];
-        sum_hi += s[n][2] + s[n][3];
-      }
-      l_lo = l_lo * alpha_lo + sum_lo;
-      l_hi = l_hi * alpha_hi + sum_hi;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        o[d][0] *= alpha_lo;
-        o[d][1] *= alpha_lo;
-        o[d][2] *= alpha_hi;
-        o[d][3] *= alpha_hi;
-      }
-
-      // O += P V: the accumulators of two n-tiles form one A fragment (16
-      // keys); V rows are B's rows, read transposed.
-#pragma unroll
-      for (int kc = 0; kc < kN / 16; ++kc) {
-        const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]),
-                               pack_bf16(s[2 * kc][2], s[2 * kc][3]),
-                               pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                               pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-#pragma unroll
-        for (int d2 = 0; d2 < HD / 16; ++d2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, vb + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
-                                   d2 * 16 + (lane >> 4) * 8);
-          mma_bf16(o[2 * d2], a, b[0], b[1]);
-          mma_bf16(o[2 * d2 + 1], a, b[2], b[3]);
-        }
-      }
+      online_softmax_pv<kN, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vb, lane);
     }
     __syncthreads();  // the next iteration's load overwrites this stage
   }

@@ -17,10 +17,6 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ int slot_of(const KvSelectDesc &d, int i) {
-  return d.first_slot + (d.n_rows <= 2 ? d.row_offset[i] : i);
-}
-
 __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -53,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
     for (int pos = d.head + threadIdx.x; pos < mid_end; pos += kThreads) {
       float sum = 0.0f;
       for (int r = 0; r < d.n_rows; ++r) {
-        const int64_t line0 = layer_lines + static_cast<int64_t>(slot_of(d, r)) * p.n_heads;
+        const int64_t line0 = layer_lines + static_cast<int64_t>(d.first_slot + r) * p.n_heads;
         for (int h = 0; h < p.n_heads; ++h) {
           const float logit = p.cap_logits[(line0 + h) * p.cap_stride + pos];
           sum += d.weight ? __expf(logit - p.cap_lse[line0 + h]) : logit;

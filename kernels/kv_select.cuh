@@ -27,16 +27,15 @@ namespace vegas::kernels {
 
 // One sequence's selection request (device memory, `n_seqs` of them).
 struct KvSelectDesc {
-  int32_t n = 0;                   // candidates [0, n)
-  int32_t head = 0;                // always kept: [0, head)
-  int32_t tail = 0;                // always kept: [n - tail, n)
-  int32_t scored = 0;              // best `scored` of [head, n - tail); head + tail + scored <= n
-  int32_t first_slot = 0;          // capture slot of rows[0]'s score lines
-  int32_t n_rows = 0;              // captured rows reduced (slots first_slot + row_offset[i])
-  int32_t row_offset[2] = {0, 0};  // up to two rows (first/last); n_rows > 2 = consecutive slots
-  int32_t record_off = 0;          // where the record goes in `records`
-  int32_t stride = 0;              // the record's positions stride (>= n)
-  int32_t weight = 1;              // 1: softmax weights, 0: raw logits
+  int32_t n = 0;           // candidates [0, n)
+  int32_t head = 0;        // always kept: [0, head)
+  int32_t tail = 0;        // always kept: [n - tail, n)
+  int32_t scored = 0;      // best `scored` of [head, n - tail); head + tail + scored <= n
+  int32_t first_slot = 0;  // capture slot of the first reduced row
+  int32_t n_rows = 0;      // rows reduced: slots first_slot .. first_slot + n_rows - 1
+  int32_t record_off = 0;  // where the record goes in `records`
+  int32_t stride = 0;      // the record's positions stride (>= n)
+  int32_t weight = 1;      // 1: softmax weights, 0: raw logits
 };
 
 struct KvSelectParams {

@@ -120,8 +120,6 @@ TEST(CudaKvSelect, MatchesHostSelection) {
       d.scored = k.scored;
       d.first_slot = s * rows;
       d.n_rows = k.n_rows;
-      d.row_offset[0] = 0;
-      d.row_offset[1] = 1;
       d.record_off = s * words + 1;  // odd offset: records need no alignment
       d.stride = rec_stride;
       d.weight = k.weight ? 1 : 0;
@@ -199,7 +197,6 @@ TEST(CudaKvSelect, TimingAtBenchShape) {
     d.scored = k - k / 2;
     d.first_slot = s * rows;
     d.n_rows = rows;
-    d.row_offset[1] = 1;
     d.record_off = s * words;
     d.stride = n;
   }

@@ -244,7 +244,6 @@ void CudaContext::select_deferred(const std::vector<DeferredSelect> &items) {
                                            " captured rows of key " + std::to_string(item.key));
     d.first_slot += item.row;
     d.n_rows = 1;
-    d.row_offset[0] = 0;
     descs.push_back(d);
   }
   launch_select(descs, sel_deferred_slots_, sel_deferred_stride_);
@@ -375,8 +374,6 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       d.scored = ds.scored;
       d.first_slot = slot;
       d.n_rows = s.capture->n_rows;
-      d.row_offset[0] = 0;
-      d.row_offset[1] = 1;
       d.record_off = selection_offset(ds.key);
       d.stride = sel_stride_;
       d.weight = ds.weight ? 1 : 0;

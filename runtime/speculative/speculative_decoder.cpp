@@ -25,6 +25,18 @@ void build_history(const Sequence &seq, const std::vector<int32_t> &drafts, int3
   out->insert(out->end(), drafts.begin(), drafts.begin() + n_drafts);
 }
 
+// The verify rows (0..gamma) whose scores the policy reads.
+std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
+  std::vector<int32_t> rows;
+  if (score_rows == ScoreRows::kAll) {
+    for (int32_t k = 0; k <= gamma; ++k) rows.push_back(k);
+  } else if (score_rows == ScoreRows::kFirstLast) {
+    rows.push_back(0);
+    if (gamma > 0) rows.push_back(gamma);
+  }
+  return rows;
+}
+
 }  // namespace
 
 SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
@@ -241,23 +253,10 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     r.page_table = w.seq->page_table.data();
     r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
     r.logits = SeqRows::Logits::kAll;
+    const std::vector<int32_t> rows = verify_capture_rows(score_rows, w.gamma);
     if (device_) {
-      std::vector<int32_t> rows;
-      if (score_rows == ScoreRows::kAll) {
-        for (int32_t k = 0; k <= w.gamma; ++k) rows.push_back(k);
-      } else if (score_rows == ScoreRows::kFirstLast) {
-        rows.push_back(0);
-        if (w.gamma > 0) rows.push_back(w.gamma);
-      }
       setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
     } else if (score_rows != ScoreRows::kNone) {
-      std::vector<int32_t> rows;
-      if (score_rows == ScoreRows::kAll) {
-        for (int32_t k = 0; k <= w.gamma; ++k) rows.push_back(k);
-      } else {
-        rows.push_back(0);
-        if (w.gamma > 0) rows.push_back(w.gamma);
-      }
       setup_capture(*w.st, w.seq->kv_len + 1, rows);
       r.capture = &w.st->capture;
     }

@@ -1,6 +1,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "argmax.cuh"
+#include "cuda_utils.cuh"
 
 namespace vegas::kernels {
 
@@ -22,6 +23,7 @@ struct MaxAtOp {
 };
 
 __global__ void argmax_kernel(ArgmaxParams p) {
+  pdl_enter();
   using Reduce = cub::BlockReduce<MaxAt, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
   const float *row = p.logits + static_cast<int64_t>(blockIdx.x) * p.vocab;
@@ -38,8 +40,7 @@ __global__ void argmax_kernel(ArgmaxParams p) {
 
 cudaError_t argmax(const ArgmaxParams &p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  argmax_kernel<<<p.rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(argmax_kernel, p.rows, kThreads, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 namespace vegas::kernels {
 
@@ -17,7 +19,49 @@ inline cudaError_t launch_status() {
   return cudaGetLastError();
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched through
+// launch_kernel may be scheduled while its predecessor in the stream is still
+// running, which hides the launch latency between the ~60 small kernels of a
+// decode step. Every such kernel starts with pdl_enter(), which waits for the
+// predecessor's completion (and its memory) before anything else. On by
+// default; VEGAS_CUDA_PDL=0 turns it off (for A/B timing).
+inline bool programmatic_launch_enabled() {
+  static const bool enabled = [] {
+    const char *env = std::getenv("VEGAS_CUDA_PDL");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args &&...args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1] = {};
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 #if defined(__CUDACC__)  // device helpers: only in .cu translation units
+
+// First statement of every kernel started by launch_kernel: wait until the
+// previous kernel of the stream has finished and its writes are visible (no
+// block may read or write shared buffers before), then let the next kernel be
+// scheduled. Its blocks can only become resident once every block of this
+// grid has passed this point, so waiting blocks never starve this grid.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

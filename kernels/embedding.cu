@@ -5,6 +5,7 @@ namespace vegas::kernels {
 namespace {
 
 __global__ void embedding_kernel(EmbeddingParams p) {
+  pdl_enter();
   const int row = blockIdx.x;
   int32_t id = p.tokens[row];
   // Ids are checked on the host; the clamp only keeps a bad id from reading
@@ -19,8 +20,7 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 
 cudaError_t embedding_gather(const EmbeddingParams &p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  embedding_kernel<<<p.rows, 256, 0, stream>>>(p);
-  return launch_status();
+  return launch_kernel(embedding_kernel, p.rows, 256, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -18,6 +18,7 @@ __device__ __forceinline__ uint32_t order_key(float v) {
 }
 
 __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
+  pdl_enter();
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int hist[kBins];
@@ -129,8 +130,7 @@ cudaError_t kv_select(const KvSelectParams &p, cudaStream_t stream) {
   if (p.desc == nullptr || p.records == nullptr || p.n_layers <= 0 || p.n_seqs < 0 ||
       p.n_heads <= 0 || p.keys == nullptr || p.key_stride < 0)
     return cudaErrorInvalidValue;
-  kv_select_kernel<<<p.n_seqs * p.n_layers, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(kv_select_kernel, p.n_seqs * p.n_layers, kThreads, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -1,6 +1,10 @@
 #include "paged_attention.cuh"
 
+#include "decode_attention.cuh"
+#include "paged_keys.cuh"
+
 #include <climits>
+#include <cstdlib>
 #include <type_traits>
 
 namespace vegas::kernels {
@@ -12,29 +16,6 @@ constexpr int kThreads = 256;  // 8 warps
 constexpr int kPad = 8;  // bf16 padding per K/V row: 16 bytes, keeps 16-byte reads conflict-free
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-// The keys of one sequence in one layer: key j is position
-// j < n_sel ? sel[j] : prefix + (j - n_sel). Dense sequences: n_sel = prefix = 0.
-struct KeyMap {
-  const int32_t *sel = nullptr;
-  int n_sel = 0;
-  int prefix = 0;
-  __device__ __forceinline__ int pos(int j) const {
-    return j < n_sel ? sel[j] : prefix + j - n_sel;
-  }
-};
-
-__device__ __forceinline__ KeyMap key_map(const PagedAttentionParams &p, int seq) {
-  KeyMap m;
-  const int off = p.seq_sparse_off == nullptr ? -1 : p.seq_sparse_off[seq];
-  if (off >= 0 || off <= -2) {
-    const int32_t *rec = off >= 0 ? p.sparse_data + off : p.sparse_device + (-2 - off);
-    m.prefix = rec[0];
-    m.n_sel = rec[2 + p.layer];
-    m.sel = rec + 2 + p.n_layers + static_cast<int64_t>(p.layer) * rec[1];
-  }
-  return m;
-}
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -61,6 +42,7 @@ struct Smem {
 
 template <int HD, int QMAX>
 __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParams p) {
+  pdl_enter();
   using S = Smem<HD, QMAX>;
   static_assert(HD % 8 == 0 && HD <= 256, "16-byte K/V chunks, rope_kv's bound");
   static_assert(S::total + sizeof(int) * QMAX <= 227 * 1024, "shared memory per block");
@@ -290,6 +272,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
 // over many warps (one block per row left most threads idle and serialised the
 // splits: 9 us per layer at 16 rows).
 __global__ void merge_kernel(PagedAttentionParams p) {
+  pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<int64_t>(p.total_rows) * p.n_heads) return;
@@ -335,8 +318,8 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const int rows_per_tile = QMAX / group;
   const int row_tiles = (p.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile;
   const dim3 grid(p.n_seqs * p.n_kv_heads, row_tiles, p.n_splits);
-  attention_kernel<HD, QMAX><<<grid, kThreads, Smem<HD, QMAX>::total, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(attention_kernel<HD, QMAX>, grid, kThreads, Smem<HD, QMAX>::total, stream,
+                       p);
 }
 
 // The head dimensions instantiated: the tiny test models' 16 and 32, and
@@ -361,6 +344,16 @@ cudaError_t set_smem() {
   return cudaFuncSetAttribute(attention_kernel<HD, QMAX>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(Smem<HD, QMAX>::total));
+}
+
+// The register-streaming kernel for one-row batches (decode_attention.cuh);
+// VEGAS_CUDA_DECODE_KERNEL=0 keeps them on the tiled kernel (A/B timing).
+bool decode_kernel_enabled() {
+  static const bool enabled = [] {
+    const char *env = std::getenv("VEGAS_CUDA_DECODE_KERNEL");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
 }
 
 }  // namespace
@@ -396,10 +389,14 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
   // enough for two or more blocks per multiprocessor.
   const bool small = p.max_rows_per_seq * group <= 16;
   cudaError_t e = cudaErrorInvalidValue;
-  for_each_head_dim([&](auto hd) {
-    constexpr int HD = decltype(hd)::value;
-    if (p.head_dim == HD) e = small ? launch<HD, 16>(p, stream) : launch<HD, 64>(p, stream);
-  });
+  if (decode_attention_applies(p) && decode_kernel_enabled()) {
+    e = decode_attention(p, stream);
+  } else {
+    for_each_head_dim([&](auto hd) {
+      constexpr int HD = decltype(hd)::value;
+      if (p.head_dim == HD) e = small ? launch<HD, 16>(p, stream) : launch<HD, 64>(p, stream);
+    });
+  }
   if (e != cudaSuccess || p.n_splits == 1) return e;
   return paged_attention_merge(p, stream);
 }
@@ -411,8 +408,7 @@ cudaError_t paged_attention_merge(const PagedAttentionParams &p, cudaStream_t st
       (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr)))
     return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.total_rows) * p.n_heads;
-  merge_kernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(merge_kernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -30,6 +30,7 @@ using namespace mma;
 template <int HD>
 __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     prefill_kernel(PagedAttentionParams p) {
+  pdl_enter();
   using T = Tiles<HD>;
   constexpr int kStride = T::kStride, kChunks = T::kChunks;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -195,8 +196,7 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const int64_t tiles = (int64_t{p.max_rows_per_seq} * group + kM - 1) / kM;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tiles), p.n_kv_heads, p.n_seqs);
-  prefill_kernel<HD><<<grid, kThreads, Tiles<HD>::smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(prefill_kernel<HD>, grid, kThreads, Tiles<HD>::smem, stream, p);
 }
 
 template <int HD>

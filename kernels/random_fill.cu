@@ -12,6 +12,7 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
 }
 
 __global__ void random_fill_kernel(RandomFillParams p) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t r = mix64(p.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
@@ -25,8 +26,8 @@ __global__ void random_fill_kernel(RandomFillParams p) {
 cudaError_t random_fill(const RandomFillParams &p, cudaStream_t stream) {
   if (p.n == 0) return cudaSuccess;
   const int64_t blocks = (p.n + 255) / 256;
-  random_fill_kernel<<<static_cast<int>(blocks < 8192 ? blocks : 8192), 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(random_fill_kernel, static_cast<int>(blocks < 8192 ? blocks : 8192), 256, 0,
+                       stream, p);
 }
 
 }  // namespace vegas::kernels

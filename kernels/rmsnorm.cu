@@ -9,6 +9,7 @@ constexpr int kCached = 4;  // float4s per thread kept in registers between the 
 // One block per row. Rows of up to kCached * 4 * blockDim.x values are read
 // once into registers (vectorised); longer or unaligned rows read x twice.
 __global__ void rmsnorm_kernel(RmsNormParams p) {
+  pdl_enter();
   __shared__ float scratch[32];
   const int row = blockIdx.x;
   const int src = p.row_index ? p.row_index[row] : row;
@@ -55,8 +56,7 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
 cudaError_t rmsnorm(const RmsNormParams &p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
   const int threads = p.hidden >= 1024 ? 512 : 128;
-  rmsnorm_kernel<<<p.rows, threads, 0, stream>>>(p);
-  return launch_status();
+  return launch_kernel(rmsnorm_kernel, p.rows, threads, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -9,6 +9,7 @@ constexpr int kWarps = 4;
 
 // One warp per (row, head): q heads, then k, then v.
 __global__ void rope_kv_kernel(RopeKvParams p) {
+  pdl_enter();
   __shared__ float head[kWarps][kMaxHeadDim];
   const int row = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -89,8 +90,7 @@ cudaError_t rope_kv(const RopeKvParams &p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const int heads = p.n_heads + 2 * p.n_kv_heads;
   const dim3 grid(p.rows, (heads + kWarps - 1) / kWarps);
-  rope_kv_kernel<<<grid, kWarps * 32, 0, stream>>>(p);
-  return launch_status();
+  return launch_kernel(rope_kv_kernel, grid, kWarps * 32, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -3,6 +3,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include "cuda_utils.cuh"
 #include "sampling.cuh"
 
 namespace vegas::kernels {
@@ -629,6 +630,7 @@ __device__ void find_nucleus(const Source &s, Shared &sh, Rule *rule, float top_
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  pdl_enter();
   __shared__ Shared sh;
   const SamplingRow rr = p.rules[blockIdx.x];
   int32_t *out = p.out + blockIdx.x;
@@ -704,6 +706,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 }
 
 __global__ void penalties_kernel(PenaltyParams p) {
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= p.n_edits) return;
   const PenaltyEdit e = p.edits[i];
@@ -726,16 +729,14 @@ cudaError_t apply_penalties(const PenaltyParams &p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (p.n_edits == 0) return cudaSuccess;
   constexpr int kBlock = 256;
-  penalties_kernel<<<(p.n_edits + kBlock - 1) / kBlock, kBlock, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(penalties_kernel, (p.n_edits + kBlock - 1) / kBlock, kBlock, 0, stream, p);
 }
 
 cudaError_t sample(const SampleParams &p, cudaStream_t stream) {
   if (p.rows < 0 || p.vocab <= 0 || (p.rows > 0 && (!p.logits || !p.rules || !p.out)))
     return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
-  sample_kernel<<<p.rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sample_kernel, p.rows, kThreads, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

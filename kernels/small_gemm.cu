@@ -20,6 +20,7 @@ __device__ __forceinline__ float dot8(const float *a, const float *b) {
 // up of each output column).
 template <int R>
 __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p) {
+  pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *xs = reinterpret_cast<bf16 *>(smem);  // [m][k]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -142,11 +143,9 @@ cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream) {
   const size_t smem = sizeof(bf16) * static_cast<size_t>(p.m) * p.k;
   const int per_block = kWarps * kOutPerWarp;
   const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);
-  if (swiglu)
-    small_gemm_kernel<2 * kOutPerWarp><<<blocks, kThreads, smem, stream>>>(p);
-  else
-    small_gemm_kernel<kOutPerWarp><<<blocks, kThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return swiglu
+             ? launch_kernel(small_gemm_kernel<2 * kOutPerWarp>, blocks, kThreads, smem, stream, p)
+             : launch_kernel(small_gemm_kernel<kOutPerWarp>, blocks, kThreads, smem, stream, p);
 }
 
 cudaError_t small_gemm_init() {

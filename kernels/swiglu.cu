@@ -5,6 +5,7 @@ namespace vegas::kernels {
 namespace {
 
 __global__ void swiglu_kernel(SwigluParams p) {
+  pdl_enter();
   const int64_t n = static_cast<int64_t>(p.rows) * p.inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -23,8 +24,8 @@ cudaError_t swiglu(const SwigluParams &p, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const int threads = 256;
   const int64_t blocks = (n + threads - 1) / threads;
-  swiglu_kernel<<<static_cast<int>(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(p);
-  return launch_status();
+  return launch_kernel(swiglu_kernel, static_cast<int>(blocks < 65535 ? blocks : 65535), threads, 0,
+                       stream, p);
 }
 
 }  // namespace vegas::kernels

@@ -42,6 +42,7 @@ struct VTiles {
 template <int HD, int MT>
 __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
     verify_kernel(PagedAttentionParams p) {
+  pdl_enter();
   using T = VTiles<HD, MT>;
   constexpr int kStride = T::kStride, kChunks = T::kChunks, kVec = T::kVec, kNk = T::kNk;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -289,8 +290,7 @@ template <int HD, int MT>
 cudaError_t launch(const PagedAttentionParams &p, int64_t vec_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{p.n_seqs} * p.n_kv_heads),
                   static_cast<unsigned>(vec_tiles), static_cast<unsigned>(p.n_splits));
-  verify_kernel<HD, MT><<<grid, kThreads, VTiles<HD, MT>::smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(verify_kernel<HD, MT>, grid, kThreads, VTiles<HD, MT>::smem, stream, p);
 }
 
 // The vectors of the longest verified sequence choose the block size: the

@@ -1,6 +1,7 @@
 // Paged attention kernel vs a float64 host reference: decoding, multi-row
 // causal verification rows, chunked prefill over a prefix, mixed batches,
-// split-K with the LSE merge, a 16K context, and every instantiated head_dim. Tolerance: the output
+// split-K with the LSE merge, a 16K context, and every instantiated head_dim (one-row batches take
+// decode_attention.cu, the others the tiled kernel). Tolerance: the output
 // is rounded to bf16 (relative step 2^-8, error <= 2^-9 per element), the inputs are exact bf16
 // values used identically by both sides and accumulation is f32, so the relative L2 error must stay
 // under 5e-3. Sparse drafting rows (random selected sets below a prefix, several layers' records)
@@ -204,6 +205,20 @@ TEST_F(Attention, DecodeRows) {
   for (int hd : {64, 128})
     for (int splits : {1, 3, 8})
       run_case({8, 2, hd, 16, {{0, 1}, {5, 1}, {300, 1}, {1023, 1}}, splits}, 1 + hd + splits);
+}
+
+// One-row batches run on decode_attention.cu (register streaming, its own
+// split and group reductions): every GQA group it is built for (1, 2, 4, 8),
+// both head_dims, page size 8, lengths that end inside a warp step, one to 64
+// splits (more splits than keys: empty splits must merge as nothing), an 8K
+// context, and sparse rows mixed with dense ones.
+TEST_F(Attention, DecodeKernelGroupsAndSplits) {
+  for (int hd : {64, 128})
+    for (int kv : {8, 4, 2, 1})
+      for (int splits : {1, 5, 64})
+        run_case({8, kv, hd, 8, {{0, 1}, {17, 1}, {63, 1}, {1000, 1}, {8191, 1}}, splits},
+                 61 + hd + kv + splits);
+  run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7}, 62);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

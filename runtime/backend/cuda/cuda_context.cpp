@@ -49,16 +49,16 @@ enum Field {
 
 constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits * rows
 constexpr int32_t kMaxSplits = 64;
-constexpr int32_t kMinTokensPerSplit = 256;
+constexpr int32_t kMinTokensPerSplit = 128;
 // Models up to this hidden size run few-row steps through kernels::small_gemm.
 constexpr int64_t kSmallModelHidden = 2048;
 // ... and at most this many rows: H100, embedded model, the fused path takes
 // a 2K x 1 step from 0.349 to 0.323 ms but a 16-row step from 0.40 to 0.61 ms
 // (too few blocks for cuBLASLt's tiling to lose to).
 constexpr int32_t kSmallGemmRows = 4;
-// Sparse drafting is latency-bound: more, shorter splits (H100, 8K x 16: 16
-// splits of ~40 keys beat 8 of ~75).
-constexpr int32_t kSparseTokensPerSplit = 32;
+// Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
+// of a decode_attention block.
+constexpr int32_t kSparseTokensPerSplit = 64;
 
 template <typename T>
 T *as(const DeviceBuffer &b) {
@@ -270,9 +270,11 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const int32_t rows_per_tile = q_tile / group;
   const int64_t blocks =
       int64_t{s.n_seqs} * c.n_kv_heads * ((s.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile);
-  // Enough blocks for about four per multiprocessor, no more splits than the
-  // longest sequence can use; a power of two so graphs see few distinct values.
-  int64_t want = (4 * int64_t{model_.multiprocessors()} + blocks - 1) / blocks;
+  // Enough blocks for about four per multiprocessor (eight of the half-size
+  // blocks of one-row steps, kernels/decode_attention.cu), no more splits than
+  // the longest sequence can use; a power of two so graphs see few distinct values.
+  const int64_t per_sm = s.max_rows_per_seq == 1 && s.cap_slots == 0 ? 8 : 4;
+  int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
   want = std::min<int64_t>(want, useful_splits);
   want = std::min<int64_t>(want, kMaxSplits);
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);

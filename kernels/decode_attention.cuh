@@ -1,0 +1,24 @@
+// Attention for batches whose sequences have one query row each (decoding and
+// sparse drafting), without score capture: the bandwidth-bound case that sets
+// the speed of a decode step. paged_attention() uses it by itself when a
+// batch qualifies; the parameters and the split-K contract (partial results
+// merged by paged_attention_merge) are paged_attention's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "paged_attention.cuh"
+
+namespace vegas::kernels {
+
+// Whether the batch described by `p` can run on decode_attention: at most one
+// row per sequence, no capture, a head_dim and GQA group it is built for.
+bool decode_attention_applies(const PagedAttentionParams &p);
+
+// Writes `out` (n_splits == 1) or the partial results of every split; the
+// caller runs paged_attention_merge when n_splits > 1.
+cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream);
+
+}  // namespace vegas::kernels

@@ -52,6 +52,23 @@ struct DeviceSelection {
   bool deferred = false;
 };
 
+// Query-aware page selection of one draft row (policy quest, DESIGN §5). In
+// every layer, once the row's query and key are computed and before it
+// attends, the backend scores each page of the candidates [0, prefix) by the
+// upper bound of q.k over the page's keys, the sum over query heads h and dims
+// d of max(q_hd * kmin_d, q_hd * kmax_d) (element-wise min/max of the page's
+// keys of h's KV head; select/quest_pages.h), and the row attends to the best
+// pages that fit `budget` tokens (select_quest_pages' rule), then to every
+// position from prefix to its own. Quest pages are the KV pages: page i covers
+// [i * page_size, min(prefix, (i + 1) * page_size)), so the bounds of the full
+// pages are kept per KV page as forward passes write K (ContextParams::
+// key_bounds) and only the partial last page is bounded from its keys on the
+// spot. One row (n_tokens == 1) with prefix <= start_pos.
+struct QuestDraft {
+  int32_t prefix = 0;
+  int32_t budget = 0;  // >= 0; prefix or more keeps every candidate
+};
+
 // New rows of one sequence in a forward batch.
 struct SeqRows {
   const int32_t *tokens = nullptr;  // n_tokens ids
@@ -72,6 +89,7 @@ struct SeqRows {
   // With device_sparse_key: how many keys the set makes the last row attend
   // (selected + positions after the selection point); sizes the launch only.
   int32_t device_sparse_span = 0;
+  const QuestDraft *quest = nullptr;  // optional: query-aware drafting (needs key_bounds)
 };
 
 struct ForwardBatch {
@@ -106,6 +124,11 @@ struct ContextParams {
   int32_t num_pages = 0;
   int32_t page_size = 16;
   int32_t max_rows = 512;  // most rows one forward() call carries
+  // Keep the element-wise min/max of every KV page's keys, per layer, current
+  // as forward passes write K, for SeqRows::quest (memory: 2 / page_size of
+  // the K cache, in the cache's precision; time: each written page re-bounded
+  // once per forward call).
+  bool key_bounds = false;
 };
 
 class BackendContext {
@@ -140,7 +163,9 @@ class BackendContext {
   virtual void select_deferred(const std::vector<DeferredSelect> &items) { (void)items; }
   // Frees the set kept under `key` (the sequence ended).
   virtual void forget_selection(int32_t key) { (void)key; }
-  // Device time spent selecting since the last call, in seconds.
+  // Time spent selecting since the last call, in seconds: device selection,
+  // and the quest selection inside draft passes where the backend can tell it
+  // apart (the CPU backend; on CUDA it is part of the draft step's time).
   virtual double take_select_seconds() { return 0.0; }
 };
 

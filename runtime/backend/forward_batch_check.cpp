@@ -74,6 +74,21 @@ void check_device_select(size_t i, const SeqRows &s, const DeviceSelection &sel)
   if (sel.scored > 0 && s.capture->n_rows == 0) bad_seq(i, "device selection scores no row");
 }
 
+// Quest drafting: one row, attending to what it selects below prefix and to
+// [prefix, itself]; nothing else asked of it.
+void check_quest(size_t i, const SeqRows &s, const QuestDraft &q, const ContextParams &params) {
+  if (!params.key_bounds) bad_seq(i, "quest drafting needs a context made with key_bounds");
+  if (s.n_tokens != 1)
+    bad_seq(i, "quest drafting takes one row, not " + std::to_string(s.n_tokens));
+  if (q.prefix < 0 || q.prefix > s.start_pos || q.budget < 0)
+    bad_seq(i, "quest prefix " + std::to_string(q.prefix) + " outside [0, start_pos " +
+                   std::to_string(s.start_pos) + "] or budget " + std::to_string(q.budget) +
+                   " < 0");
+  if (s.sparse != nullptr || s.capture != nullptr || s.device_select != nullptr ||
+      s.device_sparse_key >= 0)
+    bad_seq(i, "quest drafting with a sparse set, score capture or device selection");
+}
+
 }  // namespace
 
 void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
@@ -117,6 +132,7 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
     if (s.sparse != nullptr) check_sparse(i, s, *s.sparse, config.n_layers);
     if (s.capture != nullptr) check_capture(i, s, *s.capture);
     if (s.device_select != nullptr) check_device_select(i, s, *s.device_select);
+    if (s.quest != nullptr) check_quest(i, s, *s.quest, params);
     if (s.device_sparse_key >= 0 && s.sparse != nullptr)
       bad_seq(i, "both a host sparse set and a device set (device_sparse_key)");
     total += s.n_tokens;

@@ -11,7 +11,7 @@ namespace vegas {
 // Throws INVALID_ARGUMENT (empty batch, rows <= 0 or over params.max_rows in
 // total, NULL pointers, negative start_pos, a page table that does not cover
 // start_pos + n_tokens slots or names a page outside [0, num_pages), a sparse
-// set or score capture that is inconsistent with the rows) or
+// set, score capture or quest draft that is inconsistent with the rows) or
 // TOKEN_OUT_OF_RANGE (an id outside [0, vocab_size)).
 void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
                          const ContextParams &params);

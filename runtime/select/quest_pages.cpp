@@ -30,21 +30,26 @@ void compute_key_bounds(const PagedKeys &keys, int32_t n, int32_t quest_page_siz
   }
 }
 
+float quest_page_score(const float *query, const float *key_min, const float *key_max,
+                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim) {
+  const int32_t group = n_heads / n_kv_heads;
+  float score = 0.0f;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    const float *q = query + static_cast<int64_t>(h) * head_dim;
+    const int64_t at = static_cast<int64_t>(h / group) * head_dim;
+    const float *mn = key_min + at;
+    const float *mx = key_max + at;
+    for (int32_t d = 0; d < head_dim; ++d) score += std::max(q[d] * mx[d], q[d] * mn[d]);
+  }
+  return score;
+}
+
 void quest_page_scores(const float *query, const PageBoundsView &bounds, int32_t n_pages,
                        int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float *out) {
-  const int32_t group = n_heads / n_kv_heads;
   const int64_t page_width = static_cast<int64_t>(n_kv_heads) * head_dim;
-  for (int32_t page = 0; page < n_pages; ++page) {
-    float score = 0.0f;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      const float *q = query + static_cast<int64_t>(h) * head_dim;
-      const int64_t at = page * page_width + static_cast<int64_t>(h / group) * head_dim;
-      const float *mn = bounds.key_min + at;
-      const float *mx = bounds.key_max + at;
-      for (int32_t d = 0; d < head_dim; ++d) score += std::max(q[d] * mx[d], q[d] * mn[d]);
-    }
-    out[page] = score;
-  }
+  for (int32_t page = 0; page < n_pages; ++page)
+    out[page] = quest_page_score(query, bounds.key_min + page * page_width,
+                                 bounds.key_max + page * page_width, n_heads, n_kv_heads, head_dim);
 }
 
 int32_t select_quest_pages(const float *page_scores, int32_t n, int32_t page_size, int32_t k,

@@ -26,6 +26,13 @@ struct PagedKeys {
 void compute_key_bounds(const PagedKeys &keys, int32_t n, int32_t quest_page_size,
                         int32_t first_page, int32_t end_page, float *key_min, float *key_max);
 
+// One page's score from its bounds key_min/key_max [n_kv_heads][head_dim]:
+// sum over query heads h and dims d of max(q_hd * max_d, q_hd * min_d), query
+// head h reading KV head h / (n_heads / n_kv_heads). Accumulated in float,
+// heads outer, dims inner.
+float quest_page_score(const float *query, const float *key_min, const float *key_max,
+                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim);
+
 // out[page] for pages [0, n_pages).
 void quest_page_scores(const float *query, const PageBoundsView &bounds, int32_t n_pages,
                        int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float *out);

@@ -1,5 +1,8 @@
 // quest: before every draft step, score each page of keys against the current
 // draft query by its q.k upper bound and keep the best pages that fit the budget.
+// The speculative loop runs it inside the backends' draft passes
+// (query_aware_plan, backend.h: QuestDraft); select() is the same rule on
+// given bounds, the reference the backends are tested against.
 #include <string>
 #include <vector>
 
@@ -23,6 +26,12 @@ class QuestPolicy final : public PolicyBase {
     needs.page_bounds = true;
     needs.every_draft_step = true;
     return needs;
+  }
+
+  bool query_aware_plan(int32_t n, QueryAwarePlan *plan) const override {
+    plan->page_size = options_.quest_page_size;
+    plan->budget = budget(n);
+    return true;
   }
 
   int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) override {

@@ -84,6 +84,15 @@ struct DevicePlan {
   bool last_accepted = false;  // reduce only the last accepted row (chosen after acceptance)
 };
 
+// A policy's form for selecting inside every draft step from the draft query
+// (needs().every_draft_step: quest), which backends run in their layer loop
+// (backend.h: QuestDraft): pages of `page_size` candidates scored by their
+// q.k upper bound, the best kept while they fit `budget` tokens.
+struct QueryAwarePlan {
+  int32_t page_size = 0;
+  int32_t budget = 0;
+};
+
 class SelectionPolicy {
  public:
   virtual ~SelectionPolicy() = default;
@@ -99,6 +108,13 @@ class SelectionPolicy {
   // The device form of this policy for n candidates; false when it has none
   // (the scores then come back to the host and select() runs).
   virtual bool device_plan(int32_t n, DevicePlan *plan) const {
+    (void)n;
+    (void)plan;
+    return false;
+  }
+  // The query-aware form of this policy for n candidates; false when it has
+  // none. select() with the same query and page bounds chooses the same set.
+  virtual bool query_aware_plan(int32_t n, QueryAwarePlan *plan) const {
     (void)n;
     (void)plan;
     return false;

@@ -65,10 +65,14 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   cp.max_rows = params_.prefill_chunk + params_.max_batch;
   if (params_.speculative) {
     const int64_t capacity = int64_t{pool_.num_pages()} * pool_.page_size();
+    // Quest's pages are the KV pages: the backends keep one key bound per KV
+    // page (the ABI has no separate quest page size).
+    params_.spec.selection.quest_page_size = params_.page_size;
     spec_ = std::make_unique<SpeculativeDecoder>(
         model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
     // A verification pass carries gamma + 1 rows per sequence.
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * (params_.spec.gamma + 1));
+    cp.key_bounds = spec_->policy().needs().page_bounds;
   }
   context_ = model_->backend().create_context(cp);
   if (spec_) spec_->use_device_selection(context_->device_selection());

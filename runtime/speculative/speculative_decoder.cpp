@@ -52,10 +52,13 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
   policy_ = make_selection_policy(params_.policy, params_.selection, shape);
-  if (policy_->needs().page_bounds || policy_->needs().every_draft_step)
+  const SelectionNeeds needs = policy_->needs();
+  QueryAwarePlan plan;
+  query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
+  if ((needs.page_bounds || needs.every_draft_step) && !query_aware_)
     fail(VEGAS_ERR_NOT_BUILT, "policy '" + params_.policy +
-                                  "' needs per-draft-step page bounds, which this build's "
-                                  "speculative loop does not provide yet");
+                                  "' selects every draft step but has no query-aware form "
+                                  "for the backends' draft passes");
   totals_.accepted_at.assign(static_cast<size_t>(params_.gamma), 0);
   totals_.drafted_at.assign(static_cast<size_t>(params_.gamma), 0);
 }
@@ -155,7 +158,7 @@ void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
 void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
   const double t0 = now_seconds();
   SeqState &st = state(seq.id);
-  if (device_) {  // selected by the prefill's forward pass
+  if (device_ || query_aware_) {  // selected by the prefill's forward pass, or by each draft pass
     st.has_selection = true;
     return;
   }
@@ -189,6 +192,17 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     if (!w.st->has_selection) w.gamma = 0;  // nothing selected yet: verify only
     w.drafts.resize(static_cast<size_t>(w.gamma));
     w.q.resize(static_cast<size_t>(w.gamma));
+    if (query_aware_) {  // the draft passes select from [0, kv_len), the committed tokens
+      QueryAwarePlan plan;
+      policy_->query_aware_plan(seq->kv_len, &plan);
+      if (plan.page_size != pool.page_size())
+        fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy + "' scores pages of " +
+                                             std::to_string(plan.page_size) +
+                                             " tokens, but draft passes score the KV pages of " +
+                                             std::to_string(pool.page_size()));
+      w.st->quest.prefix = seq->kv_len;
+      w.st->quest.budget = plan.budget;
+    }
     work.push_back(std::move(w));
   }
   if (work.empty()) return;
@@ -217,8 +231,11 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
         r.device_sparse_key = w.seq->id;
         r.device_sparse_span =
             ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
-      } else
+      } else if (query_aware_) {
+        r.quest = &w.st->quest;
+      } else {
         r.sparse = &w.st->sparse;
+      }
       batch.seqs.push_back(r);
       in_batch.push_back(&w);
     }
@@ -235,6 +252,11 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     });
   }
   totals_.draft_seconds += now_seconds() - t_draft;
+  if (query_aware_) {  // the selection ran inside the draft passes: count it apart
+    const double select_s = context.take_select_seconds();
+    totals_.draft_seconds -= select_s;
+    totals_.select_seconds += select_s;
+  }
 
   // Verify: γ+1 full-attention rows per sequence, with the scores the policy needs.
   const double t_verify = now_seconds();
@@ -333,6 +355,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       if (w.st->device_select.deferred) deferred.push_back({seq.id, result.n_accepted});
       continue;
     }
+    if (query_aware_) continue;  // the next round's draft passes select
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     const int32_t last_row =

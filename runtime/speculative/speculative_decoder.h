@@ -90,6 +90,7 @@ class SpeculativeDecoder {
     ScoreCapture capture;
     SparseAttention sparse;
     DeviceSelection device_select;
+    QuestDraft quest;  // query-aware policies: what each draft pass selects from
     bool has_selection = false;
   };
 
@@ -106,6 +107,8 @@ class SpeculativeDecoder {
   std::unique_ptr<SelectionPolicy> policy_;
   std::map<int32_t, SeqState> states_;
   bool device_ = false;
+  // The policy selects inside every draft pass from the draft query (quest).
+  bool query_aware_ = false;
   SpeculativeTotals totals_;
 };
 

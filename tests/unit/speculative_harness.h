@@ -45,6 +45,7 @@ class SharedPrefixRunner {
     cp.page_size = kPageSize;
     cp.num_pages = static_cast<int32_t>((slots + kPageSize - 1) / kPageSize) + 1;
     cp.max_rows = std::max(prefill_chunk, max_gamma + 1);
+    cp.key_bounds = true;  // for quest; the other policies never read the bounds
     context_ = model_.backend().create_context(cp);
     pool_ = std::make_unique<KvPool>(cp.num_pages, kPageSize);
     max_context_ = cp.num_pages * kPageSize;

@@ -75,7 +75,7 @@ void above_mean_destroy(void *user_data) {
 }
 
 const std::vector<std::string> kPolicies = {"vegas", "vegas-all", "specextend", "streaming",
-                                            "topp",  "full",      "user"};
+                                            "quest", "topp",      "full",       "user"};
 
 TEST(SpeculativeLossless, GreedyEqualsVanillaOnPublic2kPromptsForEveryPolicy) {
   if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or public prompts absent";

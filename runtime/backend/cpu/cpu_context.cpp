@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -80,6 +81,18 @@ CpuContext::CpuContext(const CpuBackendModel &model, const ContextParams &params
   allocate(v_, rows * c.kv_dim(), "activations");
   allocate(gate_, rows * c.intermediate_size, "activations");
   allocate(up_, rows * c.intermediate_size, "activations");
+  quest_shape_.n_layers = c.n_layers;
+  quest_shape_.n_heads = c.n_heads;
+  quest_shape_.n_kv_heads = c.n_kv_heads;
+  quest_shape_.head_dim = c.head_dim;
+  quest_shape_.page_size = params_.page_size;
+  if (params_.key_bounds) key_bounds_.allocate(quest_shape_, params_.num_pages);
+}
+
+double CpuContext::take_select_seconds() {
+  const double s = select_seconds_;
+  select_seconds_ = 0.0;
+  return s;
 }
 
 void CpuContext::prepare_rows(const ForwardBatch &batch) {
@@ -88,6 +101,7 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
   positions_.resize(static_cast<size_t>(n));
   slots_.resize(static_cast<size_t>(n));
   attention_rows_.resize(static_cast<size_t>(n));
+  written_pages_.clear();
   const int32_t ps = params_.page_size;
   size_t r = 0;
   for (const SeqRows &s : batch.seqs) {
@@ -97,6 +111,10 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
       tokens_[r] = s.tokens[i];
       positions_[r] = pos;
       slots_[r] = int64_t{s.page_table[pos / ps]} * ps + pos % ps;
+      // A sequence's rows are consecutive positions, so its pages repeat only
+      // back to back; sequences own distinct pages.
+      if (key_bounds_.enabled() && (i == 0 || pos % ps == 0))
+        written_pages_.push_back(s.page_table[pos / ps]);
       AttentionRow &a = attention_rows_[r];
       a = AttentionRow{};
       a.page_table = s.page_table;
@@ -111,6 +129,8 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
       }
     }
   }
+  quest_rows_.prepare(batch, quest_shape_);
+  quest_rows_.attach(attention_rows_);
 }
 
 void CpuContext::run_layer(int layer, int64_t n) {
@@ -139,6 +159,12 @@ void CpuContext::run_layer(int layer, int64_t n) {
     const int64_t slot = slots_[static_cast<size_t>(r)];
     std::memcpy(kc + slot * kv_dim, k_.data() + r * kv_dim, sizeof(float) * kv_dim);
     std::memcpy(vc + slot * kv_dim, v_.data() + r * kv_dim, sizeof(float) * kv_dim);
+  }
+  if (key_bounds_.enabled()) key_bounds_.update(layer, kc, written_pages_, nt);
+  if (!quest_rows_.empty()) {  // the quest rows' sets for this layer, from their queries
+    const auto t0 = std::chrono::steady_clock::now();
+    quest_rows_.select_layer(layer, q_.data(), kc, key_bounds_, nt);
+    select_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   AttentionShape shape;
   shape.n_layers = c.n_layers;

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_quest.h"
 
 namespace vegas {
 
@@ -20,6 +21,8 @@ class CpuContext final : public BackendContext {
   CpuContext(const CpuBackendModel &model, const ContextParams &params);
 
   const float *forward(const ForwardBatch &batch) override;
+  // The quest selection inside draft passes (SeqRows::quest).
+  double take_select_seconds() override;
 
   // The K or V cache of one layer: [num_pages][page_size][n_kv_heads][head_dim].
   const std::vector<float> &k_cache(int layer) const {
@@ -28,6 +31,10 @@ class CpuContext final : public BackendContext {
   const std::vector<float> &v_cache(int layer) const {
     return v_cache_[static_cast<size_t>(layer)];
   }
+  // The per-layer sets the quest rows of the last forward pass attended to,
+  // i-th quest row in batch order (tests; valid until the next forward).
+  size_t quest_rows() const { return quest_rows_.size(); }
+  const SparseAttention &quest_set(size_t i) const { return quest_rows_.set(i); }
 
  private:
   void prepare_rows(const ForwardBatch &batch);
@@ -42,7 +49,14 @@ class CpuContext final : public BackendContext {
   std::vector<int32_t> tokens_, positions_;
   std::vector<int64_t> slots_;
   std::vector<AttentionRow> attention_rows_;
+  std::vector<int32_t> written_pages_;  // KV pages the pass writes, each once
   RopeTables rope_;
+
+  // Quest drafting (ContextParams::key_bounds).
+  QuestShape quest_shape_;
+  CpuKeyBounds key_bounds_;
+  CpuQuestRows quest_rows_;
+  double select_seconds_ = 0.0;
 
   // Activations, [max_rows][width] each.
   std::vector<float> x_, xn_, tmp_, q_, k_, v_, attn_, gate_, up_;

@@ -56,11 +56,21 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
 // block may read or write shared buffers before), then let the next kernel be
 // scheduled. Its blocks can only become resident once every block of this
 // grid has passed this point, so waiting blocks never starve this grid.
-__device__ __forceinline__ void pdl_enter() {
+// Kernels that can start work not depending on the previous kernel (reading
+// weights) call the two halves separately, pdl_wait() before any other access.
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_launch_dependents();
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

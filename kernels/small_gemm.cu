@@ -1,5 +1,8 @@
 #include "small_gemm.cuh"
 
+#include <cstdlib>
+#include <string>
+
 namespace vegas::kernels {
 
 namespace {
@@ -126,6 +129,15 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p)
   }
 }
 
+// VEGAS_CUDA_SMALL_GEMM=fma keeps every shape on the CUDA-core kernel (A/B timing).
+bool mma_enabled() {
+  static const bool enabled = [] {
+    const char *env = std::getenv("VEGAS_CUDA_SMALL_GEMM");
+    return env == nullptr || std::string(env) != "fma";
+  }();
+  return enabled;
+}
+
 }  // namespace
 
 bool small_gemm_supports(int32_t m, int32_t k) {
@@ -140,6 +152,7 @@ cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream) {
       (p.x_f32 != nullptr && p.norm_weight == nullptr) ||
       (p.epilogue == SmallGemmParams::Epilogue::kAddF32 ? p.y_f32 == nullptr : p.y_bf16 == nullptr))
     return cudaErrorInvalidValue;
+  if (p.k <= kSmallGemmMmaMaxK && mma_enabled()) return small_gemm_mma(p, stream);
   const size_t smem = sizeof(bf16) * static_cast<size_t>(p.m) * p.k;
   const int per_block = kWarps * kOutPerWarp;
   const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);

@@ -36,7 +36,11 @@ struct SmallGemmParams {
 // Whether the shape fits this kernel (M rows, K inputs); else use cuBLASLt.
 bool small_gemm_supports(int32_t m, int32_t k);
 
+// The tensor-core kernel for K <= kSmallGemmMmaMaxK (small_gemm_mma.cu);
+// small_gemm() picks it by itself, larger K take the CUDA-core kernel.
 cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream);
+constexpr int kSmallGemmMmaMaxK = 2048;
+cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream);
 
 // Sets the kernels' shared-memory limit; call once per device, outside capture.
 cudaError_t small_gemm_init();

@@ -52,10 +52,11 @@ constexpr int32_t kMaxSplits = 64;
 constexpr int32_t kMinTokensPerSplit = 128;
 // Models up to this hidden size run few-row steps through kernels::small_gemm.
 constexpr int64_t kSmallModelHidden = 2048;
-// ... and at most this many rows: H100, embedded model, the fused path takes
-// a 2K x 1 step from 0.349 to 0.323 ms but a 16-row step from 0.40 to 0.61 ms
-// (too few blocks for cuBLASLt's tiling to lose to).
-constexpr int32_t kSmallGemmRows = 4;
+// ... and at most this many rows (the tensor-core small_gemm covers 16 rows at
+// the cost of one: all of them when every K fits it, else up to four rows on
+// the CUDA-core kernel, which lost to cuBLASLt at 16 rows, 0.40 -> 0.61 ms).
+constexpr int32_t kSmallGemmRows = 16;
+constexpr int32_t kSmallGemmCudaCoreRows = 4;
 // Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
 // of a decode_attention block.
 constexpr int32_t kSparseTokensPerSplit = 64;
@@ -542,7 +543,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   // as small_gemm with the RMSNorms, residual adds and SwiGLU fused in, which
   // removes three launches per layer and cuBLASLt's small-M overhead; large
   // models keep cuBLASLt, where each GEMM is a long bandwidth-bound kernel.
-  const bool small = s.rows <= kSmallGemmRows && H <= kSmallModelHidden &&
+  const bool mma_k = std::max<int64_t>({H, c.q_dim(), I}) <= kernels::kSmallGemmMmaMaxK;
+  const bool small = s.rows <= (mma_k ? kSmallGemmRows : kSmallGemmCudaCoreRows) &&
+                     H <= kSmallModelHidden &&
                      kernels::small_gemm_supports(s.rows, static_cast<int32_t>(H)) &&
                      kernels::small_gemm_supports(s.rows, c.q_dim()) &&
                      kernels::small_gemm_supports(s.rows, static_cast<int32_t>(I));

@@ -1,0 +1,183 @@
+// small_gemm on the tensor cores: the up to 16 rows are one m16n8k16 A tile.
+// The K dimension is cut across the warps of a block (128 inputs each), so a
+// warp holds its slice of the (normalised) rows in registers as A fragments
+// and only streams weights: a block covers 16 output columns (8 for SwiGLU,
+// whose gate and up rows sit in the same block) and adds its warps' partial
+// tiles in shared memory before the epilogue. The weights do not depend on the
+// previous kernel, so they are requested before waiting for it (PDL).
+//
+// Fragments without shared memory: within each 32-input chunk, lane (g, t)
+// reads 8 consecutive inputs 8t..8t+7 of A rows g and g+8 and of weight row g.
+// The k order inside an mma is free as long as A and B agree, so inputs
+// 8t+{0,1}, 8t+{2,3} feed one k16 step and 8t+{4,5}, 8t+{6,7} the next.
+#include "mma_fragments.cuh"
+#include "small_gemm.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kChunk = 32;         // inputs per lane-group read (4 lanes x 8)
+constexpr int kChunksPerWarp = 4;  // 128 inputs per warp
+constexpr int kMaxWarps = kSmallGemmMmaMaxK / (kChunk * kChunksPerWarp);
+constexpr int kColsPerBlock = 16;  // two n8 tiles
+
+__device__ __forceinline__ uint4 load16_or_zero(const bf16 *p, bool valid) {
+  return valid ? *reinterpret_cast<const uint4 *>(p) : make_uint4(0, 0, 0, 0);
+}
+
+__global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGemmParams p) {
+  __shared__ float ss_part[kMaxWarps][16];        // [warp][row] sums of squares
+  __shared__ float4 tile_part[kMaxWarps][2][32];  // [warp][n8 tile][lane] accumulators
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
+  const int k = p.k;
+
+  // Weight rows of the two n8 tiles: columns col0 + 8j + g, or for SwiGLU the
+  // gate (j = 0) and up (j = 1) rows of output column col0 + g.
+  const int col0 = blockIdx.x * (swiglu ? 8 : kColsPerBlock);
+  const bf16 *wrow[2];
+  bool wvalid[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int col = swiglu ? col0 + g : col0 + 8 * j + g;
+    wvalid[j] = col < p.n;
+    const int r = swiglu && j == 1 ? p.n + col : col;
+    wrow[j] = p.w + static_cast<int64_t>(wvalid[j] ? r : 0) * k;
+  }
+  uint4 wf[2][kChunksPerWarp];
+#pragma unroll
+  for (int c = 0; c < kChunksPerWarp; ++c) {
+    const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wf[j][c] = load16_or_zero(wrow[j] + kk, wvalid[j] && kk < k);
+  }
+  pdl_wait();  // the rows below come from the previous kernel
+  pdl_launch_dependents();
+
+  // A fragments: rows g and g + 8 of this warp's inputs.
+  uint4 xa[2][kChunksPerWarp];
+  const int rows[2] = {g, g + 8};
+  if (p.x_f32 != nullptr) {
+    float ss[2] = {0.0f, 0.0f};
+    float xf[2][kChunksPerWarp][8];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int c = 0; c < kChunksPerWarp; ++c) {
+        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
+        float4 a = make_float4(0, 0, 0, 0), b = a;
+        if (rows[i] < p.m && kk < k) {
+          const float *src = p.x_f32 + static_cast<int64_t>(rows[i]) * k + kk;
+          a = *reinterpret_cast<const float4 *>(src);
+          b = *reinterpret_cast<const float4 *>(src + 4);
+        }
+        const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          xf[i][c][e] = v[e];
+          ss[i] += v[e] * v[e];
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      ss[i] = mma::quad_sum(ss[i]);
+      if (t == 0) ss_part[warp][rows[i]] = ss[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float total = 0.0f;
+      for (int w = 0; w < n_warps; ++w) total += ss_part[w][rows[i]];
+      const float inv = rsqrtf(total / k + p.eps);
+#pragma unroll
+      for (int c = 0; c < kChunksPerWarp; ++c) {
+        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
+        float nv[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          nv[e] = kk < k ? xf[i][c][e] * inv * __bfloat162float(p.norm_weight[kk + e]) : 0.0f;
+        xa[i][c] = pack8(nv);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int c = 0; c < kChunksPerWarp; ++c) {
+        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
+        xa[i][c] = load16_or_zero(p.x_bf16 + static_cast<int64_t>(rows[i]) * k + kk,
+                                  rows[i] < p.m && kk < k);
+      }
+  }
+
+  float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+  for (int c = 0; c < kChunksPerWarp; ++c) {
+    const uint32_t a_lo[4] = {xa[0][c].x, xa[1][c].x, xa[0][c].y, xa[1][c].y};
+    const uint32_t a_hi[4] = {xa[0][c].z, xa[1][c].z, xa[0][c].w, xa[1][c].w};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      mma::mma_bf16(acc[j], a_lo, wf[j][c].x, wf[j][c].y);
+      mma::mma_bf16(acc[j], a_hi, wf[j][c].z, wf[j][c].w);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    tile_part[warp][j][lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    float4 s = tile_part[0][j][lane];
+    for (int w = 1; w < n_warps; ++w) {
+      const float4 o = tile_part[w][j][lane];
+      s.x += o.x, s.y += o.y, s.z += o.z, s.w += o.w;
+    }
+    acc[j][0] = s.x, acc[j][1] = s.y, acc[j][2] = s.z, acc[j][3] = s.w;
+  }
+
+  // Accumulator (j): rows g (0, 1) and g + 8 (2, 3), tile columns 2t, 2t + 1.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = rows[i];
+    if (row >= p.m) continue;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (swiglu) {
+        const int col = col0 + 2 * t + e;
+        if (col >= p.n) continue;
+        // As the GEMM + swiglu kernels: gate and up rounded to bf16 first.
+        const float gate = __bfloat162float(__float2bfloat16(acc[0][2 * i + e]));
+        const float up = __bfloat162float(__float2bfloat16(acc[1][2 * i + e]));
+        p.y_bf16[static_cast<int64_t>(row) * p.n + col] =
+            __float2bfloat16(gate / (1.0f + __expf(-gate)) * up);
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = col0 + 8 * j + 2 * t + e;
+        if (col >= p.n) continue;
+        const int64_t at = static_cast<int64_t>(row) * p.n + col;
+        if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
+          p.y_f32[at] += acc[j][2 * i + e];
+        else
+          p.y_bf16[at] = __float2bfloat16(acc[j][2 * i + e]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
+  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
+  const int per_block = swiglu ? 8 : kColsPerBlock;
+  const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);
+  const int warps = (p.k + kChunk * kChunksPerWarp - 1) / (kChunk * kChunksPerWarp);
+  return launch_kernel(small_gemm_mma_kernel, blocks, warps * 32, 0, stream, p);
+}
+
+}  // namespace vegas::kernels

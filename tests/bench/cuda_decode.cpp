@@ -8,11 +8,14 @@
 // clock intervals around steps are device time plus the unavoidable step
 // overhead; the median over the timed steps is reported. Floor = (weight bytes +
 // KV bytes read) / bandwidth, the bandwidth measured here by a device-to-device
-// copy timed with CUDA events (bytes read + written).
+// copy timed with CUDA events (bytes read + written). "draft" rows are sparse
+// draft steps of the same shape (kDraftRatio of the context per layer), and
+// their step time is also reported as a share of the dense step's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -96,14 +99,19 @@ double measure_gemm_flops() {
   return 2.0 * n * n * n / median(t);
 }
 
+constexpr double kDraftRatio = 0.07;  // the sparse draft rows' selected share
+
 struct Row {
   std::string name;
   int context, batch;
   double step_s, tok_s, bytes, floor_s, fraction;
 };
 
+// sparse_ratio > 0: a sparse draft step instead (DESIGN §3): every layer of
+// every sequence attends to ceil(ratio * context) (at least 256) positions
+// spread over its context, plus its own row, through a host sparse record.
 Row bench_decode(BackendModel &model, const std::string &name, int context, int batch,
-                 double bandwidth) {
+                 double bandwidth, double sparse_ratio = 0.0) {
   const int page = 16;
   const int pages_per_seq = (context + 1 + page - 1) / page;
   ContextParams p;
@@ -115,6 +123,20 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
   cctx->randomize_kv(1234);
   std::vector<std::vector<int32_t>> tables(batch);
   std::vector<int32_t> tokens(batch);
+  const int n_layers = model.config().n_layers;
+  const int selected =
+      sparse_ratio > 0 ? std::min(context, std::max(256, int(std::ceil(sparse_ratio * context))))
+                       : 0;
+  std::vector<int32_t> positions(size_t(n_layers) * selected), counts(n_layers, selected);
+  for (int l = 0; l < n_layers; ++l)  // evenly spread, a different phase per layer
+    for (int i = 0; i < selected; ++i)
+      positions[size_t(l) * selected + i] =
+          int32_t((int64_t(i) * context + l % 7) / selected) % context;
+  SparseAttention sparse;
+  sparse.prefix = context;
+  sparse.positions = positions.data();
+  sparse.counts = counts.data();
+  sparse.stride = selected;
   ForwardBatch b;
   for (int s = 0; s < batch; ++s) {
     for (int i = 0; i < pages_per_seq; ++i) tables[s].push_back(s * pages_per_seq + i);
@@ -125,6 +147,7 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
     r.start_pos = context;
     r.page_table = tables[s].data();
     r.n_pages = pages_per_seq;
+    if (selected > 0) r.sparse = &sparse;
     b.seqs.push_back(r);
   }
   SamplingParams greedy;
@@ -138,9 +161,10 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
     ctx->forward_sample(b, rows.data(), out.data());
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  Row row{name, context, batch, median(t), 0, 0, 0, 0};
+  Row row{selected > 0 ? name + " draft" : name, context, batch, median(t), 0, 0, 0, 0};
   row.tok_s = batch / row.step_s;
-  row.bytes = double(model.weight_bytes()) + double(batch) * (context + 1) * model.kv_bytes_per_token();
+  const int keys = selected > 0 ? selected + 1 : context + 1;
+  row.bytes = double(model.weight_bytes()) + double(batch) * keys * model.kv_bytes_per_token();
   row.floor_s = row.bytes / bandwidth;
   row.fraction = row.floor_s / row.step_s;
   return row;
@@ -171,7 +195,8 @@ double bench_prefill(BackendModel &model, int len, int chunk) {
       b.seqs.push_back(r);
       ctx->forward(b);
     }
-    if (rep > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (rep > 0)
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return median(t);
 }
@@ -189,16 +214,18 @@ void report_prefill(BackendModel &model, const std::string &name, double peak) {
                            3.0 * c.hidden_size * c.intermediate_size;
   const double attn = 4.0 * c.n_layers * c.n_heads * c.head_dim * (double(len) * (len + 1) / 2);
   const double flops = 2.0 * per_layer * c.n_layers * len + attn;
-  std::printf("prefill 8K prompt (%s, chunks of 2048): %.2f ms, %.0f tok/s, %.1f TFLOP/s = %.1f%% "
-              "of GEMM peak\n",
-              name.c_str(), s * 1e3, len / s, flops / s / 1e12, 100 * flops / s / peak);
+  std::printf(
+      "prefill 8K prompt (%s, chunks of 2048): %.2f ms, %.0f tok/s, %.1f TFLOP/s = %.1f%% "
+      "of GEMM peak\n",
+      name.c_str(), s * 1e3, len / s, flops / s / 1e12, 100 * flops / s / peak);
   std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string dir = argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
+  const std::string dir =
+      argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
   const std::string qwen = argc > 2 ? argv[2] : "";
   try {
     const double bw = measure_bandwidth();
@@ -216,20 +243,31 @@ int main(int argc, char **argv) {
           rows.push_back(bench_decode(*model, "vegas-code-22m", context, batch, bw));
           std::fflush(stdout);
         }
+      rows.push_back(bench_decode(*model, "vegas-code-22m", 16384, 16, bw));
+      for (int context : {8192, 16384})
+        rows.push_back(bench_decode(*model, "vegas-code-22m", context, 16, bw, kDraftRatio));
       report_prefill(*model, "vegas-code-22m", peak);
     }
     if (!qwen.empty()) {
       const ModelConfig config = load_model_config(qwen);
       auto model = create_cuda_backend_synthetic(config, 42, CudaBackendOptions{});
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw));
+      rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw, kDraftRatio));
       report_prefill(*model, "qwen3-8b (synthetic)", peak);
     }
-    std::printf("\n%-22s %7s %6s %10s %10s %10s %10s %8s\n", "model", "context", "batch",
-                "step_ms", "tok/s", "MB/step", "floor_ms", "of_floor");
+    std::printf("\n%-28s %7s %6s %10s %10s %10s %10s %8s\n", "model", "context", "batch", "step_ms",
+                "tok/s", "MB/step", "floor_ms", "of_floor");
     for (const Row &r : rows)
-      std::printf("%-22s %7d %6d %10.3f %10.0f %10.1f %10.3f %7.1f%%\n", r.name.c_str(), r.context,
+      std::printf("%-28s %7d %6d %10.3f %10.0f %10.1f %10.3f %7.1f%%\n", r.name.c_str(), r.context,
                   r.batch, r.step_s * 1e3, r.tok_s, r.bytes / 1e6, r.floor_s * 1e3,
                   100 * r.fraction);
+    // A sparse draft step against the dense step of the same shape.
+    for (const Row &d : rows)
+      for (const Row &v : rows)
+        if (d.name == v.name + " draft" && d.context == v.context && d.batch == v.batch)
+          std::printf("draft step / vanilla step (%s, %d x %d, ratio %.2f): %.3f (floor %.3f)\n",
+                      v.name.c_str(), v.context, v.batch, kDraftRatio, d.step_s / v.step_s,
+                      d.floor_s / v.floor_s);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "bench_cuda_decode: %s\n", e.what());
     return 1;

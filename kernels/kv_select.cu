@@ -1,29 +1,19 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kv_select.cuh"
+#include "radix_select.cuh"
 
 namespace vegas::kernels {
 
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int kRadixBits = 8;
-constexpr int kBins = 1 << kRadixBits;
-
-// Order-preserving key: a larger float gives a larger key; NaN ranks as -inf.
-__device__ __forceinline__ uint32_t order_key(float v) {
-  if (v != v) v = -INFINITY;
-  const uint32_t u = __float_as_uint(v);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
 
 __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   pdl_enter();
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ int hist[kBins];
-  __shared__ uint32_t s_prefix;
-  __shared__ int s_remaining, s_total;
+  __shared__ RadixShared radix;
 
   const int seq = blockIdx.x / p.n_layers, layer = blockIdx.x % p.n_layers;
   const KvSelectDesc d = p.desc[seq];
@@ -61,37 +51,13 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   }
 
   // 2. Radix select: the key T of the scored-th best, how many of the chosen
-  // equal T (taken latest first) and how many keys equal T in all.
-  if (threadIdx.x == 0) {
-    s_prefix = 0;
-    s_remaining = d.scored;
-    s_total = 0;
-  }
-  __syncthreads();  // every thread reads them below, ranked or not
-  uint32_t mask = 0;
-  if (rank) {
-    for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
-      for (int i = threadIdx.x; i < kBins; i += kThreads) hist[i] = 0;
-      __syncthreads();
-      const uint32_t prefix = s_prefix;
-      for (int pos = d.head + threadIdx.x; pos < mid_end; pos += kThreads) {
-        const uint32_t k = keys[pos];
-        if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & (kBins - 1)], 1);
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        int remaining = s_remaining, bin = kBins - 1;
-        while (bin > 0 && hist[bin] < remaining) remaining -= hist[bin--];
-        s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
-        s_remaining = remaining;  // to take among keys with this prefix
-        s_total = hist[bin];
-      }
-      __syncthreads();
-      mask |= static_cast<uint32_t>(kBins - 1) << shift;
-    }
-  }
-  const uint32_t threshold = s_prefix;
-  const int take_equal = s_remaining, n_equal = s_total;
+  // equal T (taken latest first) and how many keys equal T in all. `rank` is
+  // the same for the whole block.
+  RadixPick pick;
+  pick.take_equal = d.scored;
+  if (rank) pick = block_radix_select<kThreads>(keys, d.head, mid_end, d.scored, radix);
+  const uint32_t threshold = pick.threshold;
+  const int take_equal = pick.take_equal, n_equal = pick.n_equal;
 
   // 3. Ordered compaction over [0, n): keep the head, the tail, keys above T,
   // and the last take_equal of the keys equal to T.

@@ -38,6 +38,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_kernels all"
     "test_cuda_attention Attention.DecodeRows:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
+    "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
     "test_cuda_verify_attention VerifyAttention.MatchesReferenceHeadDim64:VerifyAttention.SmallTiles"
     "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost"
@@ -60,7 +61,7 @@ if [ "$WHAT" = vegas ]; then
     --gamma 6 --ratio 0.07 --seed 1)
   sampled=(--temperature 0.6 --top-k 20 --top-p 0.95)
   for ctx in ${VEGAS_CONTEXTS:-8192}; do
-    for spec in "vegas 0.5" "vegas 0" "vegas 0.25" "streaming 0" "specextend 0" "vegas-all 0"; do
+    for spec in "vegas 0.5" "vegas 0" "vegas 0.25" "streaming 0" "specextend 0" "vegas-all 0" "quest 0"; do
       set -- $spec
       "$DIR/bin/vegas" "${common[@]}" "${sampled[@]}" --context "$ctx" --policy "$1" --window-share "$2" \
         > "$OUT/vegas-$ctx-$1-$2.json" 2> "$OUT/vegas-$ctx-$1-$2.err"

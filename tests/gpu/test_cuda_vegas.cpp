@@ -85,7 +85,7 @@ void check_file(const std::string &file) {
   options.backend = BackendKind::kCuda;
   const auto model = Model::load(model_dir(), options);
   const json prompts = read_json(path);
-  const std::vector<std::string> policies = {"vegas", "streaming", "full"};
+  const std::vector<std::string> policies = {"vegas", "streaming", "quest", "full"};
   std::vector<int64_t> rejected(policies.size(), 0);
   int64_t compared = 0;
   for (const auto &p : prompts) {

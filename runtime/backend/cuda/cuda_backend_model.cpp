@@ -69,8 +69,6 @@ uint64_t CudaBackendModel::kv_bytes_per_token() const {
 }
 
 std::unique_ptr<BackendContext> CudaBackendModel::create_context(const ContextParams &params) {
-  if (params.key_bounds)  // until CudaContext runs SeqRows::quest
-    fail(VEGAS_ERR_NOT_BUILT, "CUDA context: quest drafting (key_bounds) is not built yet");
   return std::make_unique<CudaContext>(*this, params);
 }
 

@@ -14,6 +14,7 @@
 #include "model/rope.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
+#include "quest_select.cuh"
 #include "random_fill.cuh"
 #include "rmsnorm.cuh"
 #include "rope_kv.cuh"
@@ -41,9 +42,12 @@ enum Field {
   kSeqRowStart,
   kSeqRows,
   kSeqStartPos,
-  kSeqSparseOff,  // offset of the sequence's sparse record after the page tables, -1 dense
-  kSeqCapCand,    // capture candidates of the sequence
-  kRowCapSlot,    // capture slot of each row, -1 = not captured
+  kSeqSparseOff,    // offset of the sequence's sparse record after the page tables, -1 dense
+  kSeqCapCand,      // capture candidates of the sequence
+  kRowCapSlot,      // capture slot of each row, -1 = not captured
+  kSeqQuestPrefix,  // quest drafting: candidates [0, prefix) of the sequence, -1 = not quest
+  kSeqQuestBudget,  // quest drafting: tokens the sequence keeps at most
+  kWrittenPage,     // per row: the KV page it writes when first of its page, else -1
   kFields
 };
 
@@ -117,6 +121,18 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   // A device-selected record holds up to every slot of the pool per layer.
   sel_stride_ = static_cast<int32_t>(slots);
   sel_words_ = 2 + int64_t{c.n_layers} * (1 + sel_stride_);
+  if (params_.key_bounds) {  // quest drafting
+    if (!kernels::quest_select_supports(c.n_heads, c.head_dim))
+      fail(VEGAS_ERR_UNSUPPORTED,
+           "CUDA context: quest drafting supports queries of at most 12288 "
+           "values and an even head_dim");
+    const size_t bound_bytes =
+        static_cast<size_t>(c.n_layers) * params_.num_pages * c.kv_dim() * sizeof(bf16);
+    key_min_.allocate(bound_bytes, "quest key bounds");
+    key_max_.allocate(bound_bytes, "quest key bounds");
+    check(cudaMemsetAsync(key_min_.get(), 0, bound_bytes, stream_), "quest key bounds");
+    check(cudaMemsetAsync(key_max_.get(), 0, bound_bytes, stream_), "quest key bounds");
+  }
   check(cudaEventCreate(&sel_begin_), "cudaEventCreate");
   check(cudaEventCreate(&sel_end_), "cudaEventCreate");
   // VEGAS_CUDA_TRACE=1: one line per forward call on stderr (launch shape,
@@ -250,6 +266,32 @@ void CudaContext::select_deferred(const std::vector<DeferredSelect> &items) {
   launch_select(descs, sel_deferred_slots_, sel_deferred_stride_);
 }
 
+void CudaContext::grow_quest_keys(int32_t n_seqs) {
+  if (n_seqs <= quest_key_rows_) return;
+  graphs_.clear();  // graphs hold the old address
+  check(cudaStreamSynchronize(stream_), "stream sync");
+  quest_key_rows_ = std::max(n_seqs, 2 * quest_key_rows_);
+  quest_keys_.allocate(static_cast<size_t>(quest_key_rows_) * params_.num_pages * sizeof(uint32_t),
+                       "quest page scores");
+}
+
+void CudaContext::enqueue_quest_bounds(const int32_t *pages, int32_t n_listed) {
+  if (!params_.key_bounds) return;
+  const ModelConfig &c = model_.config();
+  kernels::QuestBoundsParams bp;
+  bp.k_cache = as<bf16>(k_cache_);
+  bp.k_layer_stride = layer_stride_;
+  bp.key_min = as<bf16>(key_min_);
+  bp.key_max = as<bf16>(key_max_);
+  bp.num_pages = params_.num_pages;
+  bp.pages = pages;
+  bp.n_listed = n_listed;
+  bp.n_layers = c.n_layers;
+  bp.page_size = params_.page_size;
+  bp.kv_dim = static_cast<int32_t>(c.kv_dim());
+  check(kernels::quest_bounds(bp, stream_), "quest_bounds");
+}
+
 void CudaContext::grow_page_table(int64_t pages) {
   if (pages <= page_capacity_) return;
   graphs_.clear();  // graphs hold the old address
@@ -287,23 +329,26 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_);
-  int64_t pages = 0, extra = 0;
+  int64_t pages = 0, extra = 0, quest_extra = 0;
   int32_t cap_slots = 0, cap_stride = 0;
   bool decode = model_.options().use_graphs;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
     pages += s.n_pages;
     if (s.sparse) extra += 2 + int64_t{c.n_layers} * (1 + s.sparse->stride);
+    if (s.quest)
+      quest_extra += 2 + int64_t{c.n_layers} *
+                             (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
     if (s.capture && s.capture->n_rows > 0) {
       cap_slots += s.capture->n_rows;
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
-  if (pages + extra > INT32_MAX)
+  if (pages + extra + quest_extra > INT32_MAX)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "forward batch: page tables and sparse sets exceed 2^31 entries");
-  grow_page_table(pages + extra);
+  grow_page_table(pages + extra + quest_extra);
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
@@ -316,6 +361,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.real_logit_rows = batch.logit_rows();
   st.logit_rows = decode ? st.n_seqs : st.real_logit_rows;
   st.pages = static_cast<int32_t>(pages);
+  st.quest = quest_extra > 0;
+  if (st.quest) grow_quest_keys(st.n_seqs);
 
   int32_t *h = meta_host_.get<int32_t>();
   const int64_t R = params_.max_rows;
@@ -325,8 +372,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * R;
   int32_t *sparse_off = h + kSeqSparseOff * R, *cap_cand = h + kSeqCapCand * R;
   int32_t *cap_slot = h + kRowCapSlot * R;
+  int32_t *quest_prefix = h + kSeqQuestPrefix * R, *quest_budget = h + kSeqQuestBudget * R;
+  int32_t *written_page = h + kWrittenPage * R;
   int32_t *extra_data = table + pages;
   int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
+  int64_t quest_at = pages + extra;  // quest records follow the uploaded ones
   pending_.clear();
   sel_step_.clear();
   if (cap_slots > 0) {
@@ -366,6 +416,15 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
                   pos + int64_t{l} * sp.stride);
       extra_at += 2 + c.n_layers * (1 + sp.stride);
     }
+    quest_prefix[i] = -1;
+    quest_budget[i] = 0;
+    if (s.quest) {  // the record is written per layer by kernels::quest_select
+      sparse_off[i] = static_cast<int32_t>(quest_at);
+      quest_prefix[i] = s.quest->prefix;
+      quest_budget[i] = s.quest->budget;
+      quest_at += 2 + int64_t{c.n_layers} *
+                          (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
+    }
     cap_cand[i] = s.capture ? s.capture->n_candidates : 0;
     std::fill(cap_slot + row, cap_slot + row + s.n_tokens, -1);
     if (s.device_select && s.capture) {  // the set is chosen on the device
@@ -394,6 +453,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       tokens[row] = s.tokens[t];
       positions[row] = pos;
       slots[row] = s.page_table[pos / ps] * ps + pos % ps;
+      // A sequence's rows are consecutive positions: its pages repeat only back to back.
+      written_page[row] = t == 0 || pos % ps == 0 ? s.page_table[pos / ps] : -1;
       if (s.logits == SeqRows::Logits::kAll ||
           (s.logits == SeqRows::Logits::kLast && t == s.n_tokens - 1))
         logit_index[lrow++] = row;
@@ -416,6 +477,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       n_keys =
           std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
     }
+    if (s.quest) {
+      per_split = kSparseTokensPerSplit;
+      n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
+                                             int64_t{s.start_pos} + 1 - s.quest->prefix);
+    }
     useful_splits = std::max(useful_splits, (n_keys + per_split - 1) / per_split);
   }
   for (int32_t i = n; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
@@ -425,6 +491,9 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     start_pos[i] = 0;
     sparse_off[i] = -1;
     cap_cand[i] = 0;
+    quest_prefix[i] = -1;
+    quest_budget[i] = 0;
+    written_page[row] = -1;
     cap_slot[row] = -1;
     tokens[row] = 0;
     positions[row] = 0;
@@ -533,6 +602,25 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
+  kernels::QuestSelectParams qp;  // quest drafting: each layer's sets, from its queries
+  qp.q = as<bf16>(q_);
+  qp.page_table = meta(kFields);
+  qp.seq_page_off = meta(kSeqPageOff);
+  qp.seq_row_start = meta(kSeqRowStart);
+  qp.seq_prefix = meta(kSeqQuestPrefix);
+  qp.seq_budget = meta(kSeqQuestBudget);
+  qp.seq_record_off = meta(kSeqSparseOff);
+  qp.records = meta(kFields);
+  qp.keys = quest_keys_.get<uint32_t>();
+  qp.key_stride = params_.num_pages;
+  qp.n_seqs = s.n_seqs;
+  qp.n_heads = c.n_heads;
+  qp.n_kv_heads = c.n_kv_heads;
+  qp.head_dim = c.head_dim;
+  qp.page_size = params_.page_size;
+  qp.n_layers = c.n_layers;
+  const int64_t bounds_layer = int64_t{params_.num_pages} * c.kv_dim();
+
   kernels::SwigluParams sp;
   sp.gate_up = as<bf16>(gate_up_);
   sp.out = as<bf16>(act_);
@@ -585,6 +673,13 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
     rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
     check(kernels::rope_kv(rp, stream_), "rope_kv");
+    if (s.quest) {
+      qp.k_cache = rp.k_cache;
+      qp.key_min = as<bf16>(key_min_) + l * bounds_layer;
+      qp.key_max = as<bf16>(key_max_) + l * bounds_layer;
+      qp.layer = l;
+      check(kernels::quest_select(qp, stream_), "quest_select");
+    }
     ap.k_cache = rp.k_cache;
     ap.v_cache = rp.v_cache;
     ap.layer = l;
@@ -610,6 +705,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     check(kernels::swiglu(sp, stream_), "swiglu");
     gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, s.rows, H, I, stream_);
   }
+  // No quest row of this step reads a page it wrote (each writes at or after
+  // its prefix), so the bounds can follow once, after every layer.
+  enqueue_quest_bounds(meta(kWrittenPage), s.rows);
   if (s.logit_rows == 0) return;
   np.weight = bf(w.final_norm);
   np.row_index = meta(kLogitIndex);
@@ -633,7 +731,7 @@ void CudaContext::launch(const Step &s, bool with_argmax) {
   check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), staged, cudaMemcpyHostToDevice, stream_),
         "upload of staged indices");
   if (s.graph)
-    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax}, stream_,
+    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest}, stream_,
                 [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
@@ -823,6 +921,7 @@ void CudaContext::randomize_kv(uint64_t seed) {
   r.seed = seed + 1;
   r.out = as<bf16>(v_cache_);
   check(kernels::random_fill(r, stream_), "random_fill");
+  enqueue_quest_bounds(nullptr, 0);  // every page's bounds follow its new keys
   check(cudaStreamSynchronize(stream_), "randomize_kv");
 }
 

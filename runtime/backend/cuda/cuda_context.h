@@ -65,6 +65,7 @@ class CudaContext : public BackendContext {
     int32_t cap_slots = 0;        // captured rows of the batch
     int32_t cap_stride = 0;       // the largest n_candidates among them
     bool graph = false;           // a pure decode step, replayable
+    bool quest = false;           // some sequence drafts with SeqRows::quest
   };
   // A sequence's score capture and its first slot in the device capture buffers.
   struct PendingCapture {
@@ -80,6 +81,10 @@ class CudaContext : public BackendContext {
   void grow_page_table(int64_t pages);
   int32_t *meta(int field) const;
   void grow_capture(const Step &s);
+  // Quest drafting: the score scratch of n_seqs sequences (graphs re-captured on growth).
+  void grow_quest_keys(int32_t n_seqs);
+  // Re-bounds `pages` (n_listed entries, < 0 skipped; null = every page) when key_bounds.
+  void enqueue_quest_bounds(const int32_t *pages, int32_t n_listed);
   // After the step's sync: scatters the downloaded scores into the callers' arrays.
   void deliver_captures(const Step &s);
 
@@ -130,6 +135,12 @@ class CudaContext : public BackendContext {
   // Deferred requests of the last capture step, by key, with its capture shape.
   std::map<int32_t, kernels::KvSelectDesc> sel_deferred_;
   int32_t sel_deferred_slots_ = 0, sel_deferred_stride_ = 0;
+  // Quest drafting (ContextParams::key_bounds, kernels/quest_select.cuh): per
+  // layer and KV page the min/max of its keys, [n_layers][num_pages][kv_dim]
+  // bf16 each, re-bounded after every step for the pages it wrote; the page
+  // scores of each quest sequence, [quest_key_rows_][num_pages].
+  DeviceBuffer key_min_, key_max_, quest_keys_;
+  int32_t quest_key_rows_ = 0;
   cudaEvent_t sel_begin_ = nullptr, sel_end_ = nullptr;
   bool sel_timed_ = false;  // an event pair is recorded and not yet read
   double select_seconds_ = 0.0;

@@ -14,6 +14,14 @@ const char *default_model_dir() {
   return VEGAS_DEFAULT_MODEL_DIR;
 }
 
+namespace {
+std::string g_command_line;
+}
+
+const std::string &command_line() {
+  return g_command_line;
+}
+
 }  // namespace vegas_cli
 
 int main(int argc, char **argv) {
@@ -22,12 +30,15 @@ int main(int argc, char **argv) {
                  vegas_version_number());
     return 1;
   }
+  for (int i = 0; i < argc; ++i)
+    vegas_cli::g_command_line += (i ? " " : "") + std::string(i ? argv[i] : "vegas");
   CLI::App app{std::string("vegas ") + vegas_version() + ": LLM inference with libvegas"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(vegas_version()));
   vegas_cli::add_tokenize_commands(app);
   vegas_cli::add_generate_command(app);
   vegas_cli::add_bench_command(app);
+  vegas_cli::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,181 @@
+"""`vegas tune --quick` and `vegas bench --report --quick` on the embedded model
+(CPU): the profile is well-formed vegas-profile/1, each bucket holds the
+argmax of its own sweep and the sweep followed the three steps; the report JSON
+is written (and plotted when matplotlib is there); bad input fails with a
+message and a non-zero exit."""
+import json
+import os
+import subprocess
+
+import pytest
+
+CLI = os.environ.get("VEGAS_CLI")
+SOURCE_DIR = os.environ.get("VEGAS_SOURCE_DIR",
+                            os.path.join(os.path.dirname(__file__), "..", ".."))
+pytestmark = pytest.mark.skipif(not CLI or not os.path.exists(CLI),
+                                reason="VEGAS_CLI is not set (run through ctest)")
+
+RATIOS = [0.1, 0.3]
+GAMMAS = [2, 3]
+LARGE_GAMMA = 4
+CANDIDATES = ["vegas:0.5", "streaming"]
+
+
+def run(*args, timeout=300):
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def write_prompts(path):
+    """Real code, so that drafts get accepted: the repository's own Python tools."""
+    with open(path, "w") as out:
+        for name in ("plot_bench.py", "make_fixtures.py", "bench_server.py", "tau_check.py"):
+            with open(os.path.join(SOURCE_DIR, "tools", name)) as f:
+                out.write(json.dumps({"text": f.read()}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune")
+    prompts = d / "prompts.jsonl"
+    write_prompts(prompts)
+    profile, sweep = d / "out" / "profile.json", d / "sweep.json"
+    r = run("tune", "--backend", "cpu", "--quick", "--prompts", str(prompts),
+            "--contexts", "192,640", "--context-edges", "512",
+            "--candidates", ",".join(CANDIDATES), "--ratios", ",".join(map(str, RATIOS)),
+            "--gammas", ",".join(map(str, GAMMAS)), "--large-gamma", str(LARGE_GAMMA),
+            "--temperature", "0.6", "--top-k", "20", "--top-p", "0.95",
+            "--out", str(profile), "--sweep-json", str(sweep))
+    assert r.returncode == 0, r.stderr
+    assert "[tune]" in r.stderr  # progress on stderr
+    return json.loads(profile.read_text()), json.loads(sweep.read_text())
+
+
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def test_profile_schema(tuned):
+    profile, _ = tuned
+    assert profile["format"] == "vegas-profile/1"
+    assert profile["model"] == "vegas-code-22m"
+    assert profile["backend"] == "cpu"
+    assert isinstance(profile["device"], str) and profile["device"]
+    assert profile["created_by"].startswith("vegas tune ")
+    buckets = profile["buckets"]
+    assert [(b["context_min"], b["context_max"], b["batch_min"], b["batch_max"]) for b in buckets] == \
+        [(0, 512, 1, 4), (512, -1, 1, 4)]
+    for b in buckets:
+        assert {"policy", "window_share", "gamma", "ratio", "tau", "tokens_per_s", "speedup"} <= set(b)
+        assert f"{b['policy']}:{b['window_share']:g}" in CANDIDATES or b["policy"] in CANDIDATES
+        assert 0.0 <= b["window_share"] <= 1.0
+        assert isinstance(b["gamma"], int) and b["gamma"] in GAMMAS + [LARGE_GAMMA]
+        assert b["ratio"] in RATIOS
+        assert is_number(b["tau"]) and 1.0 <= b["tau"] <= b["gamma"] + 1
+        assert is_number(b["tokens_per_s"]) and b["tokens_per_s"] > 0
+        assert is_number(b["speedup"]) and b["speedup"] > 0
+
+
+def test_profile_holds_the_argmax_of_the_sweep(tuned):
+    profile, sweep = tuned
+    assert len(sweep["buckets"]) == len(profile["buckets"])
+    for b, s in zip(profile["buckets"], sweep["buckets"]):
+        assert (s["context_min"], s["context_max"]) == (b["context_min"], b["context_max"])
+        best = max(s["points"], key=lambda p: p["tokens_per_s"])  # the first of equals
+        assert (b["policy"], b["window_share"], b["gamma"], b["ratio"], b["tokens_per_s"], b["tau"]) == \
+            (best["policy"], best["window_share"], best["gamma"], best["ratio"],
+             best["tokens_per_s"], best["tau"])
+        assert b["speedup"] == pytest.approx(best["tokens_per_s"] / s["vanilla_tokens_per_s"])
+
+
+def test_sweep_follows_the_three_steps(tuned):
+    _, sweep = tuned
+    assert sweep["format"] == "vegas-tune-sweep/1"
+    tol = sweep["tau_tolerance"]
+    for s in sweep["buckets"]:
+        points = {(p["label"], p["gamma"], p["ratio"]): p for p in s["points"]}
+        assert len(points) == len(s["points"])  # every setting measured once
+        for c in s["candidates"]:
+            label = c["label"]
+            # Step 1: every ratio at the large gamma; the knee is the smallest within tol of the best tau.
+            taus = [points[(label, LARGE_GAMMA, r)]["tau"] for r in RATIOS]
+            knee = next(r for r, t in zip(RATIOS, taus) if t >= (1 - tol) * max(taus))
+            assert c["knee_ratio"] == knee
+            # Step 2: every gamma at the knee; the highest tokens/s.
+            tps = [points[(label, g, knee)]["tokens_per_s"] for g in GAMMAS]
+            assert c["step2_gamma"] == GAMMAS[tps.index(max(tps))]
+            # Step 3 ends on a ratio measured at that gamma, no worse than the knee.
+            end = points[(label, c["step2_gamma"], c["step3_ratio"])]
+            assert end["tokens_per_s"] >= max(tps)
+
+
+def test_report_quick_writes_json_and_plots(tmp_path):
+    out = tmp_path / "report"
+    r = run("bench", "--backend", "cpu", "--report", str(out), "--quick")
+    assert r.returncode == 0, r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["format"] == "vegas-report/1" and report["backend"] == "cpu"
+    t = report["throughput"]
+    labels = [s["label"] for s in t["series"]]
+    assert labels[0] == "vanilla" and len(labels) >= 2
+    for s in t["series"]:
+        assert len(s["tokens_per_s"]) == len(t["contexts"]) and all(x > 0 for x in s["tokens_per_s"])
+    gamma = report["acceptance"]["gamma"]
+    for s in report["acceptance"]["series"]:
+        assert len(s["acceptance_by_position"]) == gamma
+        assert all(0.0 <= p <= 1.0 for p in s["acceptance_by_position"])
+    h = report["heatmap"]
+    assert len(h["tokens_per_s"]) == len(h["gammas"])
+    assert all(len(row) == len(h["ratios"]) for row in h["tokens_per_s"])
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no plots" in r.stderr and "matplotlib" in r.stderr
+    else:
+        for name in ("tokens_per_s_vs_context.png", "acceptance_by_position.png",
+                     "tau_vs_ratio.png", "gamma_ratio_heatmap.png"):
+            assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+TINY_REPORT = ["bench", "--backend", "cpu", "--quick", "--contexts", "64",
+               "--policies", "vegas:0.5", "--ratios", "0.5", "--gammas", "2"]
+
+
+def test_report_without_python_still_writes_json(tmp_path):
+    r = run(*TINY_REPORT, "--report", str(tmp_path), "--python", "/nonexistent/python3")
+    assert r.returncode == 0, r.stderr
+    assert "no plots" in r.stderr and "/nonexistent/python3" in r.stderr
+    assert json.loads((tmp_path / "report.json").read_text())["format"] == "vegas-report/1"
+    # Asked for explicitly, plotting must succeed.
+    r = run(*TINY_REPORT, "--report", str(tmp_path), "--python", "/nonexistent/python3", "--plot")
+    assert r.returncode != 0 and "cannot plot" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--contexts", "abc"], "--contexts"),
+    (["--contexts", "0"], "--contexts 0"),
+    (["--contexts", "100000"], "--contexts 100000"),
+    (["--ratios", "1.5"], "--ratios"),
+    (["--candidates", "vegas:2"], "window share"),
+    (["--prompts", "/nonexistent/prompts.jsonl"], "/nonexistent/prompts.jsonl"),
+])
+def test_tune_bad_input(tmp_path, args, message):
+    r = run("tune", "--backend", "cpu", "--quick", "--out", str(tmp_path / "p.json"), *args)
+    assert r.returncode != 0
+    assert message in r.stderr, r.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_tune_unwritable_out_fails_before_measuring(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = run("tune", "--backend", "cpu", "--quick", "--out", str(blocker / "profile.json"))
+    assert r.returncode != 0
+    assert "profile" in r.stderr and str(blocker) in r.stderr
+    assert "[tune]" not in r.stderr  # nothing was measured
+
+
+def test_tune_contexts_in_one_bucket_fail(tmp_path):
+    r = run("tune", "--backend", "cpu", "--quick", "--contexts", "128,256",
+            "--out", str(tmp_path / "p.json"))
+    assert r.returncode != 0 and "one context per bucket" in r.stderr

@@ -27,8 +27,9 @@ fi
 
 PYTHON=${PYTHON:-python3}
 # openai: the official client the vegas-server tests (tests/server) drive it with.
-if ! "$PYTHON" -c "import tokenizers, numpy, pytest, openai" >/dev/null 2>&1; then
-  echo "install-deps: pip install tokenizers numpy pytest openai"
-  "$PYTHON" -m pip install -q tokenizers numpy pytest openai 2>/dev/null ||
-    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest openai
+# matplotlib: tools/plot_bench.py, the plots of `vegas bench --report`.
+if ! "$PYTHON" -c "import tokenizers, numpy, pytest, openai, matplotlib" >/dev/null 2>&1; then
+  echo "install-deps: pip install tokenizers numpy pytest openai matplotlib"
+  "$PYTHON" -m pip install -q tokenizers numpy pytest openai matplotlib 2>/dev/null ||
+    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest openai matplotlib
 fi

@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
 
   // The warps: one thread per (query head, 8 dimensions).
   const int t = threadIdx.x;
-  if (t >= GROUP * kLanes) return;
-  const int h = t / kLanes, cc = t % kLanes;
+  const bool writer = t < GROUP * kLanes;
+  const int h = writer ? t / kLanes : 0, cc = t % kLanes;
   float mm = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_m[w][h]);
@@ -197,16 +197,89 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
 #pragma unroll
   for (int e = 0; e < 8; ++e) o[e] *= inv;
   const int head = kvh * GROUP + h;
+  bf16 *out = p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD + cc * 8;
   if (p.n_splits == 1) {
-    *reinterpret_cast<uint4 *>(p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD +
-                               cc * 8) = pack8(o);
+    if (writer) *reinterpret_cast<uint4 *>(out) = pack8(o);
     return;
   }
-  const int64_t idx = static_cast<int64_t>(blockIdx.y) * p.total_rows + row;
-  float *po = p.partial_out + (idx * p.n_heads + head) * HD + cc * 8;
-  *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
-  *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
-  if (cc == 0) p.partial_lse[idx * p.n_heads + head] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
+  const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
+  const int64_t item = static_cast<int64_t>(row) * p.n_heads + head;  // split 0's (row, head)
+  if (writer) {
+    const int64_t at = blockIdx.y * split_stride + item;
+    float *po = p.partial_out + at * HD + cc * 8;
+    *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
+    if (cc == 0) p.partial_lse[at] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
+  }
+  if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
+
+  // The last split block of this (sequence, KV head) to finish merges them all
+  // (the classic threadfence reduction): publish the partials, count, and let
+  // the block that brings the count to n_splits read everyone's from L2.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (t == 0) {
+    int32_t *counter = p.split_counters + blockIdx.x;
+    last = atomicAdd(counter, 1) == p.n_splits - 1;
+    if (last) *counter = 0;  // ready for the next launch (graph replays)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Every split's weight per head (all threads load the lse at once), then
+  // each (head, 8 dimensions) piece is summed by kWarps threads over every
+  // kWarps-th split, so the loads of a chain are few and independent.
+  __shared__ float weight[GROUP][64];
+  __shared__ float inv_sum[GROUP];
+  for (int i = t; i < GROUP * p.n_splits; i += kWarps * 32) {
+    const int hh = i / p.n_splits, z = i % p.n_splits;
+    weight[hh][z] = __ldcg(p.partial_lse + z * split_stride + row * p.n_heads + kvh * GROUP + hh);
+  }
+  __syncthreads();
+  if (t < GROUP) {
+    float m_all = -INFINITY, wsum = 0.0f;
+    for (int z = 0; z < p.n_splits; ++z) m_all = fmaxf(m_all, weight[t][z]);
+    for (int z = 0; z < p.n_splits; ++z) {
+      const float wz =
+          m_all == -INFINITY || weight[t][z] == -INFINITY ? 0.0f : exp2f(weight[t][z] - m_all);
+      weight[t][z] = wz;
+      wsum += wz;
+    }
+    inv_sum[t] = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+  }
+  __syncthreads();
+  const int piece = t % (GROUP * kLanes), sub = t / (GROUP * kLanes);
+  const int ph = piece / kLanes, pc = piece % kLanes;
+  const int64_t pitem = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + ph;
+  float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  constexpr int kPieces = GROUP * kLanes;
+  constexpr int kSubs = kWarps * 32 / kPieces < kWarps ? kWarps * 32 / kPieces : kWarps;
+  if (sub < kSubs)
+#pragma unroll 4
+    for (int z = sub; z < p.n_splits; z += kSubs) {
+      const float wz = weight[ph][z];
+      if (wz == 0.0f) continue;
+      const float *src = p.partial_out + (z * split_stride + pitem) * HD + pc * 8;
+      const float4 a = __ldcg(reinterpret_cast<const float4 *>(src));
+      const float4 b = __ldcg(reinterpret_cast<const float4 *>(src + 4));
+      r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
+      r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
+    }
+  // Add the subsets (the warps' reduction buffer is free now).
+  float *sums = &red_acc[0][0][0];  // kWarps * GROUP * HD floats >= (kSubs - 1) * kPieces * 8
+  __syncthreads();
+  if (sub > 0 && sub < kSubs)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sums[((sub - 1) * GROUP * kLanes + piece) * 8 + e] = r[e];
+  __syncthreads();
+  if (sub != 0) return;
+  for (int s2 = 1; s2 < kSubs; ++s2)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) r[e] += sums[((s2 - 1) * GROUP * kLanes + piece) * 8 + e];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) r[e] *= inv_sum[ph];
+  *reinterpret_cast<uint4 *>(p.out + pitem * HD + pc * 8) = pack8(r);
 }
 
 template <int HD, int GROUP>

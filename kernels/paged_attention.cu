@@ -391,6 +391,7 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
   cudaError_t e = cudaErrorInvalidValue;
   if (decode_attention_applies(p) && decode_kernel_enabled()) {
     e = decode_attention(p, stream);
+    if (p.split_counters != nullptr) return e;  // merged in the kernel
   } else {
     for_each_head_dim([&](auto hd) {
       constexpr int HD = decltype(hd)::value;

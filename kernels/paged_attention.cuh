@@ -44,6 +44,11 @@ struct PagedAttentionParams {
   float *partial_out = nullptr;
   float *partial_lse = nullptr;
   int32_t total_rows = 0;
+  // Optional, [n_seqs * n_kv_heads] zeros: one-row batches (decode_attention)
+  // then merge their splits in the kernel (the last block of each sequence and
+  // KV head to finish, counted here and reset), and paged_attention runs no
+  // merge kernel after them.
+  int32_t *split_counters = nullptr;
 
   // Sparse drafting (optional): seq_sparse_off[s] = -1 for a dense sequence,
   // else the offset in sparse_data of its record {prefix, stride,

@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p)
   // Stage the input rows, normalised when they come from the f32 residual.
   if (p.x_f32 != nullptr) {
     for (int m = warp; m < m_rows; m += kWarps) {
-      const float4 *x = reinterpret_cast<const float4 *>(p.x_f32 + static_cast<int64_t>(m) * k);
+      const int64_t xr = p.x_row_index != nullptr ? p.x_row_index[m] : m;
+      const float4 *x = reinterpret_cast<const float4 *>(p.x_f32 + xr * k);
       float ss = 0.0f;
       for (int i = lane; i < k / 4; i += 32) {
         const float4 v = x[i];
@@ -123,6 +124,8 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p)
         if (c == lane) v = acc[c % R][m];
       if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
         p.y_f32[at] += v;
+      else if (p.epilogue == SmallGemmParams::Epilogue::kStoreF32)
+        p.y_f32[at] = v;
       else
         p.y_bf16[at] = __float2bfloat16(v);
     }
@@ -147,10 +150,13 @@ bool small_gemm_supports(int32_t m, int32_t k) {
 cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
+  const bool f32_out = p.epilogue == SmallGemmParams::Epilogue::kAddF32 ||
+                       p.epilogue == SmallGemmParams::Epilogue::kStoreF32;
   if (!small_gemm_supports(p.m, p.k) || p.n < 0 || p.w == nullptr ||
       (p.x_f32 == nullptr) == (p.x_bf16 == nullptr) ||
       (p.x_f32 != nullptr && p.norm_weight == nullptr) ||
-      (p.epilogue == SmallGemmParams::Epilogue::kAddF32 ? p.y_f32 == nullptr : p.y_bf16 == nullptr))
+      (p.x_row_index != nullptr && p.x_f32 == nullptr) ||
+      (f32_out ? p.y_f32 == nullptr : p.y_bf16 == nullptr))
     return cudaErrorInvalidValue;
   if (p.k <= kSmallGemmMmaMaxK && mma_enabled()) return small_gemm_mma(p, stream);
   const size_t smem = sizeof(bf16) * static_cast<size_t>(p.m) * p.k;

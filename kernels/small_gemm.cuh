@@ -23,14 +23,17 @@ struct SmallGemmParams {
   const bf16 *x_bf16 = nullptr;
   const float *x_f32 = nullptr;
   const bf16 *norm_weight = nullptr;  // with x_f32
+  // Optional, with x_f32: input row m is x_f32 row x_row_index[m] (the lm_head
+  // reads only the rows whose logits were asked for).
+  const int32_t *x_row_index = nullptr;
   float eps = 1e-6f;
   const bf16 *w = nullptr;  // [N][K], or [2 N][K] (gate rows, then up rows) for kSwiglu
   int32_t m = 0;
   int32_t n = 0;  // outputs per row
   int32_t k = 0;
-  enum class Epilogue { kStoreBf16, kAddF32, kSwiglu } epilogue = Epilogue::kStoreBf16;
+  enum class Epilogue { kStoreBf16, kAddF32, kSwiglu, kStoreF32 } epilogue = Epilogue::kStoreBf16;
   bf16 *y_bf16 = nullptr;  // kStoreBf16, kSwiglu: [M][N]
-  float *y_f32 = nullptr;  // kAddF32: [M][N] += result
+  float *y_f32 = nullptr;  // kAddF32: [M][N] += result; kStoreF32: [M][N] = result
 };
 
 // Whether the shape fits this kernel (M rows, K inputs); else use cuBLASLt.

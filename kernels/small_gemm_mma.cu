@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
         const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
         float4 a = make_float4(0, 0, 0, 0), b = a;
         if (rows[i] < p.m && kk < k) {
-          const float *src = p.x_f32 + static_cast<int64_t>(rows[i]) * k + kk;
+          const int64_t xr = p.x_row_index != nullptr ? p.x_row_index[rows[i]] : rows[i];
+          const float *src = p.x_f32 + xr * k + kk;
           a = *reinterpret_cast<const float4 *>(src);
           b = *reinterpret_cast<const float4 *>(src + 4);
         }
@@ -163,6 +164,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
         const int64_t at = static_cast<int64_t>(row) * p.n + col;
         if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
           p.y_f32[at] += acc[j][2 * i + e];
+        else if (p.epilogue == SmallGemmParams::Epilogue::kStoreF32)
+          p.y_f32[at] = acc[j][2 * i + e];
         else
           p.y_bf16[at] = __float2bfloat16(acc[j][2 * i + e]);
       }

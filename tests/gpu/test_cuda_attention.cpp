@@ -31,6 +31,7 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, page_size;
   std::vector<SeqSpec> seqs;
   int n_splits;
+  bool in_kernel_merge = false;  // split_counters given: one-row batches merge their own splits
 };
 
 constexpr int kLayers = 3;  // sparse records hold this many layers
@@ -135,9 +136,13 @@ void run_case(const Case &c, uint32_t seed) {
     p.seq_cap_cand = dcc.get();
     p.cap_stride = cap_stride;
   }
+  Dev<int32_t> counters(std::vector<int32_t>(c.seqs.size() * c.n_kv_heads, 0));
+  if (c.in_kernel_merge) p.split_counters = counters.get();
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
+  if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
   CUDA_OK(cudaDeviceSynchronize());
+  for (int32_t n : counters.download()) EXPECT_EQ(n, 0) << "split counter left set";
 
   const auto kd = to_double(kh), vd = to_double(vh), qd = to_double(qh);
   std::vector<double> ref(size_t(rows) * c.n_heads * hd);
@@ -211,14 +216,22 @@ TEST_F(Attention, DecodeRows) {
 // split and group reductions): every GQA group it is built for (1, 2, 4, 8),
 // both head_dims, page size 8, lengths that end inside a warp step, one to 64
 // splits (more splits than keys: empty splits must merge as nothing), an 8K
-// context, and sparse rows mixed with dense ones.
+// context, sparse rows mixed with dense ones; splits merged by the merge
+// kernel or in the kernel (split counters, run twice: they must be reset).
 TEST_F(Attention, DecodeKernelGroupsAndSplits) {
   for (int hd : {64, 128})
     for (int kv : {8, 4, 2, 1})
       for (int splits : {1, 5, 64})
-        run_case({8, kv, hd, 8, {{0, 1}, {17, 1}, {63, 1}, {1000, 1}, {8191, 1}}, splits},
-                 61 + hd + kv + splits);
-  run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7}, 62);
+        for (bool merge_in_kernel : {false, true})
+          run_case({8,
+                    kv,
+                    hd,
+                    8,
+                    {{0, 1}, {17, 1}, {63, 1}, {1000, 1}, {8191, 1}},
+                    splits,
+                    merge_in_kernel},
+                   61 + hd + kv + splits);
+  run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true}, 62);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

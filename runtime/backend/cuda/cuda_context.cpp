@@ -53,6 +53,7 @@ enum Field {
 
 constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits * rows
 constexpr int32_t kMaxSplits = 64;
+constexpr int64_t kPadRows = 16, kPadRowsBelow = 256;  // padded_rows()
 constexpr int32_t kMinTokensPerSplit = 128;
 // Models up to this hidden size run few-row steps through kernels::small_gemm.
 constexpr int64_t kSmallModelHidden = 2048;
@@ -117,6 +118,8 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   split_rows_capacity_ = std::max<int64_t>(kSplitRowsCapacity, r);
   partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
   partial_lse_.allocate(split_rows_capacity_ * c.n_heads * sizeof(float), "attention workspace");
+  split_counters_.allocate(r * c.n_kv_heads * sizeof(int32_t), "attention split counters");
+  check(cudaMemset(split_counters_.get(), 0, split_counters_.bytes()), "attention split counters");
   sampled_host_.reserve(r * sizeof(int32_t), "sampled ids");
   // A device-selected record holds up to every slot of the pool per layer.
   sel_stride_ = static_cast<int32_t>(slots);
@@ -304,6 +307,16 @@ void CudaContext::grow_page_table(int64_t pages) {
 
 int32_t *CudaContext::meta(int field) const {
   return meta_dev_.get<int32_t>() + int64_t{field} * params_.max_rows;
+}
+
+// cuBLASLt picks an algorithm per GEMM shape on first use (milliseconds of
+// host time: H100, verification steps with a new row count took 5-7 ms
+// instead of 0.8). Row counts below kPadRowsBelow are rounded up to a multiple
+// of kPadRows, so a session meets a handful of shapes; the extra rows compute
+// on stale activations and are never read (rows are independent in a GEMM).
+int64_t CudaContext::padded_rows(int64_t rows) const {
+  if (rows >= kPadRowsBelow) return rows;
+  return std::min<int64_t>((rows + kPadRows - 1) / kPadRows * kPadRows, params_.max_rows);
 }
 
 int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
@@ -558,6 +571,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.n_splits = s.n_splits;
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
+  ap.split_counters = as<int32_t>(split_counters_);
   ap.total_rows = s.rows;
   ap.sparse_data = meta(kFields);
   ap.sparse_device = as<int32_t>(sel_records_);
@@ -649,14 +663,15 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     sg.n = static_cast<int32_t>(n);
     sg.k = static_cast<int32_t>(k);
     sg.epilogue = epilogue;
-    sg.y_bf16 =
-        epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ? nullptr : static_cast<bf16 *>(y);
-    sg.y_f32 =
-        epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ? static_cast<float *>(y) : nullptr;
+    const bool f32_out = epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ||
+                         epilogue == kernels::SmallGemmParams::Epilogue::kStoreF32;
+    sg.y_bf16 = f32_out ? nullptr : static_cast<bf16 *>(y);
+    sg.y_f32 = f32_out ? static_cast<float *>(y) : nullptr;
     check(kernels::small_gemm(sg, stream_), "small_gemm");
   };
   using Epilogue = kernels::SmallGemmParams::Epilogue;
 
+  const int64_t gemm_m = padded_rows(s.rows);
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const DeviceLayer &L = w.layers[static_cast<size_t>(l)];
     if (small) {
@@ -665,7 +680,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     } else {
       np.weight = bf(L.attn_norm);
       check(kernels::rmsnorm(np, stream_), "attention rmsnorm");
-      gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, s.rows, QKV, H, stream_);
+      gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, gemm_m, QKV, H, stream_);
     }
     rp.bias = bf(L.bqkv);
     rp.q_norm = bf(L.q_norm);
@@ -698,23 +713,32 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       linear(nullptr, nullptr, as<bf16>(act_), L.w_down, H, I, Epilogue::kAddF32, residual_.get());
       continue;
     }
-    gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, s.rows, H, c.q_dim(), stream_);
+    gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, gemm_m, H, c.q_dim(), stream_);
     np.weight = bf(L.mlp_norm);
     check(kernels::rmsnorm(np, stream_), "mlp rmsnorm");
-    gemm_.run(normed_.get(), L.w_gate_up, gate_up_.get(), false, false, s.rows, 2 * I, H, stream_);
+    gemm_.run(normed_.get(), L.w_gate_up, gate_up_.get(), false, false, gemm_m, 2 * I, H, stream_);
     check(kernels::swiglu(sp, stream_), "swiglu");
-    gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, s.rows, H, I, stream_);
+    gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, gemm_m, H, I, stream_);
   }
   // No quest row of this step reads a page it wrote (each writes at or after
   // its prefix), so the bounds can follow once, after every layer.
   enqueue_quest_bounds(meta(kWrittenPage), s.rows);
   if (s.logit_rows == 0) return;
-  np.weight = bf(w.final_norm);
-  np.row_index = meta(kLogitIndex);
-  np.rows = s.logit_rows;
-  check(kernels::rmsnorm(np, stream_), "final rmsnorm");
-  gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, s.logit_rows, c.vocab_size, H,
-            stream_);
+  if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
+    // The final RMSNorm of the logit rows fused into the lm_head.
+    sg.m = s.logit_rows;
+    sg.x_row_index = meta(kLogitIndex);
+    linear(as<float>(residual_), bf(w.final_norm), nullptr, w.lm_head, c.vocab_size, H,
+           Epilogue::kStoreF32, logits_.get());
+    sg.x_row_index = nullptr;
+  } else {
+    np.weight = bf(w.final_norm);
+    np.row_index = meta(kLogitIndex);
+    np.rows = s.logit_rows;
+    check(kernels::rmsnorm(np, stream_), "final rmsnorm");
+    gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, padded_rows(s.logit_rows),
+              c.vocab_size, H, stream_);
+  }
   if (with_argmax) {
     kernels::ArgmaxParams gp;
     gp.logits = as<float>(logits_);

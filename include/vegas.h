@@ -322,9 +322,11 @@ typedef struct vegas_session_options {
   int32_t max_batch;      /* sequences decoded together, default 64 */
   int32_t prefill_chunk;  /* prompt tokens per prefill chunk, default 512 */
   int32_t mode;           /* vegas_decode_mode, default VANILLA */
-  const char *policy;     /* selection policy name for VEGAS mode, NULL = "vegas" */
-  int32_t gamma;          /* draft length, default 6 */
-  float ratio;            /* selected share of the KV, default 0.07 */
+  /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning
+   * profile's (see profile_path; with its window_share). */
+  const char *policy;
+  int32_t gamma; /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
+  float ratio;   /* selected share of the KV in (0, 1], default 0.07; 0 = auto */
   int32_t min_tokens;     /* selection floor, default 256 */
   float window_share;     /* share of the budget kept for recent tokens, default 0.5 */
   int32_t score_kind;     /* vegas_score_kind used by the score-driven policies, default WEIGHT */
@@ -335,6 +337,19 @@ typedef struct vegas_session_options {
    * destroy once when freed). Ignored by other policies. */
   const struct vegas_select_policy *select_policy;
   int32_t schedule; /* vegas_schedule, default INTERLEAVE */
+  /* The tuning profile (JSON, format "vegas-profile/1", written by `vegas
+   * tune`) that auto knobs (gamma 0, ratio 0, policy "auto") start from. NULL
+   * (default): <model dir>/vegas-profile.json when the model was loaded from a
+   * directory holding one made on the same backend, else the built-in table
+   * (vegas, window 0.5, gamma 6, ratio 0.07). A named file that is missing
+   * (IO), malformed (FORMAT) or made for another backend (INVALID_ARGUMENT)
+   * fails vegas_session_create. Per sequence, the bucket of its prompt length
+   * and of the sequences active when it starts gives gamma and ratio, which
+   * are then refined from the observed acceptance and step times (a warm-up,
+   * a hysteresis window, at most 4 switches per sequence; see
+   * vegas_session_get_switch). The policy is one per session: the one most of
+   * the profile's buckets name. Knobs set explicitly stay fixed. */
+  const char *profile_path;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
 static inline void vegas_session_options_init(vegas_session_options *options) {
@@ -439,6 +454,11 @@ typedef struct vegas_sequence_info {
   double tokens_per_round; /* tau: committed tokens per round, corrected/bonus included */
   double prefill_seconds;
   double decode_seconds;
+  /* VEGAS mode: the draft length and selection ratio the sequence uses now
+   * (auto knobs change at switches) and how many switches it made. */
+  int32_t gamma;
+  float ratio;
+  int64_t switches;
 } vegas_sequence_info;
 VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int32_t seq_id,
                                                vegas_sequence_info *out);
@@ -513,7 +533,7 @@ typedef struct vegas_select_policy {
 #define VEGAS_MAX_GAMMA 32
 typedef struct vegas_session_stats {
   uint32_t struct_size;
-  int32_t gamma;
+  int32_t gamma; /* the session's draft length; with gamma auto, the longest one used so far */
   int64_t rounds;    /* draft-verify rounds (one per sequence per step) */
   int64_t drafted;   /* draft tokens proposed */
   int64_t accepted;  /* draft tokens accepted */
@@ -524,10 +544,30 @@ typedef struct vegas_session_stats {
   double select_seconds;
   int64_t drafted_at[VEGAS_MAX_GAMMA];  /* rounds that drafted position i */
   int64_t accepted_at[VEGAS_MAX_GAMMA]; /* rounds whose draft i was accepted */
+  int64_t switches; /* automatic gamma/ratio switches of all sequences */
 } vegas_session_stats;
 /* Fills `out` (set out->struct_size first). */
 VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
                                                vegas_session_stats *out);
+
+/* One automatic switch of a sequence's gamma or ratio (auto knobs, see
+ * vegas_session_options.profile_path). */
+typedef struct vegas_switch_info {
+  uint32_t struct_size;
+  int32_t seq_id;
+  int64_t round; /* the sequence's rounds before the switch; the new setting drafts the next */
+  int32_t from_gamma;
+  int32_t to_gamma;
+  float from_ratio;
+  float to_ratio;
+  double tau_ema; /* the sequence's moving average of tokens per round when it switched */
+} vegas_switch_info;
+/* Fills `out` (set out->struct_size first) with switch number `index`, in the
+ * order they happened, 0 <= index < vegas_session_stats.switches. The session
+ * keeps the last 4096: an older index fails with NOT_FOUND, as does one past
+ * the end. */
+VEGAS_API vegas_status vegas_session_get_switch(const vegas_session *session, int64_t index,
+                                                vegas_switch_info *out);
 
 /* ------------------------------------------------------------- one call */
 

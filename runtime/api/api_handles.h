@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "model/model.h"
 #include "session/session.h"
@@ -18,6 +19,7 @@ struct vegas_tokenizer {
 struct vegas_model {
   std::shared_ptr<vegas::Model> impl;
   vegas_tokenizer tokenizer;  // borrows impl->tokenizer()
+  std::string dir;            // what vegas_model_load was given; "" for a synthetic model
 };
 
 struct vegas_session {

@@ -63,6 +63,7 @@ VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_optio
     auto handle = std::make_unique<vegas_model>();
     handle->impl = vegas::Model::load(dir, load);
     handle->tokenizer.impl = &handle->impl->tokenizer();
+    handle->dir = dir;
     *out = handle.release();
   });
 }

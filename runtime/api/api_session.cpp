@@ -22,7 +22,21 @@ const vegas::Session &session_of(const vegas_session *session) {
   return *session->impl;
 }
 
-vegas::SessionParams to_session_params(const vegas_session_options &o) {
+// The tuning profile a session reads (vegas_session_options.profile_path): a
+// named one always (a bad file fails the create even when no knob is auto),
+// the model directory's or the built-in one only when a knob is auto.
+std::shared_ptr<const vegas::TuningProfile> session_profile(const vegas_session_options &o,
+                                                            const vegas_model &model,
+                                                            const vegas::AutoKnobs &autos) {
+  if (o.profile_path != nullptr && o.profile_path[0] == '\0')
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "profile_path is empty (NULL = the default profile)");
+  if (o.profile_path == nullptr && !autos.any()) return nullptr;
+  const char *backend = model.impl->backend().kind() == vegas::BackendKind::kCuda ? "cuda" : "cpu";
+  return vegas::TuningProfile::resolve(o.profile_path != nullptr ? o.profile_path : "", model.dir,
+                                       backend);
+}
+
+vegas::SessionParams to_session_params(const vegas_session_options &o, const vegas_model &model) {
   if (o.mode != VEGAS_MODE_VANILLA && o.mode != VEGAS_MODE_VEGAS)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown mode " + std::to_string(o.mode));
   vegas::SessionParams p;
@@ -37,6 +51,10 @@ vegas::SessionParams to_session_params(const vegas_session_options &o) {
   if (p.speculative) {
     p.spec.policy = o.policy != nullptr ? o.policy : "vegas";
     p.spec.gamma = o.gamma;
+    // 0 / "auto": from the tuning profile, γ and ratio refined at run time.
+    p.spec.autos.gamma = o.gamma == 0;
+    p.spec.autos.ratio = o.ratio == 0.0f;
+    p.spec.autos.policy = p.spec.policy == "auto";
     vegas::SelectionOptions &sel = p.spec.selection;
     sel.ratio = o.ratio;
     sel.min_tokens = o.min_tokens;
@@ -50,6 +68,7 @@ vegas::SessionParams to_session_params(const vegas_session_options &o) {
     if (p.spec.policy == "user" && o.select_policy == nullptr)
       vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "policy \"user\" needs select_policy");
   }
+  p.spec.profile = session_profile(o, model, p.spec.autos);
   return p;
 }
 
@@ -125,6 +144,7 @@ VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, 
   o.top_p_mass = 0.9f;
   o.select_policy = nullptr;
   o.schedule = VEGAS_SCHEDULE_INTERLEAVE;
+  o.profile_path = nullptr;
   vegas::abi::init_struct(o, options, size);
 }
 
@@ -164,7 +184,7 @@ VEGAS_API vegas_status vegas_session_create(vegas_model *model,
     vegas_session_options_init(&o);
     read_options(options, &o, "vegas_session_options");
     auto handle = std::make_unique<vegas_session>();
-    handle->impl = std::make_unique<vegas::Session>(model->impl, to_session_params(o));
+    handle->impl = std::make_unique<vegas::Session>(model->impl, to_session_params(o, *model));
     *out = handle.release();
   });
 }
@@ -226,6 +246,9 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
         seq.stats.rounds > 0 ? static_cast<double>(seq.stats.committed) / seq.stats.rounds : 0.0;
     info.prefill_seconds = seq.stats.prefill_seconds;
     info.decode_seconds = seq.stats.decode_seconds;
+    info.gamma = seq.stats.gamma;
+    info.ratio = seq.stats.ratio;
+    info.switches = seq.stats.switches;
     vegas::abi::write_struct(info, out, "vegas_sequence_info");
   });
 }
@@ -239,7 +262,8 @@ VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
     vegas_session_stats st{};
     if (const vegas::SpeculativeDecoder *spec = s.speculative()) {
       const vegas::SpeculativeTotals &t = spec->totals();
-      st.gamma = spec->params().gamma;
+      st.gamma = spec->reported_gamma();
+      st.switches = spec->tuning().switches();
       st.rounds = t.rounds;
       st.drafted = t.drafted;
       st.accepted = t.accepted;
@@ -254,6 +278,32 @@ VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
       }
     }
     vegas::abi::write_struct(st, out, "vegas_session_stats");
+  });
+}
+
+VEGAS_API vegas_status vegas_session_get_switch(const vegas_session *session, int64_t index,
+                                                vegas_switch_info *out) {
+  return guarded([&] {
+    const vegas::Session &s = session_of(session);
+    require_non_null(out, "out");
+    vegas::abi::check_struct_size(out->struct_size, "vegas_switch_info");
+    const vegas::SpeculativeDecoder *spec = s.speculative();
+    const int64_t count = spec != nullptr ? spec->tuning().switches() : 0;
+    const vegas::SwitchRecord *r = spec != nullptr ? spec->tuning().switch_at(index) : nullptr;
+    if (r == nullptr)
+      vegas::fail(VEGAS_ERR_NOT_FOUND, "no switch " + std::to_string(index) +
+                                           ": the session made " + std::to_string(count) +
+                                           " and keeps the last " +
+                                           std::to_string(vegas::kSwitchLogCapacity));
+    vegas_switch_info info{};
+    info.seq_id = r->seq_id;
+    info.round = r->event.round;
+    info.from_gamma = r->event.from.gamma;
+    info.to_gamma = r->event.to.gamma;
+    info.from_ratio = r->event.from.ratio;
+    info.to_ratio = r->event.to.ratio;
+    info.tau_ema = r->event.tau_ema;
+    vegas::abi::write_struct(info, out, "vegas_switch_info");
   });
 }
 
@@ -292,7 +342,7 @@ VEGAS_API vegas_status vegas_generate(vegas_model *model, const char *prompt,
     vegas_session_options so;
     vegas_session_options_init(&so);
     read_options(o.session, &so, "vegas_session_options");
-    vegas::Session session(model->impl, to_session_params(so));
+    vegas::Session session(model->impl, to_session_params(so, *model));
     vegas::SequenceRequest request;
     const std::vector<int32_t> ids =
         model->impl->tokenizer().encode(prompt, /*parse_special=*/true, /*add_special=*/true);

@@ -13,7 +13,8 @@ class FullPolicy final : public PolicyBase {
 
   SelectionNeeds needs() const override { return SelectionNeeds{}; }
 
-  bool device_plan(int32_t n, DevicePlan *plan) const override {
+  bool device_plan(int32_t n, const BudgetKnobs &knobs, DevicePlan *plan) const override {
+    (void)knobs;  // full keeps everything
     plan->head = n;
     plan->tail = 0;
     plan->scored = 0;

@@ -20,8 +20,13 @@ class PolicyBase : public SelectionPolicy {
   // Throws INVALID_ARGUMENT for n outside [0, max_candidates], a layer outside
   // [0, n_layers) or a null out; BUFFER_TOO_SMALL for capacity < n.
   void check_call(const SelectInput &in, const int32_t *out, int32_t capacity) const;
-  int32_t budget(int32_t n) const {
-    return selection_budget(n, options_.ratio, options_.min_tokens);
+  // The budget and window share with a sequence's knobs (BudgetKnobs).
+  int32_t budget(int32_t n, const BudgetKnobs &knobs = {}) const {
+    return selection_budget(n, knobs.ratio >= 0.0f ? knobs.ratio : options_.ratio,
+                            options_.min_tokens);
+  }
+  float window_share(const BudgetKnobs &knobs) const {
+    return knobs.window_share >= 0.0f ? knobs.window_share : options_.window_share;
   }
 
   std::string name_;

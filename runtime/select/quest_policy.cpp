@@ -28,9 +28,9 @@ class QuestPolicy final : public PolicyBase {
     return needs;
   }
 
-  bool query_aware_plan(int32_t n, QueryAwarePlan *plan) const override {
+  bool query_aware_plan(int32_t n, const BudgetKnobs &knobs, QueryAwarePlan *plan) const override {
     plan->page_size = options_.quest_page_size;
-    plan->budget = budget(n);
+    plan->budget = budget(n, knobs);
     return true;
   }
 
@@ -47,8 +47,8 @@ class QuestPolicy final : public PolicyBase {
                                            std::to_string(in.pages.n_pages));
     quest_page_scores(in.query, in.pages, n_pages, shape_.n_heads, shape_.n_kv_heads,
                       shape_.head_dim, page_scores_.data());
-    return select_quest_pages(page_scores_.data(), in.n, page_size, budget(in.n), scratch_.data(),
-                              out);
+    return select_quest_pages(page_scores_.data(), in.n, page_size, budget(in.n, in.knobs),
+                              scratch_.data(), out);
   }
 
  private:

@@ -29,10 +29,10 @@ class ScoreTopKPolicy final : public PolicyBase {
     return needs;
   }
 
-  bool device_plan(int32_t n, DevicePlan *plan) const override {
-    const int32_t k = budget(n);
+  bool device_plan(int32_t n, const BudgetKnobs &knobs, DevicePlan *plan) const override {
+    const int32_t k = budget(n, knobs);
     plan->head = 0;
-    plan->tail = window_count(k, options_.window_share);
+    plan->tail = window_count(k, window_share(knobs));
     plan->scored = k - plan->tail;
     plan->weight = options_.score_kind == ScoreKind::kWeight;
     plan->last_accepted = rule_ == ScoreRowRule::kLastAccepted;
@@ -45,8 +45,8 @@ class ScoreTopKPolicy final : public PolicyBase {
     const int32_t n_used = pick_rows(in);
     reduce_scores(in.scores, shape_.n_heads, rows_.data(), n_used, in.n, options_.score_kind,
                   scores_.data());
-    const int32_t k = budget(in.n);
-    return select_window_top_k(scores_.data(), in.n, k, window_count(k, options_.window_share),
+    const int32_t k = budget(in.n, in.knobs);
+    return select_window_top_k(scores_.data(), in.n, k, window_count(k, window_share(in.knobs)),
                                scratch_.data(), out);
   }
 

@@ -49,6 +49,14 @@ struct PageBoundsView {
   int32_t n_pages = 0;             // >= ceil(n / quest_page_size)
 };
 
+// A sequence's own values of the budget knobs (automatic tuning gives each
+// sequence its ratio and window share, runtime/speculative/auto_tuning.h); a
+// negative field keeps the policy's option.
+struct BudgetKnobs {
+  float ratio = -1.0f;
+  float window_share = -1.0f;
+};
+
 struct SelectInput {
   int32_t seq_id = 0;
   int32_t layer = 0;
@@ -61,6 +69,7 @@ struct SelectInput {
   // quest: the current draft query of this layer, [n_heads][head_dim], post-RoPE.
   const float *query = nullptr;
   PageBoundsView pages;
+  BudgetKnobs knobs;
 };
 
 // Which verify rows' logits and lse the attention must write for the policy.
@@ -105,19 +114,28 @@ class SelectionPolicy {
   virtual int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) = 0;
   // Sequence seq_id has ended; policies with per-sequence state drop it.
   virtual void reset(int32_t seq_id) { (void)seq_id; }
-  // The device form of this policy for n candidates; false when it has none
-  // (the scores then come back to the host and select() runs).
-  virtual bool device_plan(int32_t n, DevicePlan *plan) const {
+  // The device form of this policy for n candidates with a sequence's budget
+  // knobs; false when it has none (the scores then come back to the host and
+  // select() runs).
+  virtual bool device_plan(int32_t n, const BudgetKnobs &knobs, DevicePlan *plan) const {
     (void)n;
+    (void)knobs;
     (void)plan;
     return false;
   }
+  bool device_plan(int32_t n, DevicePlan *plan) const {
+    return device_plan(n, BudgetKnobs{}, plan);
+  }
   // The query-aware form of this policy for n candidates; false when it has
-  // none. select() with the same query and page bounds chooses the same set.
-  virtual bool query_aware_plan(int32_t n, QueryAwarePlan *plan) const {
+  // none. select() with the same query, page bounds and knobs chooses the same set.
+  virtual bool query_aware_plan(int32_t n, const BudgetKnobs &knobs, QueryAwarePlan *plan) const {
     (void)n;
+    (void)knobs;
     (void)plan;
     return false;
+  }
+  bool query_aware_plan(int32_t n, QueryAwarePlan *plan) const {
+    return query_aware_plan(n, BudgetKnobs{}, plan);
   }
 };
 

@@ -15,8 +15,8 @@ class StreamingPolicy final : public PolicyBase {
 
   SelectionNeeds needs() const override { return SelectionNeeds{}; }
 
-  bool device_plan(int32_t n, DevicePlan *plan) const override {
-    const int32_t k = budget(n);
+  bool device_plan(int32_t n, const BudgetKnobs &knobs, DevicePlan *plan) const override {
+    const int32_t k = budget(n, knobs);
     plan->head = std::min(options_.sink, k);
     plan->tail = k - plan->head;
     plan->scored = 0;
@@ -25,7 +25,7 @@ class StreamingPolicy final : public PolicyBase {
 
   int32_t select(const SelectInput &in, int32_t *out, int32_t capacity) override {
     check_call(in, out, capacity);
-    const int32_t k = budget(in.n);
+    const int32_t k = budget(in.n, in.knobs);
     // A budget below the sink size keeps only sinks; k <= n keeps the two
     // ranges [0, sinks) and [n - window, n) apart.
     const int32_t sinks = std::min(options_.sink, k);

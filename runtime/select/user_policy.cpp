@@ -55,7 +55,7 @@ class UserPolicy final : public PolicyBase {
     input.layer = in.layer;
     input.n_layers = in.n_layers;
     input.n_candidates = in.n;
-    input.budget = budget(in.n);
+    input.budget = budget(in.n, in.knobs);
     input.score_kind = static_cast<int32_t>(options_.score_kind);
     input.scores_on_device = 0;
     input.scores = scores_.data();

@@ -34,6 +34,10 @@ struct SequenceStats {
   int64_t committed = 0;  // tokens committed by speculative rounds
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
+  // VEGAS mode: the γ and ratio it drafts with now, and its automatic switches.
+  int32_t gamma = 0;
+  float ratio = 0.0f;
+  int64_t switches = 0;
 };
 
 struct Sequence {

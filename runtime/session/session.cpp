@@ -71,7 +71,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     spec_ = std::make_unique<SpeculativeDecoder>(
         model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
     // A verification pass carries gamma + 1 rows per sequence.
-    cp.max_rows = std::max(cp.max_rows, params_.max_batch * (params_.spec.gamma + 1));
+    cp.max_rows = std::max(cp.max_rows, params_.max_batch * (spec_->max_gamma() + 1));
     cp.key_bounds = spec_->policy().needs().page_bounds;
   }
   context_ = model_->backend().create_context(cp);
@@ -300,7 +300,7 @@ int32_t Session::step() {
                    ? SeqRows::Logits::kLast
                    : SeqRows::Logits::kNone;
     if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0)
-      spec_->prepare_prefill_capture(seq, r);
+      spec_->prepare_prefill_capture(seq, r, active_count());
     batch.seqs.push_back(r);
   }
 

@@ -91,9 +91,11 @@ double RefinementController::predicted_rate(int32_t gamma) const {
 }
 
 int32_t RefinementController::best_gamma() const {
+  const int32_t reach = std::min(config_.gamma_max,
+                                 kGammaGrowthFactor * adopted_.gamma + kGammaGrowthAdd);
   int32_t best = config_.gamma_min;
   double best_rate = predicted_rate(best);
-  for (int32_t g = config_.gamma_min + 1; g <= config_.gamma_max; ++g) {
+  for (int32_t g = config_.gamma_min + 1; g <= reach; ++g) {
     const double rate = predicted_rate(g);
     if (rate > best_rate) {  // ties keep the shorter γ
       best = g;

@@ -37,17 +37,34 @@ std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
   return rows;
 }
 
+FixedKnobs fixed_knobs(const SpeculativeParams &p) {
+  FixedKnobs f;
+  f.policy = p.policy;
+  f.gamma = p.gamma;
+  f.ratio = p.selection.ratio;
+  f.window_share = p.selection.window_share;
+  f.min_tokens = p.selection.min_tokens;
+  return f;
+}
+
 }  // namespace
 
 SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                                        int32_t max_context)
-    : config_(config), params_(params) {
-  if (params_.gamma < 1 || params_.gamma > 32)
+    : config_(config),
+      params_(params),
+      tuning_(params.autos, fixed_knobs(params), params.profile, params.refinement) {
+  if (!params_.autos.gamma && (params_.gamma < 1 || params_.gamma > 32))
     fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "gamma " + std::to_string(params_.gamma) + " must be in [1, 32]");
+         "gamma " + std::to_string(params_.gamma) + " must be in [1, 32] (0 = auto)");
+  // Auto knobs resolved: the policy is built with the session's ratio and
+  // window share, and each sequence passes its own (BudgetKnobs).
+  params_.policy = tuning_.policy();
+  params_.selection.ratio = tuning_.session_ratio();
+  params_.selection.window_share = tuning_.session_window_share();
   SelectionShape shape;
   shape.max_candidates = std::max(max_context, 1);
-  shape.max_rows = params_.gamma + 1;
+  shape.max_rows = tuning_.max_gamma() + 1;
   shape.n_heads = config.n_heads;
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
@@ -59,8 +76,8 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_NOT_BUILT, "policy '" + params_.policy +
                                   "' selects every draft step but has no query-aware form "
                                   "for the backends' draft passes");
-  totals_.accepted_at.assign(static_cast<size_t>(params_.gamma), 0);
-  totals_.drafted_at.assign(static_cast<size_t>(params_.gamma), 0);
+  totals_.accepted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
+  totals_.drafted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
 }
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
@@ -72,7 +89,7 @@ bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
 void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
                                              const std::vector<int32_t> &rows, SeqRows &r) {
   DevicePlan plan;
-  policy_->device_plan(n_candidates, &plan);
+  policy_->device_plan(n_candidates, knobs(st), &plan);
   st.capture_rows = plan.scored > 0 ? rows : std::vector<int32_t>{};
   st.capture.n_candidates = n_candidates;
   st.capture.rows = st.capture_rows.data();
@@ -90,8 +107,23 @@ void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32
   r.device_select = &st.device_select;
 }
 
-SpeculativeDecoder::SeqState &SpeculativeDecoder::state(int32_t seq_id) {
-  return states_[seq_id];
+SpeculativeDecoder::SeqState &SpeculativeDecoder::state(Sequence &seq, int32_t batch) {
+  SeqState &st = states_[seq.id];
+  if (!st.tuned) {
+    st.tuning = tuning_.start(seq.n_prompt(), batch);
+    st.tuned = true;
+    seq.stats.gamma = st.tuning.gamma;
+    seq.stats.ratio = st.tuning.ratio;
+  }
+  return st;
+}
+
+void SpeculativeDecoder::observe_round(Sequence &seq, SeqState &st, RoundObservation obs) {
+  if (params_.debug_round_costs) params_.debug_round_costs(obs);
+  tuning_.observe(seq.id, st.tuning, obs);
+  seq.stats.gamma = st.tuning.gamma;
+  seq.stats.ratio = st.tuning.ratio;
+  seq.stats.switches = st.tuning.switches;
 }
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
@@ -128,6 +160,7 @@ void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidate
     in.n_layers = n_layers;
     in.n = n_candidates;
     in.last_accepted_row = last_accepted_row;
+    in.knobs = knobs(st);
     if (with_scores) {
       in.scores.logits = st.score_logits.data() + layer * per_layer * n_candidates;
       in.scores.lse = st.score_lse.data() + layer * per_layer;
@@ -144,8 +177,8 @@ void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidate
   st.has_selection = true;
 }
 
-void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
-  SeqState &st = state(seq.id);
+void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows, int32_t batch) {
+  SeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
     return;
@@ -157,7 +190,7 @@ void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows) {
 
 void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
   const double t0 = now_seconds();
-  SeqState &st = state(seq.id);
+  SeqState &st = state(seq);
   if (device_ || query_aware_) {  // selected by the prefill's forward pass, or by each draft pass
     st.has_selection = true;
     return;
@@ -181,7 +214,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   std::vector<Work> work;
   for (Sequence *seq : seqs) {
     const int32_t remaining = seq->req.max_tokens - seq->n_generated();
-    Work w{seq, &state(seq->id), std::max(0, std::min(params_.gamma, remaining - 1)), {}, {}};
+    SeqState &st = state(*seq);
+    Work w{seq, &st, std::max(0, std::min(st.tuning.gamma, remaining - 1)), {}, {}};
     try {
       pool.reserve(seq->page_table, int64_t{seq->kv_len} + w.gamma + 1);
     } catch (const Error &e) {
@@ -194,7 +228,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     w.q.resize(static_cast<size_t>(w.gamma));
     if (query_aware_) {  // the draft passes select from [0, kv_len), the committed tokens
       QueryAwarePlan plan;
-      policy_->query_aware_plan(seq->kv_len, &plan);
+      policy_->query_aware_plan(seq->kv_len, knobs(st), &plan);
       if (plan.page_size != pool.page_size())
         fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy + "' scores pages of " +
                                              std::to_string(plan.page_size) +
@@ -251,12 +285,13 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
           w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
     });
   }
-  totals_.draft_seconds += now_seconds() - t_draft;
+  double draft_seconds = now_seconds() - t_draft;
   if (query_aware_) {  // the selection ran inside the draft passes: count it apart
     const double select_s = context.take_select_seconds();
-    totals_.draft_seconds -= select_s;
+    draft_seconds -= select_s;
     totals_.select_seconds += select_s;
   }
+  totals_.draft_seconds += draft_seconds;
 
   // Verify: γ+1 full-attention rows per sequence, with the scores the policy needs.
   const double t_verify = now_seconds();
@@ -285,12 +320,18 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     verify.seqs.push_back(r);
   }
   const float *vlogits = context.forward(verify);
-  totals_.verify_seconds += now_seconds() - t_verify;
+  double verify_seconds = now_seconds() - t_verify;
   if (device_) {  // the selection kernel ran inside the verify pass: count it apart
     const double select_s = context.take_select_seconds();
-    totals_.verify_seconds -= select_s;
+    verify_seconds -= select_s;
     totals_.select_seconds += select_s;
   }
+  totals_.verify_seconds += verify_seconds;
+  // What the round cost, for the tuning of each sequence's γ and ratio.
+  RoundObservation cost;
+  cost.draft_step_seconds = max_gamma > 0 ? draft_seconds / max_gamma : 0.0;
+  cost.verify_seconds = verify_seconds;
+  cost.verify_rows = verify.total_rows();
 
   // Accept: per sequence, independent of the others, so in parallel.
   std::vector<AcceptResult> results(work.size());
@@ -337,6 +378,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     totals_.rounds += 1;
     totals_.drafted += w.gamma;
     totals_.accepted += result.n_accepted;
+    totals_.longest_gamma = std::max(totals_.longest_gamma, w.gamma);
     for (int32_t k = 0; k < w.gamma; ++k) {
       totals_.drafted_at[static_cast<size_t>(k)] += 1;
       if (k < result.n_accepted) totals_.accepted_at[static_cast<size_t>(k)] += 1;
@@ -351,6 +393,13 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     // t0 and the accepted drafts now hold exact K/V; the rest is rolled back.
     seq.kv_len = old_kv + 1 + result.n_accepted;
     pool.truncate(seq.page_table, seq.kv_len + 1);
+    if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
+      RoundObservation obs = cost;
+      obs.drafted = w.gamma;
+      obs.accepted = result.n_accepted;
+      obs.context = seq.kv_len;
+      observe_round(seq, *w.st, obs);
+    }
     if (device_) {  // selected by the verify pass, or now from the last accepted row
       if (w.st->device_select.deferred) deferred.push_back({seq.id, result.n_accepted});
       continue;

@@ -18,6 +18,7 @@
 #include "sampling/sampling.h"
 #include "select/select_policy.h"
 #include "session/sequence.h"
+#include "speculative/auto_tuning.h"
 
 namespace vegas {
 
@@ -25,10 +26,21 @@ struct SpeculativeParams {
   std::string policy = "vegas";
   int32_t gamma = 6;
   SelectionOptions selection;
+  // Automatic knobs (the ABI's gamma 0, ratio 0, policy "auto"): they start
+  // from `profile` (null: the built-in table) and γ and the ratio are refined
+  // per sequence at run time with `refinement`'s constants (auto_tuning.h).
+  // The fields above then only hold the knobs that are not automatic.
+  AutoKnobs autos;
+  std::shared_ptr<const TuningProfile> profile;
+  RefinementConfig refinement;
   // Test only (not reachable from the C ABI): draw the token after a rejection
   // from p instead of norm(max(0, p - q)), a lossy rule the statistical tests
   // must detect.
   bool debug_broken_residual = false;
+  // Test only: rewrites the measured seconds of each round before the tuning
+  // sees them (a fixed cost model, so that the load of a shared machine cannot
+  // change the decisions a test checks).
+  std::function<void(RoundObservation &)> debug_round_costs;
 };
 
 // Session-wide counters (vegas_session_stats).
@@ -39,6 +51,7 @@ struct SpeculativeTotals {
   int64_t committed = 0;
   std::vector<int64_t> accepted_at;  // [gamma]: rounds whose draft i was accepted
   std::vector<int64_t> drafted_at;   // [gamma]: rounds that drafted position i
+  int32_t longest_gamma = 0;         // the most drafts any round made
   double draft_seconds = 0.0;
   double verify_seconds = 0.0;
   double select_seconds = 0.0;
@@ -55,7 +68,16 @@ class SpeculativeDecoder {
   SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                      int32_t max_context);
 
+  // params().policy is the session's policy ("auto" resolved).
   const SpeculativeParams &params() const { return params_; }
+  const AutoTuning &tuning() const { return tuning_; }
+  // The longest γ a sequence may use (a verify pass has up to max_gamma + 1
+  // rows per sequence).
+  int32_t max_gamma() const { return tuning_.max_gamma(); }
+  // vegas_session_stats.gamma: the fixed γ, or with γ auto the longest used.
+  int32_t reported_gamma() const {
+    return params_.autos.gamma ? totals_.longest_gamma : params_.gamma;
+  }
   const SpeculativeTotals &totals() const { return totals_; }
   const SelectionPolicy &policy() const { return *policy_; }
 
@@ -67,7 +89,8 @@ class SpeculativeDecoder {
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
-  void prepare_prefill_capture(Sequence &seq, SeqRows &rows);
+  // `batch`: the sequences decoding with it (picks its tuning profile bucket).
+  void prepare_prefill_capture(Sequence &seq, SeqRows &rows, int32_t batch = 1);
   void select_after_prefill(Sequence &seq);
 
   // One speculative round for sequences whose prompt is fully in the KV cache
@@ -92,9 +115,15 @@ class SpeculativeDecoder {
     DeviceSelection device_select;
     QuestDraft quest;  // query-aware policies: what each draft pass selects from
     bool has_selection = false;
+    SequenceTuning tuning;  // its γ, ratio, window share (and their controller)
+    bool tuned = false;
   };
 
-  SeqState &state(int32_t seq_id);
+  // The sequence's state, its tuning started (for `batch` sequences) on first use.
+  SeqState &state(Sequence &seq, int32_t batch = 1);
+  static BudgetKnobs knobs(const SeqState &st) { return {st.tuning.ratio, st.tuning.window_share}; }
+  // Feeds a finished round of `seq` to its tuning.
+  void observe_round(Sequence &seq, SeqState &st, RoundObservation obs);
   void setup_capture(SeqState &st, int32_t n_candidates, const std::vector<int32_t> &rows);
   // Device mode: captures `rows` for a selection over n candidates made on the device.
   void setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
@@ -104,6 +133,7 @@ class SpeculativeDecoder {
 
   const ModelConfig &config_;
   SpeculativeParams params_;
+  AutoTuning tuning_;
   std::unique_ptr<SelectionPolicy> policy_;
   std::map<int32_t, SeqState> states_;
   bool device_ = false;

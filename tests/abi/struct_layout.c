@@ -71,7 +71,7 @@ int main(void) {
   PIN_OFFSET(vegas_model_info, weight_bytes, 48);
   PIN_OFFSET(vegas_model_info, kv_bytes_per_token, 56);
   PIN_OFFSET(vegas_model_info, architecture, 64);
-  PIN_SIZE(vegas_session_options, 88);
+  PIN_SIZE(vegas_session_options, 96);
   PIN_OFFSET(vegas_session_options, struct_size, 0);
   PIN_OFFSET(vegas_session_options, kv_bytes, 8);
   PIN_OFFSET(vegas_session_options, page_size, 16);
@@ -88,6 +88,7 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, top_p_mass, 64);
   PIN_OFFSET(vegas_session_options, select_policy, 72);
   PIN_OFFSET(vegas_session_options, schedule, 80);
+  PIN_OFFSET(vegas_session_options, profile_path, 88);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);
@@ -112,7 +113,7 @@ int main(void) {
   PIN_OFFSET(vegas_request, n_stop_strings, 64);
   PIN_OFFSET(vegas_request, on_token, 72);
   PIN_OFFSET(vegas_request, user_data, 80);
-  PIN_SIZE(vegas_sequence_info, 72);
+  PIN_SIZE(vegas_sequence_info, 88);
   PIN_OFFSET(vegas_sequence_info, struct_size, 0);
   PIN_OFFSET(vegas_sequence_info, finish_reason, 4);
   PIN_OFFSET(vegas_sequence_info, status, 8);
@@ -124,6 +125,9 @@ int main(void) {
   PIN_OFFSET(vegas_sequence_info, tokens_per_round, 48);
   PIN_OFFSET(vegas_sequence_info, prefill_seconds, 56);
   PIN_OFFSET(vegas_sequence_info, decode_seconds, 64);
+  PIN_OFFSET(vegas_sequence_info, gamma, 72);
+  PIN_OFFSET(vegas_sequence_info, ratio, 76);
+  PIN_OFFSET(vegas_sequence_info, switches, 80);
   PIN_SIZE(vegas_select_input, 48);
   PIN_OFFSET(vegas_select_input, struct_size, 0);
   PIN_OFFSET(vegas_select_input, seq_id, 4);
@@ -141,7 +145,7 @@ int main(void) {
   PIN_OFFSET(vegas_select_policy, select, 16);
   PIN_OFFSET(vegas_select_policy, reset, 24);
   PIN_OFFSET(vegas_select_policy, destroy, 32);
-  PIN_SIZE(vegas_session_stats, 584);
+  PIN_SIZE(vegas_session_stats, 592);
   PIN_OFFSET(vegas_session_stats, struct_size, 0);
   PIN_OFFSET(vegas_session_stats, gamma, 4);
   PIN_OFFSET(vegas_session_stats, rounds, 8);
@@ -154,6 +158,16 @@ int main(void) {
   PIN_OFFSET(vegas_session_stats, select_seconds, 64);
   PIN_OFFSET(vegas_session_stats, drafted_at, 72);
   PIN_OFFSET(vegas_session_stats, accepted_at, 328);
+  PIN_OFFSET(vegas_session_stats, switches, 584);
+  PIN_SIZE(vegas_switch_info, 40);
+  PIN_OFFSET(vegas_switch_info, struct_size, 0);
+  PIN_OFFSET(vegas_switch_info, seq_id, 4);
+  PIN_OFFSET(vegas_switch_info, round, 8);
+  PIN_OFFSET(vegas_switch_info, from_gamma, 16);
+  PIN_OFFSET(vegas_switch_info, to_gamma, 20);
+  PIN_OFFSET(vegas_switch_info, from_ratio, 24);
+  PIN_OFFSET(vegas_switch_info, to_ratio, 28);
+  PIN_OFFSET(vegas_switch_info, tau_ema, 32);
   PIN_SIZE(vegas_generate_options, 40);
   PIN_OFFSET(vegas_generate_options, struct_size, 0);
   PIN_OFFSET(vegas_generate_options, max_tokens, 4);

@@ -27,9 +27,10 @@
 namespace vegas::test {
 
 struct SpeculativeRun {
-  std::vector<int32_t> generated;  // the committed tokens, first (prefill) token included
-  SequenceStats stats;             // rounds, drafted, accepted, committed
-  SpeculativeTotals totals;        // the decoder's session-wide counters
+  std::vector<int32_t> generated;      // the committed tokens, first (prefill) token included
+  SequenceStats stats;                 // rounds, drafted, accepted, committed
+  SpeculativeTotals totals;            // the decoder's session-wide counters
+  std::vector<SwitchRecord> switches;  // automatic γ/ratio switches, in order
 };
 
 class SharedPrefixRunner {
@@ -125,6 +126,8 @@ class SharedPrefixRunner {
     out.generated.assign(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end());
     out.stats = seq.stats;
     out.totals = decoder.totals();
+    for (int64_t i = 0; i < decoder.tuning().switches(); ++i)
+      if (const SwitchRecord *s = decoder.tuning().switch_at(i)) out.switches.push_back(*s);
     return out;
   }
 

@@ -402,10 +402,10 @@ TEST_F(AbiArgumentErrors, ZeroAndNegativeSizes) {
       {"kv_bytes", [](vegas_session_options *o) { o->kv_bytes = 1; }},
       {"kv_bytes", [](vegas_session_options *o) { o->kv_bytes = UINT64_MAX; }},
       {"mode", [](vegas_session_options *o) { o->mode = -1; }},
-      {"gamma",
+      {"gamma",  // 0 is "auto" (test_auto_tuning)
        [](vegas_session_options *o) {
          o->mode = VEGAS_MODE_VEGAS;
-         o->gamma = 0;
+         o->gamma = -32;
        }},
       {"gamma",
        [](vegas_session_options *o) {

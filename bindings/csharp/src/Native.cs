@@ -81,6 +81,7 @@ namespace Vegas
             public float top_p_mass;
             public IntPtr select_policy;
             public int schedule;
+            public IntPtr profile_path;
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -129,6 +130,9 @@ namespace Vegas
             public double tokens_per_round;
             public double prefill_seconds;
             public double decode_seconds;
+            public int gamma;
+            public float ratio;
+            public long switches;
         }
 
         internal const int MaxGamma = 32;
@@ -150,6 +154,7 @@ namespace Vegas
             public long[] drafted_at;
             [MarshalAs(UnmanagedType.ByValArray, SizeConst = MaxGamma)]
             public long[] accepted_at;
+            public long switches;
         }
 
         // The *_init_sized functions are told this binding's size of the struct: a

@@ -63,6 +63,7 @@ int main(void) {
   FIELD(vegas_session_options, top_p_mass);
   FIELD(vegas_session_options, select_policy);
   FIELD(vegas_session_options, schedule);
+  FIELD(vegas_session_options, profile_path);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);
@@ -99,6 +100,9 @@ int main(void) {
   FIELD(vegas_sequence_info, tokens_per_round);
   FIELD(vegas_sequence_info, prefill_seconds);
   FIELD(vegas_sequence_info, decode_seconds);
+  FIELD(vegas_sequence_info, gamma);
+  FIELD(vegas_sequence_info, ratio);
+  FIELD(vegas_sequence_info, switches);
 
   SIZE(vegas_session_stats);
   FIELD(vegas_session_stats, gamma);
@@ -112,5 +116,6 @@ int main(void) {
   FIELD(vegas_session_stats, select_seconds);
   FIELD(vegas_session_stats, drafted_at);
   FIELD(vegas_session_stats, accepted_at);
+  FIELD(vegas_session_stats, switches);
   return 0;
 }

@@ -139,6 +139,24 @@ def test_vegas_mode_reports_speculative_stats(model):
     assert done.info.rounds > 0
 
 
+def test_auto_gamma_from_a_named_profile(model, tmp_path):
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"format": "vegas-profile/1", "backend": "cpu", "buckets": [
+        {"context_min": 0, "context_max": -1, "batch_min": 1, "batch_max": -1,
+         "policy": "vegas", "gamma": 3, "ratio": 0.1}]}))
+    with model.session(mode="vegas", gamma=0, ratio=0, policy="auto",
+                       profile_path=profile) as s:
+        done = s.generate(PROMPT, max_tokens=8, ignore_eos=True)  # fewer rounds than the warm-up
+        stats = s.stats()
+        assert s.switches() == []
+    assert (done.info.gamma, done.info.switches) == (3, 0)
+    assert done.info.ratio == pytest.approx(0.1)
+    assert stats.switches == 0
+    with pytest.raises(vegas.VegasError) as err:
+        model.session(mode="vegas", gamma=0, profile_path=tmp_path / "missing.json")
+    assert err.value.status == vegas.Status.IO
+
+
 def test_python_selection_policy_is_called(model):
     class TopBudget(vegas.SelectPolicy):
         calls = 0

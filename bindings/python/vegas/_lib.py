@@ -82,7 +82,7 @@ class SessionOptions(ctypes.Structure):
                 ("window_share", ctypes.c_float), ("score_kind", ctypes.c_int32),
                 ("sink", ctypes.c_int32), ("top_p_mass", ctypes.c_float),
                 ("select_policy", ctypes.POINTER(SelectPolicyStruct)),
-                ("schedule", ctypes.c_int32)]
+                ("schedule", ctypes.c_int32), ("profile_path", ctypes.c_char_p)]
 
 
 class SamplingOptions(ctypes.Structure):
@@ -109,7 +109,8 @@ class SequenceInfoStruct(ctypes.Structure):
                 ("n_generated", ctypes.c_int32), ("rounds", ctypes.c_int64),
                 ("drafted", ctypes.c_int64), ("accepted", ctypes.c_int64),
                 ("tokens_per_round", ctypes.c_double), ("prefill_seconds", ctypes.c_double),
-                ("decode_seconds", ctypes.c_double)]
+                ("decode_seconds", ctypes.c_double), ("gamma", ctypes.c_int32),
+                ("ratio", ctypes.c_float), ("switches", ctypes.c_int64)]
 
 
 class SessionStatsStruct(ctypes.Structure):
@@ -119,7 +120,14 @@ class SessionStatsStruct(ctypes.Structure):
                 ("tokens_per_round", ctypes.c_double), ("draft_seconds", ctypes.c_double),
                 ("verify_seconds", ctypes.c_double), ("select_seconds", ctypes.c_double),
                 ("drafted_at", ctypes.c_int64 * VEGAS_MAX_GAMMA),
-                ("accepted_at", ctypes.c_int64 * VEGAS_MAX_GAMMA)]
+                ("accepted_at", ctypes.c_int64 * VEGAS_MAX_GAMMA), ("switches", ctypes.c_int64)]
+
+
+class SwitchInfoStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("seq_id", ctypes.c_int32),
+                ("round", ctypes.c_int64), ("from_gamma", ctypes.c_int32),
+                ("to_gamma", ctypes.c_int32), ("from_ratio", ctypes.c_float),
+                ("to_ratio", ctypes.c_float), ("tau_ema", ctypes.c_double)]
 
 
 class GenerateOptions(ctypes.Structure):
@@ -178,6 +186,7 @@ SIGNATURES = {
     "vegas_sequence_text": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),
     "vegas_sequence_release": (_i, [_vp, _i32]),
     "vegas_session_get_stats": (_i, [_vp, _p(SessionStatsStruct)]),
+    "vegas_session_get_switch": (_i, [_vp, ctypes.c_int64, _p(SwitchInfoStruct)]),
     "vegas_generate_options_init_sized": (None, [_p(GenerateOptions), _sz]),
     "vegas_generate": (_i, [_vp, _cp, _p(GenerateOptions), _buf, _sz, c_size_t_p]),
 }

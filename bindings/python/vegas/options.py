@@ -77,12 +77,12 @@ class Sampling:
 # enum names too.
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
-                  "top_p_mass", "schedule")
+                  "top_p_mass", "schedule", "profile_path")
 
 
 def session_struct(lib, options: dict):
     """A filled vegas_session_options from keyword options (unknown names raise TypeError).
-    The returned struct points into `policy` bytes kept on it as `_keep`."""
+    The returned struct points into `policy` and `profile_path` bytes kept on it as `_keep`."""
     from . import _lib
     s = _lib.init_struct(_lib.SessionOptions)
     keep = []
@@ -97,8 +97,8 @@ def session_struct(lib, options: dict):
             value = int(to_enum(ScoreKind, value))
         elif name == "schedule":
             value = int(to_enum(Schedule, value))
-        elif name == "policy":
-            value = value.encode("utf-8")
+        elif name in ("policy", "profile_path"):
+            value = str(value).encode("utf-8")
             keep.append(value)
         setattr(s, name, value)
     s._keep = keep

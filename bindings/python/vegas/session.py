@@ -38,6 +38,9 @@ class SequenceInfo:
     tokens_per_round: float
     prefill_seconds: float
     decode_seconds: float
+    gamma: int  # the draft length and ratio it uses now (auto knobs switch)
+    ratio: float
+    switches: int
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,19 @@ class SessionStats:
     select_seconds: float
     drafted_at: Tuple[int, ...]
     accepted_at: Tuple[int, ...]
+    switches: int  # automatic gamma/ratio switches of all sequences
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One automatic switch of a sequence's gamma or ratio (gamma=0 / ratio=0 / policy="auto")."""
+    seq_id: int
+    round: int
+    from_gamma: int
+    to_gamma: int
+    from_ratio: float
+    to_ratio: float
+    tau_ema: float
 
 
 @dataclass(frozen=True)
@@ -243,6 +259,17 @@ class Session:
         values["drafted_at"] = tuple(out.drafted_at)
         values["accepted_at"] = tuple(out.accepted_at)
         return SessionStats(**values)
+
+    def switches(self) -> List[Switch]:
+        """The automatic switches the session still keeps (the last 4096), oldest first."""
+        total = self.stats().switches
+        out: List[Switch] = []
+        for index in range(max(0, total - 4096), total):
+            s = _lib.SwitchInfoStruct()
+            s.struct_size = ctypes.sizeof(s)
+            check(self._lib.vegas_session_get_switch(self._ptr(), index, ctypes.byref(s)))
+            out.append(Switch(**{name: getattr(s, name) for name, _ in s._fields_[1:]}))
+        return out
 
     # ---------------------------------------------------------- conveniences
     def generate(self, prompt: Prompt, on_token: Optional[TokenCallback] = None,

@@ -153,6 +153,7 @@ pub struct vegas_session_options {
     pub top_p_mass: f32,
     pub select_policy: *const vegas_select_policy,
     pub schedule: i32,
+    pub profile_path: *const c_char,
 }
 
 #[repr(C)]
@@ -211,6 +212,9 @@ pub struct vegas_sequence_info {
     pub tokens_per_round: f64,
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
+    pub gamma: i32,
+    pub ratio: f32,
+    pub switches: i64,
 }
 
 #[repr(C)]
@@ -260,6 +264,20 @@ pub struct vegas_session_stats {
     pub select_seconds: f64,
     pub drafted_at: [i64; VEGAS_MAX_GAMMA],
     pub accepted_at: [i64; VEGAS_MAX_GAMMA],
+    pub switches: i64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct vegas_switch_info {
+    pub struct_size: u32,
+    pub seq_id: i32,
+    pub round: i64,
+    pub from_gamma: i32,
+    pub to_gamma: i32,
+    pub from_ratio: f32,
+    pub to_ratio: f32,
+    pub tau_ema: f64,
 }
 
 #[repr(C)]
@@ -406,6 +424,12 @@ extern "C" {
     pub fn vegas_session_get_stats(
         session: *const vegas_session,
         out: *mut vegas_session_stats,
+    ) -> vegas_status;
+
+    pub fn vegas_session_get_switch(
+        session: *const vegas_session,
+        index: i64,
+        out: *mut vegas_switch_info,
     ) -> vegas_status;
 
     pub fn vegas_generate_options_init_sized(options: *mut vegas_generate_options, size: usize);

@@ -9,13 +9,14 @@ fn struct_sizes_match_the_c_header() {
     assert_eq!(size_of::<vegas_special_tokens>(), 44);
     assert_eq!(size_of::<vegas_model_options>(), 32);
     assert_eq!(size_of::<vegas_model_info>(), 128);
-    assert_eq!(size_of::<vegas_session_options>(), 88);
+    assert_eq!(size_of::<vegas_session_options>(), 96);
     assert_eq!(size_of::<vegas_sampling_options>(), 48);
     assert_eq!(size_of::<vegas_request>(), 88);
-    assert_eq!(size_of::<vegas_sequence_info>(), 72);
+    assert_eq!(size_of::<vegas_sequence_info>(), 88);
     assert_eq!(size_of::<vegas_select_input>(), 48);
     assert_eq!(size_of::<vegas_select_policy>(), 40);
-    assert_eq!(size_of::<vegas_session_stats>(), 584);
+    assert_eq!(size_of::<vegas_session_stats>(), 592);
+    assert_eq!(size_of::<vegas_switch_info>(), 40);
     assert_eq!(size_of::<vegas_generate_options>(), 40);
 }
 

@@ -1,0 +1,58 @@
+#include "speculative/auto_tuning.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace vegas {
+
+AutoTuning::AutoTuning(const AutoKnobs &autos, const FixedKnobs &fixed,
+                       std::shared_ptr<const TuningProfile> profile,
+                       const RefinementConfig &refinement)
+    : autos_(autos),
+      fixed_(fixed),
+      profile_(profile ? std::move(profile) : TuningProfile::builtin()),
+      config_(refinement) {
+  const TuningBucket &session = profile_->session_bucket();
+  policy_ = autos_.policy ? session.policy : fixed_.policy;
+  session_ratio_ = autos_.ratio ? session.ratio : fixed_.ratio;
+  session_window_share_ = autos_.policy ? session.window_share : fixed_.window_share;
+  max_gamma_ = autos_.gamma ? std::max(kAutoGammaCeiling, profile_->max_gamma()) : fixed_.gamma;
+  config_.tune_gamma = autos_.gamma;
+  config_.tune_ratio = autos_.ratio;
+  config_.gamma_min = autos_.gamma ? 1 : fixed_.gamma;
+  config_.gamma_max = max_gamma_;
+  config_.min_tokens = fixed_.min_tokens;
+}
+
+SequenceTuning AutoTuning::start(int64_t context, int32_t batch) const {
+  const TuningBucket &b = profile_->lookup(context, batch);
+  SequenceTuning t;
+  t.gamma = autos_.gamma ? std::min(b.gamma, max_gamma_) : fixed_.gamma;
+  t.ratio = autos_.ratio ? b.ratio : fixed_.ratio;
+  t.window_share = !autos_.policy        ? fixed_.window_share
+                   : b.policy == policy_ ? b.window_share
+                                         : session_window_share_;
+  if (autos_.gamma || autos_.ratio) t.controller.emplace(config_, KnobSetting{t.gamma, t.ratio});
+  return t;
+}
+
+void AutoTuning::observe(int32_t seq_id, SequenceTuning &t, const RoundObservation &obs) {
+  if (!t.controller) return;
+  const std::optional<SwitchEvent> s = t.controller->observe(obs);
+  const KnobSetting now = t.controller->current();  // a ratio probe shows here
+  t.gamma = now.gamma;
+  t.ratio = now.ratio;
+  if (!s) return;
+  t.switches += 1;
+  switches_ += 1;
+  log_.push_back({seq_id, *s});
+  if (log_.size() > kSwitchLogCapacity) log_.pop_front();
+}
+
+const SwitchRecord *AutoTuning::switch_at(int64_t index) const {
+  const int64_t first = switches_ - static_cast<int64_t>(log_.size());
+  if (index < first || index >= switches_) return nullptr;
+  return &log_[static_cast<size_t>(index - first)];
+}
+
+}  // namespace vegas

@@ -130,12 +130,13 @@ std::vector<Job> plan_jobs(TuneArgs &a, const PromptSource &source, const vegas_
       const auto key = std::make_pair(j.context_range, j.batch_range);
       const auto it = taken.find(key);
       if (it != taken.end()) {
-        const std::string what = "context " + std::to_string(c) + " (mean " +
-                                 std::to_string(static_cast<int64_t>(j.mean_context)) +
-                                 " with the generated tokens) and batch " + std::to_string(b) +
-                                 " fall in the bucket of context " + std::to_string(it->second) +
-                                 ": context " + range_text(ctx_ranges[j.context_range], false) +
-                                 ", batch " + range_text(batch_ranges[j.batch_range], true);
+        // Contexts are bucketed by their mean length with the generated tokens.
+        const std::string what = "context " + std::to_string(c) + " at batch " + std::to_string(b) +
+                                 " (mean " + std::to_string(static_cast<int64_t>(j.mean_context)) +
+                                 " with the generated tokens) falls in the bucket of context " +
+                                 std::to_string(it->second) + ": context " +
+                                 range_text(ctx_ranges[j.context_range], false) + ", batch " +
+                                 range_text(batch_ranges[j.batch_range], true);
         if (!default_contexts) usage_error(what + " (one context per bucket; see --context-edges)");
         std::fprintf(stderr, "[tune] skipping %s\n", what.c_str());
         continue;

@@ -376,6 +376,7 @@ nlohmann::json speculative_json(const Measured &m) {
   j["draft_share"] = round_s > 0 ? s.draft_seconds / round_s : 0.0;
   j["verify_share"] = round_s > 0 ? s.verify_seconds / round_s : 0.0;
   j["select_share"] = round_s > 0 ? s.select_seconds / round_s : 0.0;
+  j["switches"] = s.switches;  // automatic γ / ratio changes (auto mode)
   return j;
 }
 

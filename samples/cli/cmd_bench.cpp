@@ -51,7 +51,9 @@ void run_bench(const BenchArgs &a) {
   int64_t total_prompt = 0;
   for (const auto &p : prompts) total_prompt += static_cast<int64_t>(p.size());
   const SpecSettings &spec = r.spec;
-  const vegas_session_options so = session_options(info, prompts, r.new_tokens, spec.gamma);
+  // γ auto (0) may grow a sequence's drafts up to VEGAS_MAX_GAMMA.
+  const vegas_session_options so =
+      session_options(info, prompts, r.new_tokens, spec.gamma > 0 ? spec.gamma : VEGAS_MAX_GAMMA);
   const vegas_session_options vso = speculative_options(so, spec);
 
   Measured vanilla;
@@ -165,9 +167,10 @@ void add_bench_command(CLI::App &app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", args->batch, "Sequences decoded together")->check(CLI::PositiveNumber);
   cmd->add_option("--policy", args->run.spec.policy, "Selection policy for --mode vegas");
-  cmd->add_option("--gamma", args->run.spec.gamma, "Draft length for --mode vegas")
-      ->check(CLI::Range(1, VEGAS_MAX_GAMMA));
-  cmd->add_option("--ratio", args->run.spec.ratio, "Selected share of the KV for --mode vegas")
+  cmd->add_option("--gamma", args->run.spec.gamma, "Draft length for --mode vegas (0 = auto)")
+      ->check(CLI::Range(0, VEGAS_MAX_GAMMA));
+  cmd->add_option("--ratio", args->run.spec.ratio,
+                  "Selected share of the KV for --mode vegas (0 = auto)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--window-share", args->run.spec.window_share,
                   "Share of the budget kept for recent tokens")

@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|server|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|server|tune|all] [test filter regex]
+#   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
+#   and per prompt), and `vegas bench --report` sweeps, packed in tune-runs.tgz.
 #   sanitize: compute-sanitizer memcheck and racecheck over the correctness
 #   tests of every kernel (timing tests left out: they only repeat launches).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
@@ -81,6 +83,54 @@ PY
     python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
   done
   (cd "$OUT" && tar czf vegas-runs.tgz vegas-*.json vegas-*.err && rm -f vegas-*.json vegas-*.err)
+fi
+if [ "$WHAT" = tune ]; then
+  # P1-9 on this GPU: a profile for 8K and 16K x 16 (sampling as the vegas
+  # table), auto mode against it at batch 16 and per prompt at batch 1, and the
+  # report's sweeps (report.json; plot it with tools/plot_bench.py).
+  prompts="$DIR/bench/prompts-public.jsonl"
+  sampled=(--temperature 0.6 --top-k 20 --top-p 0.95 --seed 1)
+  "$DIR/bin/vegas" tune --backend cuda --prompts "$prompts" --contexts 8192,16384 --batches 16 \
+    --candidates vegas:0.5,vegas:0.25,streaming --ratios 0.04,0.07,0.1,0.15 --gammas 3,4,6,8 \
+    --large-gamma 8 --new-tokens "${TUNE_TOKENS:-128}" "${sampled[@]}" \
+    --out "$OUT/vegas-profile.json" --sweep-json "$OUT/tune-sweep.json" 2> "$OUT/tune.err" | tail -2
+  tail -4 "$OUT/tune.err"
+  cp "$OUT/vegas-profile.json" "$VEGAS_MODEL_DIR/vegas-profile.json"  # where auto mode looks
+  for ctx in 8192 16384; do
+    "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --context "$ctx" --batch 16 \
+      --new-tokens "${TUNE_TOKENS:-128}" --mode vegas --policy auto --gamma 0 --ratio 0 "${sampled[@]}" \
+      > "$OUT/auto-$ctx.json" 2> "$OUT/auto-$ctx.err" || tail -3 "$OUT/auto-$ctx.err"
+  done
+  # Per prompt (batch 1, the 8K prompts at 8K and the 16K ones at 16K): auto
+  # against the profile's fixed setting for that bucket.
+  python3 - "$prompts" "$OUT" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for i, r in enumerate(rows):
+    if r["target_tokens"] in (8192, 16384):
+        with open(f"{sys.argv[2]}/prompt-{r['target_tokens']}-{i:02d}.jsonl", "w") as f:
+            f.write(json.dumps(r) + "\n")
+PY
+  for f in "$OUT"/prompt-*.jsonl; do
+    ctx=$(basename "$f" | cut -d- -f2)
+    fixed=$(python3 -c "
+import json; p = json.load(open('$OUT/vegas-profile.json')); n = $ctx
+b = [b for b in p['buckets'] if b['context_min'] <= n < (b['context_max'] if b['context_max'] >= 0 else 1 << 30)] or p['buckets']
+b = b[0]; print('--policy %s --window-share %s --gamma %d --ratio %s' % (b['policy'], b['window_share'], b['gamma'], b['ratio']))")
+    for setting in auto fixed; do
+      if [ $setting = auto ]; then opts=(--policy auto --gamma 0 --ratio 0); else read -ra opts <<< "$fixed"; fi
+      "$DIR/bin/vegas" bench --backend cuda --prompts "$f" --context "$ctx" --batch 1 --no-baseline \
+        --new-tokens "${TUNE_TOKENS:-128}" --mode vegas "${opts[@]}" "${sampled[@]}" \
+        > "${f%.jsonl}-$setting.json" 2>/dev/null
+    done
+  done
+  "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --batch 16 --new-tokens 96 "${sampled[@]}" \
+    --report "$OUT/report" --contexts 2048,8192,16384 \
+    --policies vegas:0.5,vegas:0.25,vegas:0,streaming,specextend,vegas-all,quest \
+    --ratios 0.03,0.05,0.07,0.1,0.15,0.2 --gammas 2,4,6,8,10 --sweep-context 8192 \
+    --heatmap-policy vegas:0.5 --no-plot > "$OUT/report.out" 2> "$OUT/report.err" || tail -3 "$OUT/report.err"
+  (cd "$OUT" && tar czf tune-runs.tgz vegas-profile.json tune-sweep.json tune.err auto-*.json prompt-*.json report \
+    && rm -rf prompt-*.json prompt-*.jsonl auto-*.json auto-*.err report)
 fi
 if [ "$WHAT" = server ]; then
   # 16 concurrent streaming clients against vegas-server on this GPU.

@@ -92,11 +92,13 @@ if [ "$WHAT" = tune ]; then
   # them their own setting.
   prompts="$DIR/bench/prompts-public.jsonl"
   sampled=(--temperature 0.6 --top-k 20 --top-p 0.95 --seed 1)
+  # TUNE_PROFILE=FILE: skip the tuning and evaluate auto mode against FILE.
+  if [ -n "${TUNE_PROFILE:-}" ]; then cp "$TUNE_PROFILE" "$OUT/vegas-profile.json"; else
   "$DIR/bin/vegas" tune --backend cuda --prompts "$prompts" --contexts 8192,16384 --batches 16 \
     --candidates vegas:0.5,vegas:0.25,streaming --ratios 0.04,0.07,0.1,0.15 --gammas 3,4,6,8 \
     --large-gamma 8 --new-tokens "${TUNE_TOKENS:-128}" "${sampled[@]}" --context-edges 4096,8192,12288 \
     --out "$OUT/vegas-profile.json" --sweep-json "$OUT/tune-sweep.json" 2> "$OUT/tune.err" | tail -2
-  tail -4 "$OUT/tune.err"
+  tail -4 "$OUT/tune.err"; fi
   [ -f "$OUT/vegas-profile.json" ] || { echo "vegas tune failed"; exit 1; }
   cp "$OUT/vegas-profile.json" "$VEGAS_MODEL_DIR/vegas-profile.json"  # where auto mode looks
   for ctx in 8192 16384; do
@@ -127,12 +129,12 @@ b = b[0]; print('--policy %s --window-share %s --gamma %d --ratio %s' % (b['poli
         > "${f%.jsonl}-$setting.json" 2>/dev/null
     done
   done
-  "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --batch 16 --new-tokens 96 "${sampled[@]}" \
+  [ "${TUNE_REPORT:-1}" = 1 ] && "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --batch 16 --new-tokens 96 "${sampled[@]}" \
     --report "$OUT/report" --contexts 2048,8192,16384 \
     --policies vegas:0.5,vegas:0.25,vegas:0,streaming,specextend,vegas-all,quest \
     --ratios 0.03,0.05,0.07,0.1,0.15,0.2 --gammas 2,4,6,8,10 --sweep-context 8192 \
     --heatmap-policy vegas:0.5 --no-plot > "$OUT/report.out" 2> "$OUT/report.err" || tail -3 "$OUT/report.err"
-  (cd "$OUT" && tar czf tune-runs.tgz vegas-profile.json tune-sweep.json tune.err auto-*.json prompt-*.json report \
+  (cd "$OUT" && tar czf tune-runs.tgz --ignore-failed-read vegas-profile.json tune-sweep.json tune.err auto-*.json prompt-*.json report \
     && rm -rf prompt-*.json prompt-*.jsonl auto-*.json auto-*.err report)
 fi
 if [ "$WHAT" = server ]; then

@@ -32,7 +32,14 @@ SequenceTuning AutoTuning::start(int64_t context, int32_t batch) const {
   t.window_share = !autos_.policy        ? fixed_.window_share
                    : b.policy == policy_ ? b.window_share
                                          : session_window_share_;
-  if (autos_.gamma || autos_.ratio) t.controller.emplace(config_, KnobSetting{t.gamma, t.ratio});
+  if (autos_.gamma || autos_.ratio) {
+    RefinementConfig config = config_;
+    // The bucket's τ describes its own setting: trust it only when the
+    // sequence starts there (every knob auto, the bucket's policy in use).
+    if (autos_.gamma && autos_.ratio && autos_.policy && b.policy == policy_ && t.gamma == b.gamma)
+      config.expected_tau = b.tau;
+    t.controller.emplace(config, KnobSetting{t.gamma, t.ratio});
+  }
   return t;
 }
 

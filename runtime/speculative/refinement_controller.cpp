@@ -76,6 +76,11 @@ std::optional<SwitchEvent> RefinementController::observe(const RoundObservation 
   rounds_since_probe_ += 1;
 
   if (rounds_ <= config_.warmup_rounds || switches_ >= config_.max_switches) return std::nullopt;
+  if (config_.expected_tau > 0.0 && !profile_contradicted_) {
+    if (std::abs(tau_ema() - config_.expected_tau) <= config_.trust_band * config_.expected_tau)
+      return std::nullopt;
+    profile_contradicted_ = true;
+  }
   if (config_.tune_gamma) {
     if (std::optional<SwitchEvent> s = decide_gamma()) return s;
   }
@@ -91,8 +96,8 @@ double RefinementController::predicted_rate(int32_t gamma) const {
 }
 
 int32_t RefinementController::best_gamma() const {
-  const int32_t reach = std::min(config_.gamma_max,
-                                 kGammaGrowthFactor * adopted_.gamma + kGammaGrowthAdd);
+  const int32_t reach =
+      std::min(config_.gamma_max, kGammaGrowthFactor * adopted_.gamma + kGammaGrowthAdd);
   int32_t best = config_.gamma_min;
   double best_rate = predicted_rate(best);
   for (int32_t g = config_.gamma_min + 1; g <= reach; ++g) {

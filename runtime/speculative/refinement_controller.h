@@ -98,6 +98,16 @@ constexpr double kProbeMargin = 0.1;
 constexpr double kProbeStandardErrors = 2.0;
 constexpr float kRatioMin = 0.01f;
 constexpr float kRatioMax = 0.5f;
+// A profile's setting was measured end to end (tokens per second of whole
+// batches, which the per-sequence model below cannot see: on a GPU the batch
+// shares each draft step, so one sequence's longer γ costs all of them). While
+// the τ average stays within this share of the τ the profile recorded, the
+// profile is taken as right and nothing is refined; once it leaves the band
+// (the profile is wrong for this prompt or machine), refinement starts. H100,
+// public prompts at batch 16: per-sequence refinement of a tuned profile
+// lost 44% of its throughput; per prompt at batch 1, τ at the tuned setting
+// ranged over ±20% of the recorded τ.
+constexpr double kProfileTrustBand = 0.2;
 
 struct RefinementConfig {
   bool tune_gamma = true;
@@ -118,6 +128,10 @@ struct RefinementConfig {
   double probe_standard_errors = kProbeStandardErrors;
   float ratio_min = kRatioMin;
   float ratio_max = kRatioMax;
+  // The τ the start setting was measured at (TuningBucket::tau), 0 = unknown:
+  // no refinement while the τ average stays within trust_band of it.
+  double expected_tau = 0.0;
+  double trust_band = kProfileTrustBand;
 };
 
 struct KnobSetting {
@@ -188,7 +202,8 @@ class RefinementController {
   int64_t rounds_ = 0;
   int32_t switches_ = 0;
   int32_t rounds_since_switch_ = 0;
-  int32_t winning_rounds_ = 0;  // consecutive rounds some other γ won by the margin
+  bool profile_contradicted_ = false;  // the τ average left the profile's band
+  int32_t winning_rounds_ = 0;         // consecutive rounds some other γ won by the margin
   double tau_sum_ = 0.0, tau_w_ = 0.0;
   int32_t others_rows_ = 0;  // verify rows of the other sequences in the last round
   // Ratio probes.

@@ -104,6 +104,7 @@ TuningBucket parse_bucket(const json &j, const std::string &source, size_t index
   b.window_share = o.has("window_share") ? o.number("window_share", 0.0, 1.0, false) : 0.5f;
   b.gamma = static_cast<int32_t>(o.integer("gamma", 1, kMaxGamma));
   b.ratio = o.number("ratio", 0.0, 1.0, true);
+  b.tau = o.has("tau") ? o.number("tau", 1.0, kMaxGamma + 1.0, false) : 0.0;
   return b;
 }
 

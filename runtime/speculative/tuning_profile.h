@@ -30,6 +30,9 @@ struct TuningBucket {
   float window_share = 0.5f;
   int32_t gamma = 6;
   float ratio = 0.07f;
+  // τ measured at this setting when the profile was made (optional "tau");
+  // 0 = unknown. Auto mode trusts the setting while the rounds agree with it.
+  double tau = 0.0;
 };
 
 class TuningProfile {

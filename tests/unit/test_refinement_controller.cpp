@@ -131,6 +131,32 @@ TEST(RefinementController, ConvergesFromAGammaFarTooLong) {
   expect_converges(0.6, 16);
 }
 
+// A profile's τ (RefinementConfig::expected_tau) that the rounds confirm
+// keeps its setting even where the per-sequence model would switch (γ 1 at
+// acceptance 0.95, where 8 is best); one the rounds contradict (recorded 3.5,
+// observed ~1.95) lets refinement run as without a profile, from the same
+// round (warm-up + window).
+TEST(RefinementController, TrustsAProfileWhoseTauHoldsAndRefinesOneThatDoesNot) {
+  const World w = constant_world(0.95);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    RefinementConfig trusted = gamma_only();
+    trusted.expected_tau = 1.95;  // the true τ of γ 1: 1 + 0.95
+    RefinementController kept(trusted, {1, 0.07f});
+    const Trace t = drive(kept, w, 300, seed);
+    EXPECT_TRUE(t.switches.empty())
+        << "seed " << seed << ": switched to " << t.switches[0].to.gamma;
+    EXPECT_EQ(kept.adopted().gamma, 1);
+
+    RefinementConfig wrong = gamma_only();
+    wrong.expected_tau = 3.5;
+    RefinementController refined(wrong, {1, 0.07f});
+    const Trace u = drive(refined, w, 300, seed);
+    ASSERT_FALSE(u.switches.empty()) << "seed " << seed;
+    EXPECT_EQ(u.switches[0].round, kWarmupRounds + kWindowRounds) << "seed " << seed;
+    EXPECT_GE(w.rate(u.final_setting.gamma, 0.07f), 0.9 * w.rate(w.best_gamma(1, 16), 0.07f));
+  }
+}
+
 TEST(RefinementController, RespectsWarmupAndWindow) {
   const World w = constant_world(0.9);
   for (int32_t window : {1, 4, 10}) {

@@ -58,8 +58,9 @@ std::string format_error(const std::string &text) {
 // A one-bucket profile with `field` replaced by `value` (or removed when value is empty).
 std::string one_bucket(const std::string &field, const std::string &value) {
   const std::pair<const char *, const char *> fields[] = {
-      {"context_min", "0"},    {"context_max", "-1"},   {"batch_min", "1"}, {"batch_max", "-1"},
-      {"policy", "\"vegas\""}, {"window_share", "0.5"}, {"gamma", "6"},     {"ratio", "0.07"}};
+      {"context_min", "0"}, {"context_max", "-1"},   {"batch_min", "1"},
+      {"batch_max", "-1"},  {"policy", "\"vegas\""}, {"window_share", "0.5"},
+      {"gamma", "6"},       {"ratio", "0.07"},       {"tau", ""}};  // optional, absent unless given
   std::string bucket;
   for (const auto &f : fields) {
     std::string v = f.first == field ? value : f.second;
@@ -109,6 +110,9 @@ TEST(TuningProfile, NoMatchTakesNearestByContextThenBatch) {
 TEST(TuningProfile, OptionalAndUnknownKeys) {
   auto p = TuningProfile::parse(one_bucket("window_share", ""), "p.json");
   EXPECT_FLOAT_EQ(p->buckets()[0].window_share, 0.5f);
+  EXPECT_EQ(p->buckets()[0].tau, 0.0);  // unknown: auto mode refines without a trust band
+  p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
+  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau), 5.4f);  // read as a float, like the others
   p = TuningProfile::parse(
       R"({"format":"vegas-profile/1","backend":"cpu","future":{"x":1},"buckets":[
       {"context_min":0,"context_max":-1,"batch_min":1,"batch_max":-1,"policy":"streaming",
@@ -134,25 +138,14 @@ TEST(TuningProfile, MissingRequiredFieldsNameFileAndField) {
 }
 
 TEST(TuningProfile, OutOfRangeValuesAreFormatErrors) {
-  const std::pair<const char *, const char *> cases[] = {{"context_min", "-1"},
-                                                         {"context_min", "1.5"},
-                                                         {"context_max", "0"},
-                                                         {"context_max", "-2"},
-                                                         {"batch_min", "0"},
-                                                         {"batch_max", "0"},
-                                                         {"policy", "\"user\""},
-                                                         {"policy", "\"auto\""},
-                                                         {"policy", "\"nope\""},
-                                                         {"policy", "7"},
-                                                         {"window_share", "1.5"},
-                                                         {"window_share", "-0.1"},
-                                                         {"gamma", "0"},
-                                                         {"gamma", "33"},
-                                                         {"gamma", "6.5"},
-                                                         {"ratio", "0"},
-                                                         {"ratio", "1.01"},
-                                                         {"ratio", "\"0.07\""},
-                                                         {"gamma", "99999999999999999999"}};
+  const std::pair<const char *, const char *> cases[] = {
+      {"context_min", "-1"},  {"context_min", "1.5"},  {"context_max", "0"},
+      {"context_max", "-2"},  {"batch_min", "0"},      {"batch_max", "0"},
+      {"policy", "\"user\""}, {"policy", "\"auto\""},  {"policy", "\"nope\""},
+      {"policy", "7"},        {"window_share", "1.5"}, {"window_share", "-0.1"},
+      {"gamma", "0"},         {"gamma", "33"},         {"gamma", "6.5"},
+      {"ratio", "0"},         {"ratio", "1.01"},       {"ratio", "\"0.07\""},
+      {"tau", "0.5"},         {"tau", "40"},           {"gamma", "99999999999999999999"}};
   for (const auto &c : cases) {
     const std::string message = format_error(one_bucket(c.first, c.second));
     EXPECT_NE(message.find(std::string("buckets[0].") + c.first), std::string::npos)

@@ -69,6 +69,11 @@ std::optional<SwitchEvent> RefinementController::observe(const RoundObservation 
 
   if (obs.drafted > 0) cost_.observe_draft_step(obs.draft_step_seconds);
   acceptance_.observe(obs.drafted, obs.accepted);
+  if (!profile_contradicted_ && switches_ == 0) {
+    start_rounds_ += 1;
+    start_sum_ += committed;
+    start_squares_ += static_cast<double>(committed) * committed;
+  }
   tau_sum_ += kAcceptanceEmaWeight * (committed - tau_sum_);
   tau_w_ += kAcceptanceEmaWeight * (1.0 - tau_w_);
   if (round_seconds > 0.0) baseline_.push_back(committed / round_seconds);
@@ -77,7 +82,13 @@ std::optional<SwitchEvent> RefinementController::observe(const RoundObservation 
 
   if (rounds_ <= config_.warmup_rounds || switches_ >= config_.max_switches) return std::nullopt;
   if (config_.expected_tau > 0.0 && !profile_contradicted_) {
-    if (std::abs(tau_ema() - config_.expected_tau) <= config_.trust_band * config_.expected_tau)
+    const double n = static_cast<double>(start_rounds_);
+    const double mean = start_sum_ / n;
+    const double variance = std::max(0.0, start_squares_ / n - mean * mean);
+    const double error = std::sqrt(variance / std::max(1.0, n - 1.0));
+    const double deviation = std::abs(mean - config_.expected_tau);
+    if (deviation <= config_.trust_band * config_.expected_tau ||
+        deviation <= kProfileStandardErrors * error)
       return std::nullopt;
     profile_contradicted_ = true;
   }

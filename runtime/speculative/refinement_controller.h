@@ -101,13 +101,17 @@ constexpr float kRatioMax = 0.5f;
 // A profile's setting was measured end to end (tokens per second of whole
 // batches, which the per-sequence model below cannot see: on a GPU the batch
 // shares each draft step, so one sequence's longer γ costs all of them). While
-// the τ average stays within this share of the τ the profile recorded, the
-// profile is taken as right and nothing is refined; once it leaves the band
-// (the profile is wrong for this prompt or machine), refinement starts. H100,
-// public prompts at batch 16: per-sequence refinement of a tuned profile
+// the mean τ of the rounds at that setting stays within this share of the τ
+// the profile recorded, or within kProfileStandardErrors of its standard
+// error, the profile is taken as right and nothing is refined; once it leaves
+// both (the profile is wrong for this prompt or machine), refinement starts.
+// H100, public prompts at batch 16: per-sequence refinement of a tuned profile
 // lost 44% of its throughput; per prompt at batch 1, τ at the tuned setting
-// ranged over ±20% of the recorded τ.
+// ranged over ±20% of the recorded τ. The error term keeps the noise of the
+// first rounds (per-round τ varies by ~1 token) from ending the trust; a band
+// on the moving average did, on one prompt in 16 (-29%).
 constexpr double kProfileTrustBand = 0.2;
+constexpr double kProfileStandardErrors = 2.0;
 
 struct RefinementConfig {
   bool tune_gamma = true;
@@ -202,8 +206,10 @@ class RefinementController {
   int64_t rounds_ = 0;
   int32_t switches_ = 0;
   int32_t rounds_since_switch_ = 0;
-  bool profile_contradicted_ = false;  // the τ average left the profile's band
-  int32_t winning_rounds_ = 0;         // consecutive rounds some other γ won by the margin
+  bool profile_contradicted_ = false;  // the mean τ left the profile's band
+  int64_t start_rounds_ = 0;           // rounds at the start setting, for that mean
+  double start_sum_ = 0.0, start_squares_ = 0.0;
+  int32_t winning_rounds_ = 0;  // consecutive rounds some other γ won by the margin
   double tau_sum_ = 0.0, tau_w_ = 0.0;
   int32_t others_rows_ = 0;  // verify rows of the other sequences in the last round
   // Ratio probes.

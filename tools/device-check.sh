@@ -101,10 +101,21 @@ if [ "$WHAT" = tune ]; then
   tail -4 "$OUT/tune.err"; fi
   [ -f "$OUT/vegas-profile.json" ] || { echo "vegas tune failed"; exit 1; }
   cp "$OUT/vegas-profile.json" "$VEGAS_MODEL_DIR/vegas-profile.json"  # where auto mode looks
+  # The profile's setting of a bucket, as bench options.
+  fixed_of() {
+    python3 -c "
+import json; p = json.load(open('$OUT/vegas-profile.json')); n = $1
+b = [b for b in p['buckets'] if b['context_min'] <= n < (b['context_max'] if b['context_max'] >= 0 else 1 << 30)] or p['buckets']
+b = b[0]; print('--policy %s --window-share %s --gamma %d --ratio %s' % (b['policy'], b['window_share'], b['gamma'], b['ratio']))"
+  }
   for ctx in 8192 16384; do
     "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --context "$ctx" --batch 16 \
       --new-tokens "${TUNE_TOKENS:-128}" --mode vegas --policy auto --gamma 0 --ratio 0 "${sampled[@]}" \
       > "$OUT/auto-$ctx.json" 2> "$OUT/auto-$ctx.err" || tail -3 "$OUT/auto-$ctx.err"
+    read -ra opts <<< "$(fixed_of "$ctx")"
+    "$DIR/bin/vegas" bench --backend cuda --prompts "$prompts" --context "$ctx" --batch 16 \
+      --new-tokens "${TUNE_TOKENS:-128}" --mode vegas "${opts[@]}" "${sampled[@]}" \
+      > "$OUT/auto-$ctx-fixed.json" 2> "$OUT/auto-$ctx.err" || tail -3 "$OUT/auto-$ctx.err"
   done
   # Per prompt (batch 1, the 8K prompts at 8K and the 16K ones at 16K): auto
   # against the profile's fixed setting for that bucket.
@@ -118,10 +129,7 @@ for i, r in enumerate(rows):
 PY
   for f in "$OUT"/prompt-*.jsonl; do
     ctx=$(basename "$f" | cut -d- -f2)
-    fixed=$(python3 -c "
-import json; p = json.load(open('$OUT/vegas-profile.json')); n = $ctx
-b = [b for b in p['buckets'] if b['context_min'] <= n < (b['context_max'] if b['context_max'] >= 0 else 1 << 30)] or p['buckets']
-b = b[0]; print('--policy %s --window-share %s --gamma %d --ratio %s' % (b['policy'], b['window_share'], b['gamma'], b['ratio']))")
+    fixed=$(fixed_of "$ctx")
     for setting in auto fixed; do
       if [ $setting = auto ]; then opts=(--policy auto --gamma 0 --ratio 0); else read -ra opts <<< "$fixed"; fi
       "$DIR/bin/vegas" bench --backend cuda --prompts "$f" --context "$ctx" --batch 1 --no-baseline \

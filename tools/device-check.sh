@@ -38,7 +38,8 @@ fi
 if [ "$WHAT" = sanitize ]; then
   sanitized=(
     "test_cuda_kernels all"
-    "test_cuda_attention Attention.DecodeRows:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
+    "test_cuda_attention Attention.DecodeRows:Attention.DecodeKernelGroupsAndSplits:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
+    "test_cuda_small_gemm all"
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
     "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"

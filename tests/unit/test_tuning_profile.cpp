@@ -112,7 +112,8 @@ TEST(TuningProfile, OptionalAndUnknownKeys) {
   EXPECT_FLOAT_EQ(p->buckets()[0].window_share, 0.5f);
   EXPECT_EQ(p->buckets()[0].tau, 0.0);  // unknown: auto mode refines without a trust band
   p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
-  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau), 5.4f);  // read as a float, like the others
+  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau),
+                  5.4f);  // read as a float, like the others
   p = TuningProfile::parse(
       R"({"format":"vegas-profile/1","backend":"cpu","future":{"x":1},"buckets":[
       {"context_min":0,"context_max":-1,"batch_min":1,"batch_max":-1,"policy":"streaming",

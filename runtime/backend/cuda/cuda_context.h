@@ -102,7 +102,7 @@ class CudaContext : public BackendContext {
   int64_t page_capacity_ = 0;
   DeviceBuffer residual_, normed_, qkv_, q_, attn_, gate_up_, act_, logits_, sampled_;
   DeviceBuffer partial_out_, partial_lse_;
-  DeviceBuffer split_counters_;  // decode_attention's in-kernel split merge
+  DeviceBuffer split_counters_;      // decode_attention's in-kernel split merge
   int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds
   PinnedBuffer logits_host_, sampled_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample

@@ -45,7 +45,18 @@ SequenceTuning AutoTuning::start(int64_t context, int32_t batch) const {
 
 void AutoTuning::observe(int32_t seq_id, SequenceTuning &t, const RoundObservation &obs) {
   if (!t.controller) return;
-  const std::optional<SwitchEvent> s = t.controller->observe(obs);
+  RoundObservation pooled = obs;
+  if (t.controller->expected_tau() > 0.0 && t.controller->switches() == 0) {
+    Pool &p = pools_[t.controller->expected_tau()];
+    const double committed = obs.accepted + 1.0;
+    p.rounds += 1;
+    p.sum += committed;
+    p.squares += committed * committed;
+    pooled.pool_rounds = p.rounds;
+    pooled.pool_sum = p.sum;
+    pooled.pool_squares = p.squares;
+  }
+  const std::optional<SwitchEvent> s = t.controller->observe(pooled);
   const KnobSetting now = t.controller->current();  // a ratio probe shows here
   t.gamma = now.gamma;
   t.ratio = now.ratio;

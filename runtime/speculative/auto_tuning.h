@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,13 @@ class AutoTuning {
   int32_t max_gamma_ = 6;
   int64_t switches_ = 0;
   std::deque<SwitchRecord> log_;  // the last kSwitchLogCapacity switches
+  // Rounds of sequences still at a profile bucket's setting, by that bucket's
+  // τ (RoundObservation::pool_*).
+  struct Pool {
+    int64_t rounds = 0;
+    double sum = 0.0, squares = 0.0;
+  };
+  std::map<double, Pool> pools_;
 };
 
 }  // namespace vegas

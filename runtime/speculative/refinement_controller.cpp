@@ -82,9 +82,11 @@ std::optional<SwitchEvent> RefinementController::observe(const RoundObservation 
 
   if (rounds_ <= config_.warmup_rounds || switches_ >= config_.max_switches) return std::nullopt;
   if (config_.expected_tau > 0.0 && !profile_contradicted_) {
-    const double n = static_cast<double>(start_rounds_);
-    const double mean = start_sum_ / n;
-    const double variance = std::max(0.0, start_squares_ / n - mean * mean);
+    const bool pooled = others_rows_ > 0 && obs.pool_rounds > 0;
+    const double n = static_cast<double>(pooled ? obs.pool_rounds : start_rounds_);
+    const double mean = (pooled ? obs.pool_sum : start_sum_) / n;
+    const double squares = pooled ? obs.pool_squares : start_squares_;
+    const double variance = std::max(0.0, squares / n - mean * mean);
     const double error = std::sqrt(variance / std::max(1.0, n - 1.0));
     const double deviation = std::abs(mean - config_.expected_tau);
     if (deviation <= config_.trust_band * config_.expected_tau ||

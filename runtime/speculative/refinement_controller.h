@@ -151,6 +151,13 @@ struct RoundObservation {
   double draft_step_seconds = 0.0;  // one draft forward step of the batch
   double verify_seconds = 0.0;      // the batch's verification pass
   int32_t verify_rows = 0;          // rows of that pass, all sequences (>= drafted + 1)
+  // Decoding with other sequences, a profile's τ is judged on the pooled
+  // rounds of every sequence of the session that started from the same bucket
+  // and has not switched (AutoTuning fills these; pool_rounds 0 = no pool): the
+  // profile's τ is a batch average, and one prompt's τ lies well off it (H100,
+  // public 8K prompts at the tuned setting: 2.5 to 4.0 around 3.4).
+  int64_t pool_rounds = 0;
+  double pool_sum = 0.0, pool_squares = 0.0;
 };
 
 struct SwitchEvent {
@@ -176,6 +183,7 @@ class RefinementController {
   bool probing() const { return probe_.has_value(); }
   double tau_ema() const { return tau_w_ > 0.0 ? tau_sum_ / tau_w_ : 0.0; }
   const AcceptanceEstimate &acceptance() const { return acceptance_; }
+  double expected_tau() const { return config_.expected_tau; }
   const RoundCostEstimate &cost() const { return cost_; }
 
   // Predicted committed tokens per second with `gamma` drafts (0 before any

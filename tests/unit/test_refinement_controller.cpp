@@ -157,6 +157,46 @@ TEST(RefinementController, TrustsAProfileWhoseTauHoldsAndRefinesOneThatDoesNot) 
   }
 }
 
+// Decoding in a batch (other sequences' verify rows), the profile's τ is
+// judged on the pool the observations carry: a sequence whose own τ is far off
+// (α 0.3: τ 1.3 against 1.95) keeps the setting while the pool confirms it,
+// and refines once the pool contradicts it.
+TEST(RefinementController, InABatchThePooledTauDecides) {
+  const World w = constant_world(0.3);
+  for (double pool_mean : {1.95, 3.5}) {
+    RefinementConfig cfg = gamma_only();
+    cfg.expected_tau = 1.95;
+    RefinementController c(cfg, {4, 0.07f});
+    Lcg rng(3);
+    int64_t n = 0;
+    double sum = 0.0, squares = 0.0;
+    int switches = 0;
+    for (int64_t r = 0; r < 200; ++r) {
+      const KnobSetting k = c.current();
+      RoundObservation obs;
+      obs.drafted = k.gamma;
+      while (obs.accepted < k.gamma && rng.uniform() < w.alpha(obs.accepted, k.ratio, r))
+        obs.accepted += 1;
+      obs.context = w.context;
+      obs.draft_step_seconds = w.draft_step;
+      obs.verify_seconds = w.verify_fixed + w.verify_per_row * 16 * (k.gamma + 1);
+      obs.verify_rows = 16 * (k.gamma + 1);  // fifteen other sequences
+      for (int i = 0; i < 15; ++i) {         // their rounds: τ pool_mean - 0.5 or + 0.5
+        const double committed = pool_mean + (i % 2 ? 0.5 : -0.5);
+        n += 1, sum += committed, squares += committed * committed;
+      }
+      obs.pool_rounds = n;
+      obs.pool_sum = sum;
+      obs.pool_squares = squares;
+      if (c.observe(obs)) switches += 1;
+    }
+    if (pool_mean == 1.95)
+      EXPECT_EQ(switches, 0) << "the pool confirms the profile";
+    else
+      EXPECT_GT(switches, 0) << "the pool contradicts the profile";
+  }
+}
+
 TEST(RefinementController, RespectsWarmupAndWindow) {
   const World w = constant_world(0.9);
   for (int32_t window : {1, 4, 10}) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../unit/support/golden.h"
+#include "../unit/support/session_run.h"
 #include "backend/cuda/cuda_backend.h"
 #include "model/model.h"
 #include "session/session.h"
@@ -36,17 +37,7 @@ std::vector<int32_t> generate(const std::shared_ptr<Model> &model,
   sp.speculative = !policy.empty();
   sp.spec.policy = policy.empty() ? "vegas" : policy;
   sp.spec.gamma = 6;
-  Session session(model, sp);
-  SequenceRequest req;
-  req.prompt.assign(prompt.begin(), prompt.end());
-  req.max_tokens = max_tokens;
-  req.ignore_eos = true;
-  const int32_t id = session.submit(std::move(req));
-  session.run();
-  const Sequence &seq = session.sequence(id);
-  EXPECT_EQ(seq.status, VEGAS_OK) << policy;
-  if (stats) *stats = seq.stats;
-  return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
+  return test::session_tokens(model, sp, prompt, max_tokens, stats);
 }
 
 // Steps of `continuation` (greedy, from `prompt`) before the first one whose

@@ -28,6 +28,7 @@
 #include "select/quest_pages.h"
 #include "select/select_policy.h"
 #include "session/session.h"
+#include "support/session_run.h"
 
 namespace vegas {
 namespace {
@@ -474,17 +475,7 @@ std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
   sp.speculative = !policy.empty();
   sp.spec.policy = policy.empty() ? "vegas" : policy;
   sp.spec.selection.min_tokens = 64;
-  Session session(model, sp);
-  SequenceRequest req;
-  req.prompt.assign(prompt.begin(), prompt.end());
-  req.max_tokens = 24;
-  req.ignore_eos = true;
-  const int32_t id = session.submit(std::move(req));
-  session.run();
-  const Sequence &seq = session.sequence(id);
-  EXPECT_EQ(seq.status, VEGAS_OK) << policy;
-  if (stats) *stats = seq.stats;
-  return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
+  return test::session_tokens(model, sp, prompt, 24, stats);
 }
 
 // Proves the session path: a VEGAS session with policy quest (its quest pages

@@ -19,6 +19,7 @@
 #include "session/session.h"
 #include "speculative_harness.h"
 #include "speculative_test_data.h"
+#include "support/session_run.h"
 
 namespace vegas {
 namespace {
@@ -26,27 +27,12 @@ namespace {
 constexpr int32_t kNewTokens = 64;
 
 std::shared_ptr<Model> &shared_model() {
-  static std::shared_ptr<Model> model;
-  if (!model) {
-    ModelLoadOptions options;
-    options.backend_auto = false;
-    model = Model::load(test::embedded_model_dir(), options);
-  }
-  return model;
+  return test::shared_cpu_model(test::embedded_model_dir());
 }
 
 // Plain decoding through a Session: the reference.
 std::vector<int32_t> vanilla_tokens(const std::vector<int32_t> &prompt, int32_t max_tokens) {
-  Session session(shared_model(), SessionParams{});
-  SequenceRequest req;
-  req.prompt.assign(prompt.begin(), prompt.end());
-  req.max_tokens = max_tokens;
-  req.ignore_eos = true;
-  const int32_t id = session.submit(std::move(req));
-  session.run();
-  const Sequence &seq = session.sequence(id);
-  EXPECT_EQ(seq.status, VEGAS_OK);
-  return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
+  return test::session_tokens(shared_model(), SessionParams{}, prompt, max_tokens);
 }
 
 // A user policy through the C vtable: the candidates whose score is at least

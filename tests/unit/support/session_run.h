@@ -1,0 +1,48 @@
+// One request through a Session, the way the speculative tests compare a
+// session with plain decoding: greedy, eos ignored, max_tokens new tokens.
+// Shared by test_speculative_lossless, test_auto_tuning, test_cpu_quest_draft
+// and tests/gpu/test_cuda_vegas.cpp.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "session/session.h"
+
+namespace vegas::test {
+
+// The generated tokens (the prompt left out), and the sequence's statistics
+// when `stats` is given.
+inline std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
+                                           const SessionParams &params,
+                                           const std::vector<int32_t> &prompt, int32_t max_tokens,
+                                           SequenceStats *stats = nullptr) {
+  Session session(model, params);
+  SequenceRequest req;
+  req.prompt.assign(prompt.begin(), prompt.end());
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  const int32_t id = session.submit(std::move(req));
+  session.run();
+  const Sequence &seq = session.sequence(id);
+  EXPECT_EQ(seq.status, VEGAS_OK) << (params.speculative ? params.spec.policy : "vanilla");
+  if (stats) *stats = seq.stats;
+  return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
+}
+
+// A model on the CPU backend loaded once per test binary (the embedded one).
+inline std::shared_ptr<Model> &shared_cpu_model(const std::string &dir) {
+  static std::shared_ptr<Model> model;
+  if (!model) {
+    ModelLoadOptions options;
+    options.backend_auto = false;
+    model = Model::load(dir, options);
+  }
+  return model;
+}
+
+}  // namespace vegas::test

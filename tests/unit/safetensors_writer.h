@@ -34,6 +34,12 @@ class TempDir {
   TempDir &operator=(const TempDir &) = delete;
   const std::string &path() const { return path_; }
   std::string file(const std::string &name) const { return path_ + "/" + name; }
+  // Writes `text` to the file `name` in the directory; returns its path.
+  std::string write(const std::string &name, const std::string &text) const {
+    const std::string p = file(name);
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+    return p;
+  }
 
  private:
   std::string path_;

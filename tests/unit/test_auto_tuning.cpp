@@ -23,8 +23,6 @@
 // switch log, and greedy losslessness with every knob auto.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +33,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "safetensors_writer.h"
 #include "session/session.h"
 #include "speculative_harness.h"
 #include "speculative_test_data.h"
@@ -195,25 +194,6 @@ void expect_ok(vegas_status status) {
   ASSERT_EQ(status, VEGAS_OK) << vegas_status_name(status) << ": " << vegas_last_error();
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ =
-        std::filesystem::temp_directory_path() / ("vegas-auto-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string write(const std::string &name, const std::string &text) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 class AutoTuningAbi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -245,7 +225,7 @@ vegas_session_options auto_options(const char *profile_path) {
 }
 
 TEST_F(AutoTuningAbi, ProfileErrorsFailSessionCreate) {
-  TempDir dir;
+  test::TempDir dir;
   vegas_session *s = nullptr;
   vegas_session_options so = auto_options(nullptr);
   EXPECT_EQ(so.profile_path, nullptr);  // the default of init
@@ -303,7 +283,7 @@ vegas_sequence_info short_run(vegas_model *model, const vegas_session_options &s
 }
 
 TEST_F(AutoTuningAbi, StartsFromTheNamedTheModelDirectorysOrTheBuiltInProfile) {
-  TempDir dir;
+  test::TempDir dir;
   vegas_session_options so = auto_options(nullptr);
   vegas_sequence_info info = short_run(model_, so);  // the embedded model dir has no profile
   EXPECT_EQ(info.gamma, 6);
@@ -363,7 +343,7 @@ TEST_F(AutoTuningAbi, GreedyLosslessWithEveryKnobAutoAndTheSwitchLog) {
   ASSERT_FALSE(prompts[0].empty());
   ASSERT_EQ(prompts[1].size(), 300u);
   const int32_t start_gamma[2] = {16, 2};
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.write("p.json", R"({"format":"vegas-profile/1","backend":"cpu",
     "buckets":[{"context_min":0,"context_max":1024,"batch_min":1,"batch_max":-1,
                 "policy":"vegas","window_share":0.5,"gamma":2,"ratio":0.07},

@@ -4,7 +4,6 @@
 // field, IO for a missing file, and which profile a session resolves to.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "safetensors_writer.h"
 #include "speculative/tuning_profile.h"
 
 namespace vegas {
@@ -174,25 +174,6 @@ TEST(TuningProfile, CorruptFilesAreFormatErrors) {
   }
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            ("vegas-profile-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string write(const std::string &name, const std::string &text) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 vegas_status status_of(const std::function<void()> &fn) {
   try {
     fn();
@@ -203,7 +184,7 @@ vegas_status status_of(const std::function<void()> &fn) {
 }
 
 TEST(TuningProfile, ResolveNamedDefaultAndBuiltin) {
-  TempDir dir;
+  test::TempDir dir;
   // No file anywhere: the built-in table.
   auto p = TuningProfile::resolve("", dir.path(), "cpu");
   EXPECT_EQ(p->source(), "built-in");

@@ -108,26 +108,20 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p)
     if (m >= m_rows) break;
     const int64_t at = static_cast<int64_t>(m) * p.n + col;
     if (swiglu) {
-      // As the GEMM + swiglu kernels: gate and up rounded to bf16 first.
       float g = 0.0f, u = 0.0f;
 #pragma unroll
       for (int c = 0; c < kOutPerWarp; ++c)
         if (c == lane) {
-          g = __bfloat162float(__float2bfloat16(acc[2 * c % R][m]));
-          u = __bfloat162float(__float2bfloat16(acc[(2 * c + 1) % R][m]));
+          g = acc[2 * c % R][m];
+          u = acc[(2 * c + 1) % R][m];
         }
-      p.y_bf16[at] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+      small_gemm_store_swiglu(p, at, g, u);
     } else {
       float v = 0.0f;
 #pragma unroll
       for (int c = 0; c < kOutPerWarp; ++c)
         if (c == lane) v = acc[c % R][m];
-      if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
-        p.y_f32[at] += v;
-      else if (p.epilogue == SmallGemmParams::Epilogue::kStoreF32)
-        p.y_f32[at] = v;
-      else
-        p.y_bf16[at] = __float2bfloat16(v);
+      small_gemm_store(p, at, v);
     }
   }
 }

@@ -45,6 +45,26 @@ cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream);
 constexpr int kSmallGemmMmaMaxK = 2048;
 cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream);
 
+#if defined(__CUDACC__)
+// The epilogue of both kernels (small_gemm.cu, small_gemm_mma.cu): output
+// element `at` of y from its f32 sum, or for SwiGLU from the gate and up sums,
+// each rounded to bf16 first as the GEMM + swiglu kernels do.
+__device__ __forceinline__ void small_gemm_store(const SmallGemmParams &p, int64_t at, float v) {
+  if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
+    p.y_f32[at] += v;
+  else if (p.epilogue == SmallGemmParams::Epilogue::kStoreF32)
+    p.y_f32[at] = v;
+  else
+    p.y_bf16[at] = __float2bfloat16(v);
+}
+__device__ __forceinline__ void small_gemm_store_swiglu(const SmallGemmParams &p, int64_t at,
+                                                        float gate_sum, float up_sum) {
+  const float g = __bfloat162float(__float2bfloat16(gate_sum));
+  const float u = __bfloat162float(__float2bfloat16(up_sum));
+  p.y_bf16[at] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+}
+#endif
+
 // Sets the kernels' shared-memory limit; call once per device, outside capture.
 cudaError_t small_gemm_init();
 

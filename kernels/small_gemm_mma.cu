@@ -150,24 +150,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
       if (swiglu) {
         const int col = col0 + 2 * t + e;
         if (col >= p.n) continue;
-        // As the GEMM + swiglu kernels: gate and up rounded to bf16 first.
-        const float gate = __bfloat162float(__float2bfloat16(acc[0][2 * i + e]));
-        const float up = __bfloat162float(__float2bfloat16(acc[1][2 * i + e]));
-        p.y_bf16[static_cast<int64_t>(row) * p.n + col] =
-            __float2bfloat16(gate / (1.0f + __expf(-gate)) * up);
+        small_gemm_store_swiglu(p, static_cast<int64_t>(row) * p.n + col, acc[0][2 * i + e],
+                                acc[1][2 * i + e]);
         continue;
       }
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int col = col0 + 8 * j + 2 * t + e;
         if (col >= p.n) continue;
-        const int64_t at = static_cast<int64_t>(row) * p.n + col;
-        if (p.epilogue == SmallGemmParams::Epilogue::kAddF32)
-          p.y_f32[at] += acc[j][2 * i + e];
-        else if (p.epilogue == SmallGemmParams::Epilogue::kStoreF32)
-          p.y_f32[at] = acc[j][2 * i + e];
-        else
-          p.y_bf16[at] = __float2bfloat16(acc[j][2 * i + e]);
+        small_gemm_store(p, static_cast<int64_t>(row) * p.n + col, acc[j][2 * i + e]);
       }
     }
   }

@@ -180,6 +180,47 @@ kernels::QuestBoundsParams bounds_params(const Batch &b, const Dev<uint16_t> &k,
   return p;
 }
 
+// A batch's selection inputs on the device (records poisoned with
+// `records_fill`), and quest_select's parameters over them; k_cache,
+// key_min, key_max and layer are left to the caller.
+struct DeviceBatch {
+  DeviceBatch(const Batch &b, uint8_t records_fill)
+      : q(b.q),
+        tables(b.tables),
+        page_off(b.page_off),
+        row_start(b.row_start),
+        prefix(b.prefix),
+        budget(b.budget),
+        record_off(b.record_off),
+        records(static_cast<size_t>(b.record_words) + 1, records_fill),
+        keys(b.seqs.size() * static_cast<size_t>(b.num_pages)) {}
+
+  kernels::QuestSelectParams select_params(const Batch &b) const {
+    kernels::QuestSelectParams p;
+    p.q = q.as<kernels::bf16>();
+    p.page_table = tables.get();
+    p.seq_page_off = page_off.get();
+    p.seq_row_start = row_start.get();
+    p.seq_prefix = prefix.get();
+    p.seq_budget = budget.get();
+    p.seq_record_off = record_off.get();
+    p.records = records.get();
+    p.keys = keys.get();
+    p.key_stride = b.num_pages;
+    p.n_seqs = static_cast<int32_t>(b.seqs.size());
+    p.n_heads = b.s.n_heads;
+    p.n_kv_heads = b.s.n_kv_heads;
+    p.head_dim = b.s.head_dim;
+    p.page_size = b.s.page_size;
+    p.n_layers = kLayers;
+    return p;
+  }
+
+  Dev<uint16_t> q;
+  Dev<int32_t> tables, page_off, row_start, prefix, budget, record_off, records;
+  Dev<uint32_t> keys;
+};
+
 // Proves the bounds of every page are its exact min/max, that a listed
 // re-bound follows new keys and leaves unlisted pages alone, and that each
 // (sequence, layer) set is the host's up to near ties.
@@ -262,28 +303,8 @@ TEST(CudaQuest, BoundsAndSelectionMatchHost) {
         }
     }
 
-    Dev<uint16_t> q_dev(b.q);
-    Dev<int32_t> tables(b.tables), page_off(b.page_off), row_start(b.row_start), prefix(b.prefix),
-        budget(b.budget), record_off(b.record_off);
-    Dev<int32_t> records(static_cast<size_t>(b.record_words) + 1, 0x7f);
-    Dev<uint32_t> keys(b.seqs.size() * static_cast<size_t>(b.num_pages));
-    kernels::QuestSelectParams p;
-    p.q = q_dev.as<kernels::bf16>();
-    p.page_table = tables.get();
-    p.seq_page_off = page_off.get();
-    p.seq_row_start = row_start.get();
-    p.seq_prefix = prefix.get();
-    p.seq_budget = budget.get();
-    p.seq_record_off = record_off.get();
-    p.records = records.get();
-    p.keys = keys.get();
-    p.key_stride = b.num_pages;
-    p.n_seqs = static_cast<int32_t>(b.seqs.size());
-    p.n_heads = s.n_heads;
-    p.n_kv_heads = s.n_kv_heads;
-    p.head_dim = s.head_dim;
-    p.page_size = ps;
-    p.n_layers = kLayers;
+    DeviceBatch dev(b, 0x7f);
+    kernels::QuestSelectParams p = dev.select_params(b);
     const int64_t k_layer = int64_t{b.num_pages} * ps * s.kv_dim();
     const int64_t bound_layer = int64_t{b.num_pages} * s.kv_dim();
     for (int layer = 0; layer < kLayers; ++layer) {
@@ -294,7 +315,7 @@ TEST(CudaQuest, BoundsAndSelectionMatchHost) {
       ASSERT_EQ(kernels::quest_select(p, nullptr), cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<int32_t> rec = records.download();
+    const std::vector<int32_t> rec = dev.records.download();
     const std::vector<float> q = test::bf16_vec_to_float(b.q);
     for (size_t i = 0; i < b.seqs.size(); ++i) {
       const Seq &seq = b.seqs[i];
@@ -380,37 +401,18 @@ TEST(CudaQuest, Timing) {
     std::vector<std::pair<int32_t, int32_t>> cases(
         static_cast<size_t>(bench.seqs), {bench.n, selection_budget(bench.n, 0.07f, 256)});
     Batch b(bench.s, cases, rng);
-    Dev<uint16_t> k_dev(b.k), q_dev(b.q);
+    Dev<uint16_t> k_dev(b.k);
     const size_t bound_n = static_cast<size_t>(kLayers) * b.num_pages * bench.s.kv_dim();
     Dev<uint16_t> mn_dev(bound_n), mx_dev(bound_n);
     ASSERT_EQ(kernels::quest_bounds(bounds_params(b, k_dev, mn_dev, mx_dev), nullptr), cudaSuccess);
-    Dev<int32_t> tables(b.tables), page_off(b.page_off), row_start(b.row_start), prefix(b.prefix),
-        budget(b.budget), record_off(b.record_off);
-    Dev<int32_t> records(static_cast<size_t>(b.record_words) + 1);
-    Dev<uint32_t> keys(b.seqs.size() * static_cast<size_t>(b.num_pages));
+    DeviceBatch dev(b, 0xff);
     std::vector<int32_t> written(static_cast<size_t>(bench.seqs));
     for (size_t i = 0; i < written.size(); ++i) written[i] = b.seqs[i].table.back();
     Dev<int32_t> written_dev(written);
-    kernels::QuestSelectParams p;
-    p.q = q_dev.as<kernels::bf16>();
+    kernels::QuestSelectParams p = dev.select_params(b);
     p.k_cache = k_dev.as<kernels::bf16>();
     p.key_min = mn_dev.as<kernels::bf16>();
     p.key_max = mx_dev.as<kernels::bf16>();
-    p.page_table = tables.get();
-    p.seq_page_off = page_off.get();
-    p.seq_row_start = row_start.get();
-    p.seq_prefix = prefix.get();
-    p.seq_budget = budget.get();
-    p.seq_record_off = record_off.get();
-    p.records = records.get();
-    p.keys = keys.get();
-    p.key_stride = b.num_pages;
-    p.n_seqs = bench.seqs;
-    p.n_heads = bench.s.n_heads;
-    p.n_kv_heads = bench.s.n_kv_heads;
-    p.head_dim = bench.s.head_dim;
-    p.page_size = bench.s.page_size;
-    p.n_layers = kLayers;
     kernels::QuestBoundsParams bp = bounds_params(b, k_dev, mn_dev, mx_dev);
     bp.pages = written_dev.get();
     bp.n_listed = bench.seqs;

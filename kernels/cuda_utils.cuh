@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace vegas::kernels {
@@ -25,11 +26,17 @@ inline cudaError_t launch_status() {
 // decode step. Every such kernel starts with pdl_enter(), which waits for the
 // predecessor's completion (and its memory) before anything else. On by
 // default; VEGAS_CUDA_PDL=0 turns it off (for A/B timing).
+//
+// The A/B switches of the kernels (VEGAS_CUDA_*): whether environment variable
+// `name` leaves the default variant on, i.e. is unset or not `off`. Callers
+// keep the answer in a function-local static (read once).
+inline bool variant_enabled(const char *name, const char *off = "0") {
+  const char *env = std::getenv(name);
+  return env == nullptr || std::strcmp(env, off) != 0;
+}
+
 inline bool programmatic_launch_enabled() {
-  static const bool enabled = [] {
-    const char *env = std::getenv("VEGAS_CUDA_PDL");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = variant_enabled("VEGAS_CUDA_PDL");
   return enabled;
 }
 

@@ -349,10 +349,7 @@ cudaError_t set_smem() {
 // The register-streaming kernel for one-row batches (decode_attention.cuh);
 // VEGAS_CUDA_DECODE_KERNEL=0 keeps them on the tiled kernel (A/B timing).
 bool decode_kernel_enabled() {
-  static const bool enabled = [] {
-    const char *env = std::getenv("VEGAS_CUDA_DECODE_KERNEL");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = variant_enabled("VEGAS_CUDA_DECODE_KERNEL");
   return enabled;
 }
 

@@ -1,8 +1,5 @@
 #include "small_gemm.cuh"
 
-#include <cstdlib>
-#include <string>
-
 namespace vegas::kernels {
 
 namespace {
@@ -128,10 +125,7 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(SmallGemmParams p)
 
 // VEGAS_CUDA_SMALL_GEMM=fma keeps every shape on the CUDA-core kernel (A/B timing).
 bool mma_enabled() {
-  static const bool enabled = [] {
-    const char *env = std::getenv("VEGAS_CUDA_SMALL_GEMM");
-    return env == nullptr || std::string(env) != "fma";
-  }();
+  static const bool enabled = variant_enabled("VEGAS_CUDA_SMALL_GEMM", "fma");
   return enabled;
 }
 

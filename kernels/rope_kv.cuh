@@ -35,4 +35,66 @@ struct RopeKvParams {
 
 cudaError_t rope_kv(const RopeKvParams &p, cudaStream_t stream);
 
+#if defined(__CUDACC__)
+constexpr int kRopeMaxHeadDim = 256;
+
+// One (row, head) of the stage, by one warp: head h counts q heads, then k,
+// then v. x holds the head's head_dim values (bias added) in shared memory;
+// q heads are written to q_out, k and v heads to their cache slot (none for
+// a slot < 0). Used by rope_kv and by the fused qkv_rope_mma.
+__device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int h, float *x,
+                                             int lane) {
+  const int hd = p.head_dim;
+  const bool is_q = h < p.n_heads, is_v = h >= p.n_heads + p.n_kv_heads;
+  bf16 *dst;
+  if (is_q) {
+    dst = p.q_out + (static_cast<int64_t>(row) * p.n_heads + h) * hd;
+  } else {
+    const int slot = p.slots ? p.slots[row] : -1;
+    if (slot < 0) return;  // padding row: no cache write
+    const int kvh = is_v ? h - p.n_heads - p.n_kv_heads : h - p.n_heads;
+    dst = (is_v ? p.v_cache : p.k_cache) + (static_cast<int64_t>(slot) * p.n_kv_heads + kvh) * hd;
+  }
+  if (is_v) {
+    for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16(x[i]);
+    return;
+  }
+  const bf16 *norm = is_q ? p.q_norm : p.k_norm;
+  float scale = 1.0f;
+  if (norm) {
+    float ss = 0.0f;
+    for (int i = lane; i < hd; i += 32) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    scale = rsqrtf(ss / hd + p.norm_eps);
+  }
+  const float pos = static_cast<float>(p.positions[row]);
+  float out[kRopeMaxHeadDim / 32];
+  const int half = p.rot_dim / 2;
+#pragma unroll
+  for (int j = 0; j < kRopeMaxHeadDim / 32; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= hd) break;
+    float xi = x[i] * scale;
+    if (norm) xi *= __bfloat162float(norm[i]);
+    if (i < p.rot_dim) {
+      const int pair = i < half ? i + half : i - half;
+      float xp = x[pair] * scale;
+      if (norm) xp *= __bfloat162float(norm[pair]);
+      float s, c;
+      sincosf(pos * p.inv_freq[i < half ? i : i - half], &s, &c);
+      c *= p.attention_scaling;
+      s *= p.attention_scaling;
+      xi = i < half ? xi * c - xp * s : xi * c + xp * s;
+    }
+    out[j] = xi;
+  }
+#pragma unroll
+  for (int j = 0; j < kRopeMaxHeadDim / 32; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= hd) break;
+    dst[i] = __float2bfloat16(out[j]);
+  }
+}
+#endif
+
 }  // namespace vegas::kernels

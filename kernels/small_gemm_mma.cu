@@ -5,26 +5,18 @@
 // whose gate and up rows sit in the same block) and adds its warps' partial
 // tiles in shared memory before the epilogue. The weights do not depend on the
 // previous kernel, so they are requested before waiting for it (PDL).
-//
-// Fragments without shared memory: within each 32-input chunk, lane (g, t)
-// reads 8 consecutive inputs 8t..8t+7 of A rows g and g+8 and of weight row g.
-// The k order inside an mma is free as long as A and B agree, so inputs
+// Fragments come straight from global memory (small_gemm_fragments.cuh): the
+// k order inside an mma is free as long as A and B agree, so inputs
 // 8t+{0,1}, 8t+{2,3} feed one k16 step and 8t+{4,5}, 8t+{6,7} the next.
-#include "mma_fragments.cuh"
-#include "small_gemm.cuh"
+#include "small_gemm_fragments.cuh"
 
 namespace vegas::kernels {
 
 namespace {
 
-constexpr int kChunk = 32;         // inputs per lane-group read (4 lanes x 8)
 constexpr int kChunksPerWarp = 4;  // 128 inputs per warp
-constexpr int kMaxWarps = kSmallGemmMmaMaxK / (kChunk * kChunksPerWarp);
+constexpr int kMaxWarps = kSmallGemmMmaMaxK / (kSmallGemmChunk * kChunksPerWarp);
 constexpr int kColsPerBlock = 16;  // two n8 tiles
-
-__device__ __forceinline__ uint4 load16_or_zero(const bf16 *p, bool valid) {
-  return valid ? *reinterpret_cast<const uint4 *>(p) : make_uint4(0, 0, 0, 0);
-}
 
 __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGemmParams p) {
   __shared__ float ss_part[kMaxWarps][16];        // [warp][row] sums of squares
@@ -34,6 +26,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
   const int g = lane >> 2, t = lane & 3;
   const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
   const int k = p.k;
+  const int rows[2] = {g, g + 8};
 
   // Weight rows of the two n8 tiles: columns col0 + 8j + g, or for SwiGLU the
   // gate (j = 0) and up (j = 1) rows of output column col0 + g.
@@ -50,69 +43,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
   uint4 wf[2][kChunksPerWarp];
 #pragma unroll
   for (int c = 0; c < kChunksPerWarp; ++c) {
-    const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
+    const int kk = small_gemm_input<kChunksPerWarp>(warp, c, t);
 #pragma unroll
     for (int j = 0; j < 2; ++j) wf[j][c] = load16_or_zero(wrow[j] + kk, wvalid[j] && kk < k);
   }
   pdl_wait();  // the rows below come from the previous kernel
   pdl_launch_dependents();
 
-  // A fragments: rows g and g + 8 of this warp's inputs.
   uint4 xa[2][kChunksPerWarp];
-  const int rows[2] = {g, g + 8};
-  if (p.x_f32 != nullptr) {
-    float ss[2] = {0.0f, 0.0f};
-    float xf[2][kChunksPerWarp][8];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int c = 0; c < kChunksPerWarp; ++c) {
-        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
-        float4 a = make_float4(0, 0, 0, 0), b = a;
-        if (rows[i] < p.m && kk < k) {
-          const int64_t xr = p.x_row_index != nullptr ? p.x_row_index[rows[i]] : rows[i];
-          const float *src = p.x_f32 + xr * k + kk;
-          a = *reinterpret_cast<const float4 *>(src);
-          b = *reinterpret_cast<const float4 *>(src + 4);
-        }
-        const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          xf[i][c][e] = v[e];
-          ss[i] += v[e] * v[e];
-        }
-      }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      ss[i] = mma::quad_sum(ss[i]);
-      if (t == 0) ss_part[warp][rows[i]] = ss[i];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float total = 0.0f;
-      for (int w = 0; w < n_warps; ++w) total += ss_part[w][rows[i]];
-      const float inv = rsqrtf(total / k + p.eps);
-#pragma unroll
-      for (int c = 0; c < kChunksPerWarp; ++c) {
-        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
-        float nv[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          nv[e] = kk < k ? xf[i][c][e] * inv * __bfloat162float(p.norm_weight[kk + e]) : 0.0f;
-        xa[i][c] = pack8(nv);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int c = 0; c < kChunksPerWarp; ++c) {
-        const int kk = (warp * kChunksPerWarp + c) * kChunk + 8 * t;
-        xa[i][c] = load16_or_zero(p.x_bf16 + static_cast<int64_t>(rows[i]) * k + kk,
-                                  rows[i] < p.m && kk < k);
-      }
-  }
+  small_gemm_a_fragments<kChunksPerWarp>(p, warp, n_warps, lane, ss_part, xa);
 
   float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 #pragma unroll
@@ -170,7 +109,8 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
   const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
   const int per_block = swiglu ? 8 : kColsPerBlock;
   const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);
-  const int warps = (p.k + kChunk * kChunksPerWarp - 1) / (kChunk * kChunksPerWarp);
+  const int warps =
+      (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
   return launch_kernel(small_gemm_mma_kernel, blocks, warps * 32, 0, stream, p);
 }
 

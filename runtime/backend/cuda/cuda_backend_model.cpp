@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
+#include "qkv_rope.cuh"
 #include "small_gemm.cuh"
 #include "verify_attention.cuh"
 
@@ -58,6 +59,7 @@ CudaBackendModel::CudaBackendModel(const ModelConfig &config, const CudaBackendO
   check(kernels::prefill_attention_init(), "prefill attention kernel attributes");
   check(kernels::verify_attention_init(), "verify attention kernel attributes");
   check(kernels::small_gemm_init(), "small GEMM kernel attributes");
+  check(kernels::qkv_rope_mma_init(), "fused qkv kernel attributes");
 }
 
 void CudaBackendModel::activate() const {

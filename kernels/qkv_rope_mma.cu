@@ -1,0 +1,143 @@
+// One block per head (q heads, then k, then v): its head_dim / 8 n8 tiles of
+// the qkv projection for the up to 16 rows, the K dimension cut across up to
+// 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights do
+// not depend on the previous kernel and are requested before waiting on it
+// (PDL); the warps' partial tiles are added in a fixed tree order (the result
+// does not depend on timing), and the head's [rows][head_dim] outputs go
+// through shared memory to rope_kv_head, one warp per row.
+#include "qkv_rope.cuh"
+#include "small_gemm_fragments.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kMaxWarps = 16;
+
+__host__ __device__ constexpr int half_span(int n_warps) {
+  int span = 1;
+  while (2 * span < n_warps) span *= 2;
+  return span;  // the largest power of two below n_warps (1 for n_warps <= 2)
+}
+
+template <int HD, int CPW>
+__global__ void __launch_bounds__(kMaxWarps * 32)
+    qkv_rope_mma_kernel(SmallGemmParams g, RopeKvParams r) {
+  constexpr int kTiles = HD / 8;
+  extern __shared__ float4 partial[];  // [half_span][kTiles][32] warp partial tiles
+  __shared__ float ss_part[kMaxWarps][16];
+  __shared__ float head_rows[16][HD];  // the head's outputs, bias added
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_warps = blockDim.x >> 5;
+  const int gq = lane >> 2, t = lane & 3;
+  const int head = blockIdx.x;
+  const int k = g.k;
+
+  uint4 wf[kTiles][CPW];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    const bf16 *wrow = g.w + static_cast<int64_t>(head * HD + 8 * j + gq) * k;
+#pragma unroll
+    for (int c = 0; c < CPW; ++c) {
+      const int kk = small_gemm_input<CPW>(warp, c, t);
+      wf[j][c] = load16_or_zero(wrow + kk, kk < k);
+    }
+  }
+  pdl_wait();  // the rows (and the cache slots written below) follow the previous kernel
+  pdl_launch_dependents();
+
+  uint4 xa[2][CPW];
+  small_gemm_a_fragments<CPW>(g, warp, n_warps, lane, ss_part, xa);
+  float acc[kTiles][4];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) {
+    const uint32_t a_lo[4] = {xa[0][c].x, xa[1][c].x, xa[0][c].y, xa[1][c].y};
+    const uint32_t a_hi[4] = {xa[0][c].z, xa[1][c].z, xa[0][c].w, xa[1][c].w};
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      mma::mma_bf16(acc[j], a_lo, wf[j][c].x, wf[j][c].y);
+      mma::mma_bf16(acc[j], a_hi, wf[j][c].z, wf[j][c].w);
+    }
+  }
+
+  // Warp w += warp w + span, for span = half_span .. 1: warp 0 ends with the sum.
+  for (int span = half_span(n_warps); span >= 1; span /= 2) {
+    if (warp >= span && warp < 2 * span && warp < n_warps)
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j)
+        partial[((warp - span) * kTiles + j) * 32 + lane] =
+            make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+    __syncthreads();
+    if (warp < span && warp + span < n_warps)
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        const float4 o = partial[(warp * kTiles + j) * 32 + lane];
+        acc[j][0] += o.x, acc[j][1] += o.y, acc[j][2] += o.z, acc[j][3] += o.w;
+      }
+    __syncthreads();
+  }
+
+  // Accumulator (j): rows gq (0, 1) and gq + 8 (2, 3), columns 8j + 2t, 8j + 2t + 1.
+  if (warp == 0)
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = e < 2 ? gq : gq + 8, col = 8 * j + 2 * t + (e & 1);
+        float v = __bfloat162float(__float2bfloat16(acc[j][e]));  // the stored qkv value
+        if (r.bias) v += __bfloat162float(r.bias[head * HD + col]);
+        head_rows[row][col] = v;
+      }
+  __syncthreads();
+  for (int row = warp; row < g.m; row += n_warps) rope_kv_head(r, row, head, head_rows[row], lane);
+}
+
+template <int HD, int CPW>
+int shared_bytes(int n_warps) {
+  return half_span(n_warps) * (HD / 8) * 32 * static_cast<int>(sizeof(float4));
+}
+
+template <int HD, int CPW>
+cudaError_t launch(const SmallGemmParams &g, const RopeKvParams &r, cudaStream_t stream) {
+  const int n_warps = (g.k + kSmallGemmChunk * CPW - 1) / (kSmallGemmChunk * CPW);
+  const unsigned heads = static_cast<unsigned>(r.n_heads + 2 * r.n_kv_heads);
+  return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, heads, n_warps * 32,
+                       shared_bytes<HD, CPW>(n_warps), stream, g, r);
+}
+
+template <int HD, int CPW>
+cudaError_t set_limit() {
+  return cudaFuncSetAttribute(qkv_rope_mma_kernel<HD, CPW>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              shared_bytes<HD, CPW>(kMaxWarps));
+}
+
+}  // namespace
+
+bool qkv_rope_mma_supports(int32_t m, int32_t k, int32_t head_dim) {
+  if (m < 1 || m > 16 || k < 1 || k % 8 != 0) return false;
+  return (head_dim == 64 && k <= 2 * kMaxWarps * kSmallGemmChunk) ||
+         (head_dim == 128 && k <= kMaxWarps * kSmallGemmChunk);
+}
+
+cudaError_t qkv_rope_mma(const SmallGemmParams &g, const RopeKvParams &r, cudaStream_t stream) {
+  if (g.m == 0) return cudaSuccess;
+  if (!qkv_rope_mma_supports(g.m, g.k, r.head_dim) || r.rows != g.m || g.w == nullptr ||
+      (g.x_f32 == nullptr) == (g.x_bf16 == nullptr) || (g.x_f32 && !g.norm_weight) ||
+      r.rot_dim > r.head_dim || (r.rot_dim & 1))
+    return cudaErrorInvalidValue;
+  if (r.head_dim == 128) return launch<128, 1>(g, r, stream);
+  return g.k <= kMaxWarps * kSmallGemmChunk ? launch<64, 1>(g, r, stream)
+                                            : launch<64, 2>(g, r, stream);
+}
+
+cudaError_t qkv_rope_mma_init() {
+  cudaError_t e = set_limit<64, 1>();
+  if (e == cudaSuccess) e = set_limit<64, 2>();
+  if (e == cudaSuccess) e = set_limit<128, 1>();
+  return e;
+}
+
+}  // namespace vegas::kernels

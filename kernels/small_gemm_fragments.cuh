@@ -1,0 +1,99 @@
+// Device helpers of the tensor-core few-row GEMMs (small_gemm_mma.cu,
+// qkv_rope_mma.cu): the up to 16 input rows form one m16n8k16 A tile whose
+// fragments each warp loads straight into registers for its slice of K, the
+// RMSNorm of the rows applied on the way (SmallGemmParams::x_f32).
+//
+// Slices: warp w owns the CPW 32-input chunks w * CPW .. w * CPW + CPW - 1.
+// Within a chunk, lane (g, t) = (lane / 4, lane % 4) holds the 8 consecutive
+// inputs 8t .. 8t + 7 of rows g and g + 8; the weight side reads the same 8
+// inputs of its column, so the k order inside each mma matches on both sides.
+#pragma once
+
+#include "mma_fragments.cuh"
+#include "small_gemm.cuh"
+
+namespace vegas::kernels {
+
+#if defined(__CUDACC__)
+
+constexpr int kSmallGemmChunk = 32;  // inputs per lane-group read (4 lanes x 8)
+
+__device__ __forceinline__ uint4 load16_or_zero(const bf16 *p, bool valid) {
+  return valid ? *reinterpret_cast<const uint4 *>(p) : make_uint4(0, 0, 0, 0);
+}
+
+// First input of chunk c of warp `warp` read by lane quarter t.
+template <int CPW>
+__device__ __forceinline__ int small_gemm_input(int warp, int c, int t) {
+  return (warp * CPW + c) * kSmallGemmChunk + 8 * t;
+}
+
+// xa[i][c]: rows g (i = 0) and g + 8 (i = 1) of chunk c, bf16, zero past m
+// or k. With x_f32 the rows are RMS-normalised over all k inputs, which needs
+// every warp of the block: ss_part is [n_warps][16] shared scratch, and the
+// call contains a __syncthreads (all threads must make it).
+template <int CPW>
+__device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p, int warp,
+                                                       int n_warps, int lane, float (*ss_part)[16],
+                                                       uint4 (&xa)[2][CPW]) {
+  const int g = lane >> 2, t = lane & 3;
+  const int k = p.k;
+  const int rows[2] = {g, g + 8};
+  if (p.x_f32 == nullptr) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int c = 0; c < CPW; ++c) {
+        const int kk = small_gemm_input<CPW>(warp, c, t);
+        xa[i][c] = load16_or_zero(p.x_bf16 + static_cast<int64_t>(rows[i]) * k + kk,
+                                  rows[i] < p.m && kk < k);
+      }
+    return;
+  }
+  float ss[2] = {0.0f, 0.0f};
+  float xf[2][CPW][8];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int c = 0; c < CPW; ++c) {
+      const int kk = small_gemm_input<CPW>(warp, c, t);
+      float4 a = make_float4(0, 0, 0, 0), b = a;
+      if (rows[i] < p.m && kk < k) {
+        const int64_t xr = p.x_row_index != nullptr ? p.x_row_index[rows[i]] : rows[i];
+        const float *src = p.x_f32 + xr * k + kk;
+        a = *reinterpret_cast<const float4 *>(src);
+        b = *reinterpret_cast<const float4 *>(src + 4);
+      }
+      const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        xf[i][c][e] = v[e];
+        ss[i] += v[e] * v[e];
+      }
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    ss[i] = mma::quad_sum(ss[i]);
+    if (t == 0) ss_part[warp][rows[i]] = ss[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float total = 0.0f;
+    for (int w = 0; w < n_warps; ++w) total += ss_part[w][rows[i]];
+    const float inv = rsqrtf(total / k + p.eps);
+#pragma unroll
+    for (int c = 0; c < CPW; ++c) {
+      const int kk = small_gemm_input<CPW>(warp, c, t);
+      float nv[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        nv[e] = kk < k ? xf[i][c][e] * inv * __bfloat162float(p.norm_weight[kk + e]) : 0.0f;
+      xa[i][c] = pack8(nv);
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace vegas::kernels

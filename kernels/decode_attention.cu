@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "decode_attention.cuh"
-#include "paged_keys.cuh"
+#include "decode_common.cuh"
 
 namespace vegas::kernels {
 
@@ -39,7 +39,6 @@ __device__ __forceinline__ uint4 load_stream(const bf16 *p) {
 template <int HD, int GROUP>
 __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
     decode_kernel(PagedAttentionParams p) {
-  pdl_enter();
   constexpr int kLanes = HD / 8;        // lanes per key row, 8 dimensions each
   constexpr int kGroups = 32 / kLanes;  // key rows per warp load
   constexpr int kUnroll = Tuning<GROUP>::kUnroll;
@@ -51,15 +50,42 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane / kLanes, c = lane % kLanes;
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
-  if (p.seq_n_rows[seq] == 0) return;  // graph padding: no row
-  const int row = p.seq_row_start[seq];
-  const int start_pos = p.seq_start_pos[seq];
-  const int32_t *table = p.page_table + p.seq_page_off[seq];
-  const KeyMap keys = key_map(p, seq);
-  const int n_keys = keys.n_sel + start_pos + 1 - keys.prefix;
-  const int per_split = (n_keys + p.n_splits - 1) / p.n_splits;
-  const int begin = blockIdx.y * per_split;
-  const int end = min(n_keys, begin + per_split);
+  // With read_ahead, the indices and the cached keys below each row's own
+  // position were written before the previous kernel began: the block reads
+  // them, and issues its first K/V loads, while that kernel still runs.
+  if (!p.read_ahead) pdl_wait();
+  DecodeSlice sl;
+  if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
+  const int row = sl.row, n_keys = sl.n_keys, end = sl.end;
+  const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;  // per cache slot
+  const int64_t head_off = static_cast<int64_t>(kvh) * HD + c * 8;
+  auto slot_of = [&](int j) { return sl.slot(p, j); };
+  // Step keys of this lane: base + u * kGroups + g, base warp-uniform. The
+  // loop consumes kr/vr and loads the next step's at its end; the first
+  // step's are loaded here, the row's own key (the last, j = n_keys - 1,
+  // written by the previous kernel) only after the wait.
+  constexpr int kBlockStep = kWarps * kStep;
+  const int first = sl.begin + warp * kStep;
+  int64_t slot[kUnroll];
+  uint4 kr[kUnroll], vr[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    slot[u] = slot_of(first + u * kGroups + g);
+    kr[u] = make_uint4(0, 0, 0, 0);
+    vr[u] = kr[u];
+    if (slot[u] >= 0 && first + u * kGroups + g != n_keys - 1) {
+      kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
+      vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
+    }
+  }
+  if (p.read_ahead) pdl_wait();
+  pdl_launch_dependents();
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+    if (slot[u] >= 0 && first + u * kGroups + g == n_keys - 1) {
+      kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
+      vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
+    }
 
   // The group's query vectors (this lane's 8 dimensions), log2 domain.
   float q[GROUP][8];
@@ -79,29 +105,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
     for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
   }
 
-  const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;  // per cache slot
-  const int64_t head_off = static_cast<int64_t>(kvh) * HD + c * 8;
-  auto slot_of = [&](int j) -> int64_t {
-    if (j >= end) return -1;
-    const int pos = keys.pos(j);
-    return static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
-  };
-  // Step keys of this lane: base + u * kGroups + g, base warp-uniform.
-  constexpr int kBlockStep = kWarps * kStep;
-  int64_t slot[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) slot[u] = slot_of(begin + warp * kStep + u * kGroups + g);
-  for (int base = begin + warp * kStep; base < end; base += kBlockStep) {
-    uint4 kr[kUnroll], vr[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      kr[u] = make_uint4(0, 0, 0, 0);
-      vr[u] = kr[u];
-      if (slot[u] >= 0) {
-        kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
-        vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
-      }
-    }
+  for (int base = first; base < end; base += kBlockStep) {
     bool valid[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -147,6 +151,15 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
       }
       m[h] = m_new;
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      kr[u] = make_uint4(0, 0, 0, 0);
+      vr[u] = kr[u];
+      if (slot[u] >= 0) {
+        kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
+        vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
+      }
+    }
   }
 
   // Lane groups of the warp: same dimensions, different keys.
@@ -176,110 +189,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
       for (int e = 0; e < 8; ++e) red_acc[warp][h][c * 8 + e] = acc[h][e];
     }
   __syncthreads();
-
-  // The warps: one thread per (query head, 8 dimensions).
-  const int t = threadIdx.x;
-  const bool writer = t < GROUP * kLanes;
-  const int h = writer ? t / kLanes : 0, cc = t % kLanes;
-  float mm = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_m[w][h]);
-  float ll = 0.0f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (mm != -INFINITY)
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
-      ll += red_l[w][h] * wgt;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] += red_acc[w][h][cc * 8 + e] * wgt;
-    }
-  const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) o[e] *= inv;
-  const int head = kvh * GROUP + h;
-  bf16 *out = p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD + cc * 8;
-  if (p.n_splits == 1) {
-    if (writer) *reinterpret_cast<uint4 *>(out) = pack8(o);
-    return;
-  }
-  const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
-  const int64_t item = static_cast<int64_t>(row) * p.n_heads + head;  // split 0's (row, head)
-  if (writer) {
-    const int64_t at = blockIdx.y * split_stride + item;
-    float *po = p.partial_out + at * HD + cc * 8;
-    *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
-    *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
-    if (cc == 0) p.partial_lse[at] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
-  }
-  if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
-
-  // The last split block of this (sequence, KV head) to finish merges them all
-  // (the classic threadfence reduction): publish the partials, count, and let
-  // the block that brings the count to n_splits read everyone's from L2.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (t == 0) {
-    int32_t *counter = p.split_counters + blockIdx.x;
-    last = atomicAdd(counter, 1) == p.n_splits - 1;
-    if (last) *counter = 0;  // ready for the next launch (graph replays)
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // Every split's weight per head (all threads load the lse at once), then
-  // each (head, 8 dimensions) piece is summed by kWarps threads over every
-  // kWarps-th split, so the loads of a chain are few and independent.
-  __shared__ float weight[GROUP][64];
-  __shared__ float inv_sum[GROUP];
-  for (int i = t; i < GROUP * p.n_splits; i += kWarps * 32) {
-    const int hh = i / p.n_splits, z = i % p.n_splits;
-    weight[hh][z] = __ldcg(p.partial_lse + z * split_stride + row * p.n_heads + kvh * GROUP + hh);
-  }
-  __syncthreads();
-  if (t < GROUP) {
-    float m_all = -INFINITY, wsum = 0.0f;
-    for (int z = 0; z < p.n_splits; ++z) m_all = fmaxf(m_all, weight[t][z]);
-    for (int z = 0; z < p.n_splits; ++z) {
-      const float wz =
-          m_all == -INFINITY || weight[t][z] == -INFINITY ? 0.0f : exp2f(weight[t][z] - m_all);
-      weight[t][z] = wz;
-      wsum += wz;
-    }
-    inv_sum[t] = wsum > 0.0f ? 1.0f / wsum : 0.0f;
-  }
-  __syncthreads();
-  const int piece = t % (GROUP * kLanes), sub = t / (GROUP * kLanes);
-  const int ph = piece / kLanes, pc = piece % kLanes;
-  const int64_t pitem = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + ph;
-  float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  constexpr int kPieces = GROUP * kLanes;
-  constexpr int kSubs = kWarps * 32 / kPieces < kWarps ? kWarps * 32 / kPieces : kWarps;
-  if (sub < kSubs)
-#pragma unroll 4
-    for (int z = sub; z < p.n_splits; z += kSubs) {
-      const float wz = weight[ph][z];
-      if (wz == 0.0f) continue;
-      const float *src = p.partial_out + (z * split_stride + pitem) * HD + pc * 8;
-      const float4 a = __ldcg(reinterpret_cast<const float4 *>(src));
-      const float4 b = __ldcg(reinterpret_cast<const float4 *>(src + 4));
-      r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
-      r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
-    }
-  // Add the subsets (the warps' reduction buffer is free now).
-  float *sums = &red_acc[0][0][0];  // kWarps * GROUP * HD floats >= (kSubs - 1) * kPieces * 8
-  __syncthreads();
-  if (sub > 0 && sub < kSubs)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sums[((sub - 1) * GROUP * kLanes + piece) * 8 + e] = r[e];
-  __syncthreads();
-  if (sub != 0) return;
-  for (int s2 = 1; s2 < kSubs; ++s2)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) r[e] += sums[((s2 - 1) * GROUP * kLanes + piece) * 8 + e];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) r[e] *= inv_sum[ph];
-  *reinterpret_cast<uint4 *>(p.out + pitem * HD + pc * 8) = pack8(r);
+  decode_finish<HD, GROUP, kWarps>(p, row, kvh, red_m, red_l, red_acc);
 }
 
 template <int HD, int GROUP>
@@ -320,6 +230,7 @@ cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream)
   if (!decode_attention_applies(p) || p.n_splits < 1 || p.n_splits > 64 || p.page_size <= 0 ||
       (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)))
     return cudaErrorInvalidValue;
+  if (decode_attention_mma_applies(p)) return decode_attention_mma(p, stream);
   return p.head_dim == 64 ? launch_group<64>(p, stream) : launch_group<128>(p, stream);
 }
 

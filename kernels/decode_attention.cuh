@@ -21,4 +21,10 @@ bool decode_attention_applies(const PagedAttentionParams &p);
 // caller runs paged_attention_merge when n_splits > 1.
 cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream);
 
+// The tensor-core variant decode_attention() picks by itself for head_dim 64,
+// GQA groups of 4 and 8 and few sequences (decode_attention_mma.cu); VEGAS_CUDA_DECODE_MMA=0 keeps
+// the CUDA-core kernel (A/B timing). decode_attention_mma expects a checked batch.
+bool decode_attention_mma_applies(const PagedAttentionParams &p);
+cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream);
+
 }  // namespace vegas::kernels

@@ -31,7 +31,10 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, page_size;
   std::vector<SeqSpec> seqs;
   int n_splits;
-  bool in_kernel_merge = false;  // split_counters given: one-row batches merge their own splits
+  // split_counters given: one-row batches merge their own splits; and, as in
+  // the backend's decode steps, read their indices and keys ahead (read_ahead)
+  // and locate power-of-two pages by shifts (page_shift).
+  bool in_kernel_merge = false;
 };
 
 constexpr int kLayers = 3;  // sparse records hold this many layers
@@ -138,6 +141,8 @@ void run_case(const Case &c, uint32_t seed) {
   }
   Dev<int32_t> counters(std::vector<int32_t>(c.seqs.size() * c.n_kv_heads, 0));
   if (c.in_kernel_merge) p.split_counters = counters.get();
+  p.read_ahead = c.in_kernel_merge ? 1 : 0;
+  if (c.in_kernel_merge) p.page_shift = kernels::page_shift_of(c.page_size);
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
@@ -217,7 +222,9 @@ TEST_F(Attention, DecodeRows) {
 // both head_dims, page size 8, lengths that end inside a warp step, one to 64
 // splits (more splits than keys: empty splits must merge as nothing), an 8K
 // context, sparse rows mixed with dense ones; splits merged by the merge
-// kernel or in the kernel (split counters, run twice: they must be reset).
+// kernel or in the kernel (split counters, run twice: they must be reset;
+// with read_ahead, whose first loads skip the row's own key until the wait);
+// both the tensor-core and the CUDA-core variant.
 TEST_F(Attention, DecodeKernelGroupsAndSplits) {
   for (int hd : {64, 128})
     for (int kv : {8, 4, 2, 1})
@@ -232,6 +239,13 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
                     merge_in_kernel},
                    61 + hd + kv + splits);
   run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true}, 62);
+  // Head_dim 64 with groups 4 and 8 runs on the tensor-core variant
+  // (decode_attention_mma.cu) up to 64 (sequence, KV head) pairs; past that,
+  // the CUDA-core kernel: 80 pairs, sparse rows among them.
+  std::vector<SeqSpec> many;
+  for (int i = 0; i < 40; ++i)
+    many.push_back(i % 5 == 0 ? SeqSpec{700 + i, 1, 650, 40} : SeqSpec{(37 * i) % 900, 1});
+  for (int kv : {2, 1}) run_case({8, kv, 64, 16, many, 4, true}, 63 + kv);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

@@ -1,0 +1,206 @@
+// decode_attention on the tensor cores, for head_dim 64 and GQA groups of 4
+// and 8 (decode_attention_mma_applies says when it runs): the
+// group's query heads are the rows of one m16 tile (the others zero), so a
+// warp scores 16 keys with HD / 16 x 2 mma and adds P V with HD / 8 more,
+// where the CUDA-core kernel spends ~700 dependent instructions per 16 keys
+// (one row per sequence leaves one warp per scheduler: instruction latency,
+// not bandwidth, set its speed). Each warp streams its own keys, 16 per step:
+// it loads the K and V rows of the next step into registers while the
+// current step's, staged in the warp's own shared memory, feed ldmatrix, so
+// the loop has no block barrier. Splits, the in-kernel split merge, read-ahead
+// before the PDL wait and the output contract are decode_attention's.
+#include <cstdint>
+
+#include "decode_attention.cuh"
+#include "decode_common.cuh"
+#include "mma_fragments.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+using namespace mma;
+
+constexpr int kWarps = 4;
+constexpr int kNk = 16;  // keys per warp step
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int HD, int GROUP>
+struct MmaLayout {
+  static constexpr int kStride = HD + 8;  // bf16 per staged row: conflict-free ldmatrix
+  static constexpr int kTile = kNk * kStride;
+  struct Red {
+    float m[kWarps][GROUP], l[kWarps][GROUP];
+    float acc[kWarps][GROUP][HD];
+  };
+  // The warps' K and V tiles, reused for the reduction after the loop.
+  static constexpr int kBytes = sizeof(Red) > kWarps * 2 * kTile * 2 ? sizeof(Red)
+                                                                     : kWarps * 2 * kTile * 2;
+};
+
+__device__ __forceinline__ uint4 load_stream(const bf16 *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <int HD, int GROUP>
+__global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionParams p) {
+  using Layout = MmaLayout<HD, GROUP>;
+  constexpr int kStride = Layout::kStride;
+  constexpr int kPieces = HD / 8;             // 16-byte pieces of a key row
+  constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp load covers
+  constexpr int kLoads = kNk / kRowsPerLoad;  // loads per lane per step, for K and for V
+  static_assert(GROUP <= 8, "the group's heads are rows 0..7 of the m16 tile");
+  __shared__ __align__(16) unsigned char smem[Layout::kBytes];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int row_in = lane / kPieces, piece = lane % kPieces;
+  const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
+  bf16 *kt = reinterpret_cast<bf16 *>(smem) + warp * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+
+  // With read_ahead the indices and the cached keys below the row's own
+  // position are final before the previous kernel began (decode_attention.cuh).
+  if (!p.read_ahead) pdl_wait();
+  DecodeSlice sl;
+  if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
+  const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;
+  const int64_t head_off = static_cast<int64_t>(kvh) * HD + piece * 8;
+  // This lane's rows of a step starting at key `base`: base + i * kRowsPerLoad + row_in.
+  uint4 kr[kLoads], vr[kLoads];
+  auto load = [&](int base, bool skip_own) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int j = base + i * kRowsPerLoad + row_in;
+      const int64_t slot = sl.slot(p, j);
+      kr[i] = make_uint4(0, 0, 0, 0);
+      vr[i] = kr[i];
+      if (slot >= 0 && !(skip_own && j == sl.n_keys - 1)) {
+        kr[i] = load_stream(p.k_cache + slot * row_stride + head_off);
+        vr[i] = load_stream(p.v_cache + slot * row_stride + head_off);
+      }
+    }
+  };
+  constexpr int kBlockStep = kWarps * kNk;
+  const int first = sl.begin + warp * kNk;
+  load(first, p.read_ahead != 0);
+  if (p.read_ahead) {
+    pdl_wait();
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {  // the row's own key, written by the previous kernel
+      const int j = first + i * kRowsPerLoad + row_in;
+      const int64_t slot = sl.slot(p, j);
+      if (slot >= 0 && j == sl.n_keys - 1) {
+        kr[i] = load_stream(p.k_cache + slot * row_stride + head_off);
+        vr[i] = load_stream(p.v_cache + slot * row_stride + head_off);
+      }
+    }
+  }
+  pdl_launch_dependents();
+
+  // A fragments of Q: row r = query head kvh * GROUP + r for r < GROUP, else zero.
+  uint32_t qf[HD / 16][4];
+  {
+    const bf16 *q = p.q + (static_cast<int64_t>(sl.row) * p.n_heads + kvh * GROUP + g) * HD;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; ++kc) {
+      const bool real = g < GROUP;
+      qf[kc][0] = real ? *reinterpret_cast<const uint32_t *>(q + kc * 16 + 2 * t4) : 0u;
+      qf[kc][1] = 0u;  // row g + 8
+      qf[kc][2] = real ? *reinterpret_cast<const uint32_t *>(q + kc * 16 + 8 + 2 * t4) : 0u;
+      qf[kc][3] = 0u;
+    }
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  const float scale = p.scale * kLog2e;  // scores in the log2 domain
+
+  for (int base = first; base < sl.end; base += kBlockStep) {
+    // Stage this step's rows (zeros past the slice: P V must see finite values).
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int r = i * kRowsPerLoad + row_in;
+      *reinterpret_cast<uint4 *>(kt + r * kStride + piece * 8) = kr[i];
+      *reinterpret_cast<uint4 *>(vt + r * kStride + piece * 8) = vr[i];
+    }
+    if (base + kBlockStep < sl.end) load(base + kBlockStep, false);  // in flight meanwhile
+    __syncwarp();
+
+    // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.
+    float s[kNk / 8][4];
+#pragma unroll
+    for (int n = 0; n < kNk / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; ++kc) {
+      uint32_t b[4];
+      ldmatrix_x4(b,
+                  kt + ((lane >> 4) * 8 + (lane & 7)) * kStride + kc * 16 + ((lane >> 3) & 1) * 8);
+      mma_bf16(s[0], qf[kc], b[0], b[1]);
+      mma_bf16(s[1], qf[kc], b[2], b[3]);
+    }
+    float mx_lo = m_lo, mx_hi = m_hi;
+#pragma unroll
+    for (int n = 0; n < kNk / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = base + n * 8 + 2 * t4 + (e & 1);
+        s[n][e] = key < sl.end ? s[n][e] * scale : -INFINITY;
+      }
+      mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+      mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+    }
+    online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
+    __syncwarp();  // the next step overwrites the tiles
+  }
+
+  // Each warp's state per head (rows g < GROUP), into the tiles' space.
+  l_lo = quad_sum(l_lo);
+  __syncthreads();
+  auto *red = reinterpret_cast<typename Layout::Red *>(smem);
+  if (g < GROUP) {
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      red->acc[warp][g][d * 8 + 2 * t4] = o[d][0];
+      red->acc[warp][g][d * 8 + 2 * t4 + 1] = o[d][1];
+    }
+    if (t4 == 0) {
+      red->m[warp][g] = m_lo;
+      red->l[warp][g] = l_lo;
+    }
+  }
+  __syncthreads();
+  decode_finish<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
+}
+
+template <int HD, int GROUP>
+cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
+                  static_cast<unsigned>(p.n_splits));
+  return launch_kernel(decode_mma_kernel<HD, GROUP>, grid, kWarps * 32, 0, stream, p);
+}
+
+}  // namespace
+
+bool decode_attention_mma_applies(const PagedAttentionParams &p) {
+  static const bool enabled = variant_enabled("VEGAS_CUDA_DECODE_MMA");
+  if (!enabled || !decode_attention_applies(p)) return false;
+  const int group = p.n_heads / p.n_kv_heads;
+  // Few (sequence, KV head) pairs leave one warp per scheduler, where the
+  // CUDA-core kernel's instruction latency shows (H100, 22m: 2K x 1 step
+  // 0.234 -> 0.218 ms, 8K x 16 0.494 -> 0.474 ms); at 8K x 64 (128 pairs) the
+  // CUDA-core kernel was ahead (1.12 against 1.17 ms). Head_dim 128 needs 212
+  // registers here (two blocks per multiprocessor): Qwen3-8B shapes at 32K x 4
+  // fell from 85% to 64% of the floor, so it stays on the CUDA-core kernel.
+  return p.head_dim == 64 && (group == 4 || group == 8) && p.n_seqs * p.n_kv_heads <= 64;
+}
+
+cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream) {
+  if (p.head_dim != 64) return cudaErrorInvalidValue;
+  return p.n_heads / p.n_kv_heads == 4 ? launch<64, 4>(p, stream) : launch<64, 8>(p, stream);
+}
+
+}  // namespace vegas::kernels

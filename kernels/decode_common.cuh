@@ -1,0 +1,166 @@
+// What the one-row decode attention kernels (decode_attention.cu,
+// decode_attention_mma.cu) share: the key range of a block (DecodeSlice), and
+// their end (decode_finish): once every warp of a block has left its
+// online-softmax state in shared memory (red_m: running maxima in the log2
+// domain, red_l: sums of exp2(score - max), red_acc: unnormalised outputs, per
+// warp and query head of the GQA group), combine the warps, then write the
+// output (one split) or this split's partial result, and with split_counters
+// let the last split block of the (sequence, KV head) merge all splits.
+#pragma once
+
+#include "paged_attention.cuh"
+#include "paged_keys.cuh"
+
+namespace vegas::kernels {
+
+#if defined(__CUDACC__)
+
+// The keys split blockIdx.y of sequence `seq` attends to: key indices
+// [begin, end) of n_keys (KeyMap order; the last, n_keys - 1, is the row's own
+// position, written by the step's previous kernel).
+struct DecodeSlice {
+  int row = 0, start_pos = 0, n_keys = 0, begin = 0, end = 0;
+  const int32_t *table = nullptr;
+  KeyMap keys;
+  // The cache slot of key j, -1 past the slice. Power-of-two pages (the usual
+  // case) take a shift and a mask instead of an integer division.
+  __device__ __forceinline__ int64_t slot(const PagedAttentionParams &p, int j) const {
+    if (j >= end) return -1;
+    const int pos = keys.pos(j);
+    const int page = p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
+    return static_cast<int64_t>(table[page]) * p.page_size + (pos - page * p.page_size);
+  }
+};
+
+// False for a graph-padding sequence (no row).
+__device__ __forceinline__ bool decode_slice(const PagedAttentionParams &p, int seq,
+                                             DecodeSlice *s) {
+  if (p.seq_n_rows[seq] == 0) return false;
+  s->row = p.seq_row_start[seq];
+  s->start_pos = p.seq_start_pos[seq];
+  s->table = p.page_table + p.seq_page_off[seq];
+  s->keys = key_map(p, seq);
+  s->n_keys = s->keys.n_sel + s->start_pos + 1 - s->keys.prefix;
+  const int per_split = (s->n_keys + p.n_splits - 1) / p.n_splits;
+  s->begin = blockIdx.y * per_split;
+  s->end = min(s->n_keys, s->begin + per_split);
+  return true;
+}
+
+// Called by all WARPS * 32 threads of the block, after a __syncthreads that
+// follows the writes to red_*. red_acc is scratch afterwards.
+template <int HD, int GROUP, int WARPS>
+__device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int row, int kvh,
+                                              const float (*red_m)[GROUP],
+                                              const float (*red_l)[GROUP],
+                                              float (*red_acc)[GROUP][HD]) {
+  constexpr int kWarps = WARPS;
+  constexpr int kLanes = HD / 8;  // threads per query head, 8 dimensions each
+  // The warps: one thread per (query head, 8 dimensions).
+  const int t = threadIdx.x;
+  const bool writer = t < GROUP * kLanes;
+  const int h = writer ? t / kLanes : 0, cc = t % kLanes;
+  float mm = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_m[w][h]);
+  float ll = 0.0f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (mm != -INFINITY)
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
+      ll += red_l[w][h] * wgt;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] += red_acc[w][h][cc * 8 + e] * wgt;
+    }
+  const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] *= inv;
+  const int head = kvh * GROUP + h;
+  bf16 *out = p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD + cc * 8;
+  if (p.n_splits == 1) {
+    if (writer) *reinterpret_cast<uint4 *>(out) = pack8(o);
+    return;
+  }
+  const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
+  const int64_t item = static_cast<int64_t>(row) * p.n_heads + head;  // split 0's (row, head)
+  if (writer) {
+    const int64_t at = blockIdx.y * split_stride + item;
+    float *po = p.partial_out + at * HD + cc * 8;
+    *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
+    if (cc == 0) p.partial_lse[at] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
+  }
+  if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
+
+  // The last split block of this (sequence, KV head) to finish merges them all
+  // (the classic threadfence reduction): publish the partials, count, and let
+  // the block that brings the count to n_splits read everyone's from L2.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (t == 0) {
+    int32_t *counter = p.split_counters + blockIdx.x;
+    last = atomicAdd(counter, 1) == p.n_splits - 1;
+    if (last) *counter = 0;  // ready for the next launch (graph replays)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Every split's weight per head (all threads load the lse at once), then
+  // each (head, 8 dimensions) piece is summed by kWarps threads over every
+  // kWarps-th split, so the loads of a chain are few and independent.
+  __shared__ float weight[GROUP][64];
+  __shared__ float inv_sum[GROUP];
+  for (int i = t; i < GROUP * p.n_splits; i += kWarps * 32) {
+    const int hh = i / p.n_splits, z = i % p.n_splits;
+    weight[hh][z] = __ldcg(p.partial_lse + z * split_stride + row * p.n_heads + kvh * GROUP + hh);
+  }
+  __syncthreads();
+  if (t < GROUP) {
+    float m_all = -INFINITY, wsum = 0.0f;
+    for (int z = 0; z < p.n_splits; ++z) m_all = fmaxf(m_all, weight[t][z]);
+    for (int z = 0; z < p.n_splits; ++z) {
+      const float wz =
+          m_all == -INFINITY || weight[t][z] == -INFINITY ? 0.0f : exp2f(weight[t][z] - m_all);
+      weight[t][z] = wz;
+      wsum += wz;
+    }
+    inv_sum[t] = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+  }
+  __syncthreads();
+  const int piece = t % (GROUP * kLanes), sub = t / (GROUP * kLanes);
+  const int ph = piece / kLanes, pc = piece % kLanes;
+  const int64_t pitem = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + ph;
+  float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  constexpr int kPieces = GROUP * kLanes;
+  constexpr int kSubs = kWarps * 32 / kPieces < kWarps ? kWarps * 32 / kPieces : kWarps;
+  if (sub < kSubs)
+#pragma unroll 4
+    for (int z = sub; z < p.n_splits; z += kSubs) {
+      const float wz = weight[ph][z];
+      if (wz == 0.0f) continue;
+      const float *src = p.partial_out + (z * split_stride + pitem) * HD + pc * 8;
+      const float4 a = __ldcg(reinterpret_cast<const float4 *>(src));
+      const float4 b = __ldcg(reinterpret_cast<const float4 *>(src + 4));
+      r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
+      r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
+    }
+  // Add the subsets (the warps' reduction buffer is free now).
+  float *sums = &red_acc[0][0][0];  // kWarps * GROUP * HD floats >= (kSubs - 1) * kPieces * 8
+  __syncthreads();
+  if (sub > 0 && sub < kSubs)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sums[((sub - 1) * GROUP * kLanes + piece) * 8 + e] = r[e];
+  __syncthreads();
+  if (sub != 0) return;
+  for (int s2 = 1; s2 < kSubs; ++s2)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) r[e] += sums[((s2 - 1) * GROUP * kLanes + piece) * 8 + e];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) r[e] *= inv_sum[ph];
+  *reinterpret_cast<uint4 *>(p.out + pitem * HD + pc * 8) = pack8(r);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace vegas::kernels

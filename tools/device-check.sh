@@ -7,6 +7,8 @@
 #   and per prompt), and `vegas bench --report` sweeps, packed in tune-runs.tgz.
 #   sanitize: compute-sanitizer memcheck and racecheck over the correctness
 #   tests of every kernel (timing tests left out: they only repeat launches).
+#   profile: ncu kernel durations of decode steps (PROFILE_SHAPES, default
+#   2048x1,8192x16,8192x16d), summed per kernel over one step; no counters.
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
 set -u
@@ -40,6 +42,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_kernels all"
     "test_cuda_attention Attention.DecodeRows:Attention.DecodeKernelGroupsAndSplits:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
     "test_cuda_small_gemm all"
+    "test_cuda_qkv_rope all"
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
     "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
@@ -145,6 +148,15 @@ PY
     --heatmap-policy vegas:0.5 --no-plot > "$OUT/report.out" 2> "$OUT/report.err" || tail -3 "$OUT/report.err"
   (cd "$OUT" && tar czf tune-runs.tgz --ignore-failed-read vegas-profile.json tune-sweep.json tune.err auto-*.json prompt-*.json report \
     && rm -rf prompt-*.json prompt-*.jsonl auto-*.json auto-*.err report)
+fi
+if [ "$WHAT" = profile ]; then
+  # ncu serialises kernels (no PDL overlap): the per-kernel shares, not the step time.
+  for shape in $(echo "${PROFILE_SHAPES:-2048x1,8192x16,8192x16d}" | tr , ' '); do
+    VEGAS_BENCH_SHAPES=$shape ncu --clock-control none --metrics gpu__time_duration.sum \
+      --launch-skip 2000 --launch-count 400 --csv "$DIR/bin/bench_cuda_decode" models/vegas-code-22m \
+      > "$OUT/profile-$shape.csv" 2> "$OUT/profile-$shape.err"
+    python3 tools/profile_summary.py "$OUT/profile-$shape.csv" "$shape" | tee -a "$OUT/profile.txt"
+  done
 fi
 if [ "$WHAT" = server ]; then
   # 16 concurrent streaming clients against vegas-server on this GPU.

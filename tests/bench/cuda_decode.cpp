@@ -6,17 +6,23 @@
 // them), then greedy decode steps through forward_sample (graph replay after
 // two warm-up steps). Each step ends in a host sync (the sampled ids), so host
 // clock intervals around steps are device time plus the unavoidable step
-// overhead; the median over the timed steps is reported. Floor = (weight bytes +
+// overhead; the median over the timed steps is reported (device_ms: the same
+// step replayed back to back, timed by CUDA events: the host's share left
+// out). Floor = (weight bytes +
 // KV bytes read) / bandwidth, the bandwidth measured here by a device-to-device
 // copy timed with CUDA events (bytes read + written). "draft" rows are sparse
 // draft steps of the same shape (kDraftRatio of the context per layer), and
 // their step time is also reported as a share of the dense step's.
+// VEGAS_BENCH_SHAPES="2048x1,8192x16,8192x16d" runs only those embedded-model
+// shapes ("d": the sparse draft step), without prefill or the Qwen3-8B rows
+// (for profilers such as ncu, which replay every kernel).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,6 +111,7 @@ struct Row {
   std::string name;
   int context, batch;
   double step_s, tok_s, bytes, floor_s, fraction;
+  double device_s;  // the step's graph replayed back to back (no host share)
 };
 
 // sparse_ratio > 0: a sparse draft step instead (DESIGN §3): every layer of
@@ -161,7 +168,8 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
     ctx->forward_sample(b, rows.data(), out.data());
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  Row row{selected > 0 ? name + " draft" : name, context, batch, median(t), 0, 0, 0, 0};
+  Row row{selected > 0 ? name + " draft" : name, context, batch, median(t), 0, 0, 0, 0, 0};
+  row.device_s = cctx->replay_seconds(b, 60);
   row.tok_s = batch / row.step_s;
   const int keys = selected > 0 ? selected + 1 : context + 1;
   row.bytes = double(model.weight_bytes()) + double(batch) * keys * model.kv_bytes_per_token();
@@ -223,6 +231,23 @@ void report_prefill(BackendModel &model, const std::string &name, double peak) {
 
 }  // namespace
 
+// The shapes VEGAS_BENCH_SHAPES asks for, as "CxB" / "CxBd"; empty when unset.
+std::vector<std::string> requested_shapes() {
+  std::vector<std::string> out;
+  const char *env = std::getenv("VEGAS_BENCH_SHAPES");
+  if (env == nullptr) return out;
+  std::string list = env, item;
+  for (size_t at = 0; at <= list.size(); ++at) {
+    if (at == list.size() || list[at] == ',') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else {
+      item += list[at];
+    }
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   const std::string dir =
       argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
@@ -238,29 +263,44 @@ int main(int argc, char **argv) {
       auto store = WeightStore::open(dir);
       const ModelWeights weights = bind_model_weights(config, *store);
       auto model = create_cuda_backend(config, weights, CudaBackendOptions{});
-      for (int context : {2048, 8192})
-        for (int batch : {1, 16, 64}) {
-          rows.push_back(bench_decode(*model, "vegas-code-22m", context, batch, bw));
-          std::fflush(stdout);
+      const std::vector<std::string> only = requested_shapes();
+      for (const std::string &shape : only) {
+        int context = 0, batch = 0;
+        char draft = 0;
+        if (std::sscanf(shape.c_str(), "%dx%d%c", &context, &batch, &draft) < 2 || context < 1 ||
+            batch < 1) {
+          std::fprintf(stderr, "bench_cuda_decode: bad shape '%s' in VEGAS_BENCH_SHAPES\n",
+                       shape.c_str());
+          return 1;
         }
-      rows.push_back(bench_decode(*model, "vegas-code-22m", 16384, 16, bw));
-      for (int context : {8192, 16384})
-        rows.push_back(bench_decode(*model, "vegas-code-22m", context, 16, bw, kDraftRatio));
-      report_prefill(*model, "vegas-code-22m", peak);
+        rows.push_back(bench_decode(*model, "vegas-code-22m", context, batch, bw,
+                                    draft == 'd' ? kDraftRatio : 0.0));
+      }
+      if (only.empty()) {
+        for (int context : {2048, 8192})
+          for (int batch : {1, 16, 64}) {
+            rows.push_back(bench_decode(*model, "vegas-code-22m", context, batch, bw));
+            std::fflush(stdout);
+          }
+        rows.push_back(bench_decode(*model, "vegas-code-22m", 16384, 16, bw));
+        for (int context : {8192, 16384})
+          rows.push_back(bench_decode(*model, "vegas-code-22m", context, 16, bw, kDraftRatio));
+        report_prefill(*model, "vegas-code-22m", peak);
+      }
     }
-    if (!qwen.empty()) {
+    if (!qwen.empty() && requested_shapes().empty()) {
       const ModelConfig config = load_model_config(qwen);
       auto model = create_cuda_backend_synthetic(config, 42, CudaBackendOptions{});
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw));
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw, kDraftRatio));
       report_prefill(*model, "qwen3-8b (synthetic)", peak);
     }
-    std::printf("\n%-28s %7s %6s %10s %10s %10s %10s %8s\n", "model", "context", "batch", "step_ms",
-                "tok/s", "MB/step", "floor_ms", "of_floor");
+    std::printf("\n%-28s %7s %6s %10s %10s %10s %10s %8s %10s\n", "model", "context", "batch",
+                "step_ms", "tok/s", "MB/step", "floor_ms", "of_floor", "device_ms");
     for (const Row &r : rows)
-      std::printf("%-28s %7d %6d %10.3f %10.0f %10.1f %10.3f %7.1f%%\n", r.name.c_str(), r.context,
-                  r.batch, r.step_s * 1e3, r.tok_s, r.bytes / 1e6, r.floor_s * 1e3,
-                  100 * r.fraction);
+      std::printf("%-28s %7d %6d %10.3f %10.0f %10.1f %10.3f %7.1f%% %10.3f\n", r.name.c_str(),
+                  r.context, r.batch, r.step_s * 1e3, r.tok_s, r.bytes / 1e6, r.floor_s * 1e3,
+                  100 * r.fraction, r.device_s * 1e3);
     // A sparse draft step against the dense step of the same shape.
     for (const Row &d : rows)
       for (const Row &v : rows)

@@ -14,6 +14,7 @@
 #include "model/rope.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
+#include "qkv_rope.cuh"
 #include "quest_select.cuh"
 #include "random_fill.cuh"
 #include "rmsnorm.cuh"
@@ -566,12 +567,14 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.n_kv_heads = c.n_kv_heads;
   ap.head_dim = c.head_dim;
   ap.page_size = params_.page_size;
+  ap.page_shift = kernels::page_shift_of(params_.page_size);
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);
+  ap.read_ahead = s.quest ? 0 : 1;  // quest_select writes records inside the step
   ap.total_rows = s.rows;
   ap.sparse_data = meta(kFields);
   ap.sparse_device = as<int32_t>(sel_records_);
@@ -670,24 +673,39 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     check(kernels::small_gemm(sg, stream_), "small_gemm");
   };
   using Epilogue = kernels::SmallGemmParams::Epilogue;
+  // ... and the qkv projection carries rope_kv's stage in its epilogue
+  // (kernels/qkv_rope.cuh); VEGAS_CUDA_FUSED_QKV=0 keeps them apart (A/B timing).
+  static const bool fused_qkv_enabled = kernels::variant_enabled("VEGAS_CUDA_FUSED_QKV");
+  const bool fused_qkv =
+      small && fused_qkv_enabled &&
+      kernels::qkv_rope_mma_supports(s.rows, static_cast<int32_t>(H), c.head_dim);
 
   const int64_t gemm_m = padded_rows(s.rows);
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const DeviceLayer &L = w.layers[static_cast<size_t>(l)];
-    if (small) {
-      linear(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, QKV, H, Epilogue::kStoreBf16,
-             qkv_.get());
-    } else {
-      np.weight = bf(L.attn_norm);
-      check(kernels::rmsnorm(np, stream_), "attention rmsnorm");
-      gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, gemm_m, QKV, H, stream_);
-    }
     rp.bias = bf(L.bqkv);
     rp.q_norm = bf(L.q_norm);
     rp.k_norm = bf(L.k_norm);
     rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
     rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
-    check(kernels::rope_kv(rp, stream_), "rope_kv");
+    if (fused_qkv) {
+      sg.x_f32 = as<float>(residual_);
+      sg.norm_weight = bf(L.attn_norm);
+      sg.x_bf16 = nullptr;
+      sg.w = bf(L.wqkv);
+      sg.k = static_cast<int32_t>(H);
+      check(kernels::qkv_rope_mma(sg, rp, stream_), "qkv_rope_mma");
+    } else {
+      if (small) {
+        linear(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, QKV, H, Epilogue::kStoreBf16,
+               qkv_.get());
+      } else {
+        np.weight = bf(L.attn_norm);
+        check(kernels::rmsnorm(np, stream_), "attention rmsnorm");
+        gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, gemm_m, QKV, H, stream_);
+      }
+      check(kernels::rope_kv(rp, stream_), "rope_kv");
+    }
     if (s.quest) {
       qp.k_cache = rp.k_cache;
       qp.key_min = as<bf16>(key_min_) + l * bounds_layer;
@@ -932,6 +950,29 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
     fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
   }
   return true;
+}
+
+double CudaContext::replay_seconds(const ForwardBatch &batch, int n) {
+  model_.activate();
+  const Step s = stage(batch);
+  launch(s, true);  // captures the graph, if the step has one
+  std::vector<cudaEvent_t> events(static_cast<size_t>(std::max(n, 1)) + 1);
+  for (cudaEvent_t &e : events) check(cudaEventCreate(&e), "cudaEventCreate");
+  check(cudaEventRecord(events[0], stream_), "cudaEventRecord");
+  for (size_t i = 1; i < events.size(); ++i) {
+    launch(s, true);
+    check(cudaEventRecord(events[i], stream_), "cudaEventRecord");
+  }
+  check(cudaStreamSynchronize(stream_), "replay_seconds");
+  std::vector<double> t;
+  for (size_t i = 1; i < events.size(); ++i) {
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, events[i - 1], events[i]), "cudaEventElapsedTime");
+    t.push_back(ms * 1e-3);
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 void CudaContext::randomize_kv(uint64_t seed) {

@@ -48,6 +48,10 @@ class CudaContext : public BackendContext {
   // a long context can be timed without prefilling it (attention cost does not
   // depend on the values; zeros would hide faults).
   void randomize_kv(uint64_t seed);
+  // Benchmarks: the device time of `batch`'s step (upload of its indices and
+  // the graph, argmax included), replayed `n` times back to back and timed with
+  // CUDA events; the median. What a step costs the GPU, without the host's share.
+  double replay_seconds(const ForwardBatch &batch, int n);
   // Number of decode graphs captured so far (tests check that replay happens).
   size_t graphs_captured() const { return graphs_.size(); }
 

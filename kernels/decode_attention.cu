@@ -27,15 +27,6 @@ struct Tuning {
 };
 constexpr float kLog2e = 1.4426950408889634f;
 
-// K/V rows are read once per step by one block: keep them out of L1.
-__device__ __forceinline__ uint4 load_stream(const bf16 *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 template <int HD, int GROUP>
 __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
     decode_kernel(PagedAttentionParams p) {

@@ -38,14 +38,6 @@ struct MmaLayout {
                                                                      : kWarps * 2 * kTile * 2;
 };
 
-__device__ __forceinline__ uint4 load_stream(const bf16 *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 template <int HD, int GROUP>
 __global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;

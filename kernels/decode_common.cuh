@@ -1,5 +1,6 @@
 // What the one-row decode attention kernels (decode_attention.cu,
-// decode_attention_mma.cu) share: the key range of a block (DecodeSlice), and
+// decode_attention_mma.cu) share: streaming K/V loads, the key range of a
+// block (DecodeSlice), and
 // their end (decode_finish): once every warp of a block has left its
 // online-softmax state in shared memory (red_m: running maxima in the log2
 // domain, red_l: sums of exp2(score - max), red_acc: unnormalised outputs, per
@@ -14,6 +15,15 @@
 namespace vegas::kernels {
 
 #if defined(__CUDACC__)
+
+// K/V rows are read once per step by one block: keep them out of L1.
+__device__ __forceinline__ uint4 load_stream(const bf16 *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 
 // The keys split blockIdx.y of sequence `seq` attends to: key indices
 // [begin, end) of n_keys (KeyMap order; the last, n_keys - 1, is the row's own

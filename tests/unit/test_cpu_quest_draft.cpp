@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -23,11 +22,10 @@
 #include "common/error.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/model_weights.h"
-#include "model/weight_store.h"
 #include "select/quest_pages.h"
 #include "select/select_policy.h"
 #include "session/session.h"
+#include "speculative_test_data.h"
 #include "support/session_run.h"
 
 namespace vegas {
@@ -307,19 +305,8 @@ TEST(CpuQuestSelect, BoundsFollowWrites) {
 
 class EmbeddedQuest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const char *env = std::getenv("VEGAS_MODEL_DIR");
-    const std::string dir = env ? env : VEGAS_SOURCE_DIR "/models/vegas-code-22m";
-    config_ = new ModelConfig(load_model_config(dir + "/config.json"));
-    store_ = WeightStore::open(dir).release();
-    const ModelWeights weights = bind_model_weights(*config_, *store_);
-    backend_ = create_cpu_backend(*config_, weights, CpuBackendOptions{}).release();
-  }
-  static void TearDownTestSuite() {
-    delete backend_;
-    delete store_;
-    delete config_;
-  }
+  static const ModelConfig &config() { return model().config(); }
+  static Model &model() { return *test::shared_cpu_model(test::embedded_model_dir()); }
 
   // A context holding a random 300-token prefix in shuffled pages of 16.
   void SetUp() override {
@@ -328,9 +315,9 @@ class EmbeddedQuest : public ::testing::Test {
     p.page_size = 16;
     p.max_rows = 512;
     p.key_bounds = true;
-    ctx_ = backend_->create_context(p);
+    ctx_ = model().backend().create_context(p);
     std::mt19937 rng(17);
-    std::uniform_int_distribution<int32_t> u(0, config_->vocab_size - 1);
+    std::uniform_int_distribution<int32_t> u(0, config().vocab_size - 1);
     tokens_.resize(kPrefix + 1);
     for (int32_t &t : tokens_) t = u(rng);
     table_.resize(40);
@@ -361,21 +348,15 @@ class EmbeddedQuest : public ::testing::Test {
     b.seqs[0].quest = quest;
     b.seqs[0].sparse = sparse;
     const float *l = ctx_->forward(b);
-    return std::vector<float>(l, l + config_->vocab_size);
+    return std::vector<float>(l, l + config().vocab_size);
   }
 
   CpuContext &cpu() { return static_cast<CpuContext &>(*ctx_); }
 
   static constexpr int32_t kPrefix = 300;
-  static ModelConfig *config_;
-  static WeightStore *store_;
-  static BackendModel *backend_;
   std::unique_ptr<BackendContext> ctx_;
   std::vector<int32_t> tokens_, table_;
 };
-ModelConfig *EmbeddedQuest::config_ = nullptr;
-WeightStore *EmbeddedQuest::store_ = nullptr;
-BackendModel *EmbeddedQuest::backend_ = nullptr;
 
 // Proves a quest draft row attends to exactly the per-layer sets it reports
 // (bitwise the logits of the same row drafted with those sets as a plain
@@ -390,10 +371,10 @@ TEST_F(EmbeddedQuest, DraftAttendsToTheReportedPages) {
   ASSERT_EQ(cpu().quest_rows(), 1u);
   const SparseAttention set = cpu().quest_set(0);
   std::vector<int32_t> positions(set.positions,
-                                 set.positions + int64_t{config_->n_layers} * set.stride);
-  std::vector<int32_t> counts(set.counts, set.counts + config_->n_layers);
+                                 set.positions + int64_t{config().n_layers} * set.stride);
+  std::vector<int32_t> counts(set.counts, set.counts + config().n_layers);
   bool layers_differ = false;
-  for (int32_t l = 0; l < config_->n_layers; ++l) {
+  for (int32_t l = 0; l < config().n_layers; ++l) {
     const int32_t *p = positions.data() + int64_t{l} * set.stride;
     EXPECT_GT(counts[l], 64 - 16) << "layer " << l;
     EXPECT_LE(counts[l], 64) << "layer " << l;
@@ -441,7 +422,7 @@ TEST_F(EmbeddedQuest, BadQuestRowsAreRefused) {
   ContextParams p;
   p.num_pages = 40;
   p.page_size = 16;
-  auto plain = backend_->create_context(p);
+  auto plain = model().backend().create_context(p);
   SeqRows r = rows(kPrefix, kPrefix + 1);
   r.quest = &quest;
   expect_invalid(*plain, r, "no key bounds");
@@ -457,7 +438,7 @@ TEST_F(EmbeddedQuest, BadQuestRowsAreRefused) {
   r.quest = &negative;
   expect_invalid(*ctx_, r, "negative budget");
   SparseAttention sparse;
-  std::vector<int32_t> counts(static_cast<size_t>(config_->n_layers), 0);
+  std::vector<int32_t> counts(static_cast<size_t>(config().n_layers), 0);
   sparse.prefix = 290;
   sparse.counts = counts.data();
   r.quest = &quest;
@@ -483,10 +464,7 @@ std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
 // bounds) decodes greedily the tokens of a vanilla session, with drafts from
 // a subset of the context (ratio 0.07, floor 64, of a 700-token prompt).
 TEST(SessionQuest, GreedyEqualsVanilla) {
-  ModelLoadOptions options;
-  options.backend_auto = false;
-  const char *env = std::getenv("VEGAS_MODEL_DIR");
-  const auto model = Model::load(env ? env : VEGAS_SOURCE_DIR "/models/vegas-code-22m", options);
+  const std::shared_ptr<Model> &model = test::shared_cpu_model(test::embedded_model_dir());
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> u(0, model->config().vocab_size - 1);
   std::vector<int32_t> prompt(700);

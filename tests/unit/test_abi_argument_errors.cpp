@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/abi_model.h"
 #include "vegas.h"
 
 namespace {
@@ -20,11 +21,7 @@ const std::string kModelDir = std::string(VEGAS_SOURCE_DIR) + "/models/vegas-cod
 class AbiArgumentErrors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    vegas_model_options mo;
-    vegas_model_options_init(&mo);
-    mo.backend = VEGAS_BACKEND_CPU;
-    mo.n_threads = 1;
-    ASSERT_EQ(vegas_model_load(kModelDir.c_str(), &mo, &model_), VEGAS_OK) << vegas_last_error();
+    ASSERT_EQ(vegas::test::load_cpu_model(kModelDir, &model_, 1), VEGAS_OK) << vegas_last_error();
     tok_ = vegas_model_tokenizer(model_);
     vegas_session_options so;
     vegas_session_options_init(&so);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/abi_model.h"
 #include "vegas.h"
 
 namespace {
@@ -18,12 +19,9 @@ namespace {
 const std::string kModelDir = std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
 
 vegas_model *load_model(int32_t n_threads) {
-  vegas_model_options mo;
-  vegas_model_options_init(&mo);
-  mo.backend = VEGAS_BACKEND_CPU;
-  mo.n_threads = n_threads;
   vegas_model *model = nullptr;
-  EXPECT_EQ(vegas_model_load(kModelDir.c_str(), &mo, &model), VEGAS_OK) << vegas_last_error();
+  EXPECT_EQ(vegas::test::load_cpu_model(kModelDir, &model, n_threads), VEGAS_OK)
+      << vegas_last_error();
   return model;
 }
 

@@ -37,6 +37,7 @@
 #include "session/session.h"
 #include "speculative_harness.h"
 #include "speculative_test_data.h"
+#include "support/abi_model.h"
 #include "support/session_run.h"
 #include "vegas.h"
 
@@ -198,10 +199,7 @@ class AutoTuningAbi : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or prompts absent";
-    vegas_model_options mo;
-    vegas_model_options_init(&mo);
-    mo.backend = VEGAS_BACKEND_CPU;
-    expect_ok(vegas_model_load(test::embedded_model_dir().c_str(), &mo, &model_));
+    expect_ok(test::load_cpu_model(test::embedded_model_dir(), &model_));
   }
   void TearDown() override { vegas_model_free(model_); }
 
@@ -315,12 +313,9 @@ TEST_F(AutoTuningAbi, StartsFromTheNamedTheModelDirectorysOrTheBuiltInProfile) {
     if (entry.path().filename() != "vegas-profile.json")
       std::filesystem::create_symlink(entry.path(),
                                       dir.path() + "/" + entry.path().filename().string());
-  vegas_model_options mo;
-  vegas_model_options_init(&mo);
-  mo.backend = VEGAS_BACKEND_CPU;
   vegas_model *linked = nullptr;
   dir.write("vegas-profile.json", profile_json("cpu", "vegas", 4, 0.05));
-  expect_ok(vegas_model_load(dir.path().c_str(), &mo, &linked));
+  expect_ok(test::load_cpu_model(dir.path(), &linked));
   so = auto_options(nullptr);
   info = short_run(linked, so);
   EXPECT_EQ(info.gamma, 4);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "speculative_test_data.h"
+#include "support/abi_model.h"
 #include "tokenizer/tokenizer.h"
 #include "vegas.h"
 
@@ -68,10 +69,7 @@ class SpeculativeStats : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or prompts absent";
-    vegas_model_options mo;
-    vegas_model_options_init(&mo);
-    mo.backend = VEGAS_BACKEND_CPU;
-    ASSERT_EQ(vegas_model_load(test::embedded_model_dir().c_str(), &mo, &model_), VEGAS_OK)
+    ASSERT_EQ(test::load_cpu_model(test::embedded_model_dir(), &model_), VEGAS_OK)
         << vegas_last_error();
     auto tokenizer = Tokenizer::load(test::embedded_model_dir() + "/tokenizer.json");
     prompt_ = test::load_public_prompts(*tokenizer, "-2k").at(0).ids;

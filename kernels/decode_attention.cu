@@ -47,36 +47,17 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
   if (!p.read_ahead) pdl_wait();
   DecodeSlice sl;
   if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
-  const int row = sl.row, n_keys = sl.n_keys, end = sl.end;
+  const int row = sl.row, end = sl.end;
   const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;  // per cache slot
   const int64_t head_off = static_cast<int64_t>(kvh) * HD + c * 8;
-  auto slot_of = [&](int j) { return sl.slot(p, j); };
   // Step keys of this lane: base + u * kGroups + g, base warp-uniform. The
-  // loop consumes kr/vr and loads the next step's at its end; the first
-  // step's are loaded here, the row's own key (the last, j = n_keys - 1,
-  // written by the previous kernel) only after the wait.
+  // loop consumes kr/vr and loads the next step's at its end.
   constexpr int kBlockStep = kWarps * kStep;
   const int first = sl.begin + warp * kStep;
   int64_t slot[kUnroll];
   uint4 kr[kUnroll], vr[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    slot[u] = slot_of(first + u * kGroups + g);
-    kr[u] = make_uint4(0, 0, 0, 0);
-    vr[u] = kr[u];
-    if (slot[u] >= 0 && first + u * kGroups + g != n_keys - 1) {
-      kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
-      vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
-    }
-  }
-  if (p.read_ahead) pdl_wait();
+  decode_first_step<kUnroll>(p, sl, first, kGroups, g, row_stride, head_off, slot, kr, vr);
   pdl_launch_dependents();
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u)
-    if (slot[u] >= 0 && first + u * kGroups + g == n_keys - 1) {
-      kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
-      vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
-    }
 
   // The group's query vectors (this lane's 8 dimensions), log2 domain.
   float q[GROUP][8];
@@ -101,7 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       valid[u] = slot[u] >= 0;
-      slot[u] = slot_of(base + kBlockStep + u * kGroups + g);  // the next step's lookups
+      slot[u] = sl.slot(p, base + kBlockStep + u * kGroups + g);  // the next step's lookups
     }
 
     float s[GROUP][kUnroll];
@@ -143,14 +124,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
       m[h] = m_new;
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      kr[u] = make_uint4(0, 0, 0, 0);
-      vr[u] = kr[u];
-      if (slot[u] >= 0) {
-        kr[u] = load_stream(p.k_cache + slot[u] * row_stride + head_off);
-        vr[u] = load_stream(p.v_cache + slot[u] * row_stride + head_off);
-      }
-    }
+    for (int u = 0; u < kUnroll; ++u) load_kv_row(p, slot[u], row_stride, head_off, kr[u], vr[u]);
   }
 
   // Lane groups of the warp: same dimensions, different keys.

@@ -53,43 +53,17 @@ __global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionP
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
   bf16 *kt = reinterpret_cast<bf16 *>(smem) + warp * 2 * Layout::kTile, *vt = kt + Layout::kTile;
 
-  // With read_ahead the indices and the cached keys below the row's own
-  // position are final before the previous kernel began (decode_attention.cuh).
-  if (!p.read_ahead) pdl_wait();
+  if (!p.read_ahead) pdl_wait();  // else decode_first_step waits
   DecodeSlice sl;
   if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
   const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;
   const int64_t head_off = static_cast<int64_t>(kvh) * HD + piece * 8;
   // This lane's rows of a step starting at key `base`: base + i * kRowsPerLoad + row_in.
-  uint4 kr[kLoads], vr[kLoads];
-  auto load = [&](int base, bool skip_own) {
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int j = base + i * kRowsPerLoad + row_in;
-      const int64_t slot = sl.slot(p, j);
-      kr[i] = make_uint4(0, 0, 0, 0);
-      vr[i] = kr[i];
-      if (slot >= 0 && !(skip_own && j == sl.n_keys - 1)) {
-        kr[i] = load_stream(p.k_cache + slot * row_stride + head_off);
-        vr[i] = load_stream(p.v_cache + slot * row_stride + head_off);
-      }
-    }
-  };
   constexpr int kBlockStep = kWarps * kNk;
   const int first = sl.begin + warp * kNk;
-  load(first, p.read_ahead != 0);
-  if (p.read_ahead) {
-    pdl_wait();
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {  // the row's own key, written by the previous kernel
-      const int j = first + i * kRowsPerLoad + row_in;
-      const int64_t slot = sl.slot(p, j);
-      if (slot >= 0 && j == sl.n_keys - 1) {
-        kr[i] = load_stream(p.k_cache + slot * row_stride + head_off);
-        vr[i] = load_stream(p.v_cache + slot * row_stride + head_off);
-      }
-    }
-  }
+  int64_t slot[kLoads];
+  uint4 kr[kLoads], vr[kLoads];
+  decode_first_step<kLoads>(p, sl, first, kRowsPerLoad, row_in, row_stride, head_off, slot, kr, vr);
   pdl_launch_dependents();
 
   // A fragments of Q: row r = query head kvh * GROUP + r for r < GROUP, else zero.
@@ -119,7 +93,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionP
       *reinterpret_cast<uint4 *>(kt + r * kStride + piece * 8) = kr[i];
       *reinterpret_cast<uint4 *>(vt + r * kStride + piece * 8) = vr[i];
     }
-    if (base + kBlockStep < sl.end) load(base + kBlockStep, false);  // in flight meanwhile
+    if (base + kBlockStep < sl.end)  // in flight meanwhile
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i)
+        load_kv_row(p, sl.slot(p, base + kBlockStep + i * kRowsPerLoad + row_in), row_stride,
+                    head_off, kr[i], vr[i]);
     __syncwarp();
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.

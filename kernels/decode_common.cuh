@@ -29,15 +29,16 @@ __device__ __forceinline__ uint4 load_stream(const bf16 *p) {
 // [begin, end) of n_keys (KeyMap order; the last, n_keys - 1, is the row's own
 // position, written by the step's previous kernel).
 struct DecodeSlice {
-  int row = 0, start_pos = 0, n_keys = 0, begin = 0, end = 0;
+  int row = 0, n_keys = 0, begin = 0, end = 0;
   const int32_t *table = nullptr;
   KeyMap keys;
+  int page_shift = -1;  // log2(page_size) for power-of-two pages, else -1
   // The cache slot of key j, -1 past the slice. Power-of-two pages (the usual
-  // case) take a shift and a mask instead of an integer division.
+  // case) take a shift instead of an integer division.
   __device__ __forceinline__ int64_t slot(const PagedAttentionParams &p, int j) const {
     if (j >= end) return -1;
     const int pos = keys.pos(j);
-    const int page = p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
+    const int page = page_shift >= 0 ? pos >> page_shift : pos / p.page_size;
     return static_cast<int64_t>(table[page]) * p.page_size + (pos - page * p.page_size);
   }
 };
@@ -47,14 +48,53 @@ __device__ __forceinline__ bool decode_slice(const PagedAttentionParams &p, int 
                                              DecodeSlice *s) {
   if (p.seq_n_rows[seq] == 0) return false;
   s->row = p.seq_row_start[seq];
-  s->start_pos = p.seq_start_pos[seq];
   s->table = p.page_table + p.seq_page_off[seq];
   s->keys = key_map(p, seq);
-  s->n_keys = s->keys.n_sel + s->start_pos + 1 - s->keys.prefix;
+  s->n_keys = s->keys.n_sel + p.seq_start_pos[seq] + 1 - s->keys.prefix;
   const int per_split = (s->n_keys + p.n_splits - 1) / p.n_splits;
   s->begin = blockIdx.y * per_split;
   s->end = min(s->n_keys, s->begin + per_split);
+  if ((p.page_size & (p.page_size - 1)) == 0) s->page_shift = __ffs(p.page_size) - 1;
   return true;
+}
+
+// This lane's 8 dimensions (head_off) of the K and V rows in cache slot
+// `slot`, or zeros for slot < 0 (a key past the slice).
+__device__ __forceinline__ void load_kv_row(const PagedAttentionParams &p, int64_t slot,
+                                            int64_t row_stride, int64_t head_off, uint4 &k,
+                                            uint4 &v) {
+  k = v = make_uint4(0, 0, 0, 0);
+  if (slot < 0) return;
+  k = load_stream(p.k_cache + slot * row_stride + head_off);
+  v = load_stream(p.v_cache + slot * row_stride + head_off);
+}
+
+// A warp's first step: the slots and K/V rows of keys first + i * stride +
+// lane_key (i < N). With read_ahead the indices and every cached key below the
+// row's own position were final before the previous kernel began
+// (PagedAttentionParams::read_ahead): those rows are requested before the PDL
+// wait, the row's own key (j = n_keys - 1, written by the previous kernel)
+// after it. Returns once the wait is done (the caller waited already when
+// !read_ahead).
+template <int N>
+__device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
+                                                  const DecodeSlice &sl, int first, int stride,
+                                                  int lane_key, int64_t row_stride,
+                                                  int64_t head_off, int64_t (&slot)[N],
+                                                  uint4 (&k)[N], uint4 (&v)[N]) {
+  const int own = p.read_ahead ? sl.n_keys - 1 : -1;  // the key that must wait
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    slot[i] = sl.slot(p, first + i * stride + lane_key);
+    load_kv_row(p, first + i * stride + lane_key == own ? -1 : slot[i], row_stride, head_off, k[i],
+                v[i]);
+  }
+  if (!p.read_ahead) return;
+  pdl_wait();
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (first + i * stride + lane_key == own)
+      load_kv_row(p, slot[i], row_stride, head_off, k[i], v[i]);
 }
 
 // Called by all WARPS * 32 threads of the block, after a __syncthreads that

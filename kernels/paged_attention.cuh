@@ -36,9 +36,6 @@ struct PagedAttentionParams {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;  // a multiple of 8 up to 256: paged_attention_supports
   int32_t page_size = 0;
-  // log2(page_size) when it is a power of two, else -1 (page_shift_of):
-  // decode_attention then locates slots with a shift and a mask.
-  int32_t page_shift = -1;
   float scale = 0.0f;            // softmax scale, usually 1/sqrt(head_dim)
   int32_t max_rows_per_seq = 0;  // bounds the row-tile grid dimension
   int32_t n_splits = 1;          // KV ranges per (sequence, head, row tile), at most 64
@@ -93,13 +90,6 @@ struct PagedAttentionParams {
   // results, which this kernel's merge combines with the others.
   int32_t verify_max_rows = 0;
 };
-
-inline int32_t page_shift_of(int32_t page_size) {
-  if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return -1;
-  int32_t shift = 0;
-  while ((1 << shift) < page_size) ++shift;
-  return shift;
-}
 
 #if defined(__CUDACC__)
 // Whether sequence `seq` (with n_rows rows) is prefill_attention's, not the paged kernel's.

@@ -32,8 +32,7 @@ struct Case {
   std::vector<SeqSpec> seqs;
   int n_splits;
   // split_counters given: one-row batches merge their own splits; and, as in
-  // the backend's decode steps, read their indices and keys ahead (read_ahead)
-  // and locate power-of-two pages by shifts (page_shift).
+  // the backend's decode steps, read their indices and keys ahead (read_ahead).
   bool in_kernel_merge = false;
 };
 
@@ -142,7 +141,6 @@ void run_case(const Case &c, uint32_t seed) {
   Dev<int32_t> counters(std::vector<int32_t>(c.seqs.size() * c.n_kv_heads, 0));
   if (c.in_kernel_merge) p.split_counters = counters.get();
   p.read_ahead = c.in_kernel_merge ? 1 : 0;
-  if (c.in_kernel_merge) p.page_shift = kernels::page_shift_of(c.page_size);
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
@@ -246,6 +244,11 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
   for (int i = 0; i < 40; ++i)
     many.push_back(i % 5 == 0 ? SeqSpec{700 + i, 1, 650, 40} : SeqSpec{(37 * i) % 900, 1});
   for (int kv : {2, 1}) run_case({8, kv, 64, 16, many, 4, true}, 63 + kv);
+  // Pages of 12 slots: slots located by division instead of shifts, in both variants.
+  for (int kv : {8, 2, 1})
+    run_case({8, kv, 64, 12, {{0, 1}, {11, 1}, {12, 1}, {777, 1}, {2900, 1, 2800, 57}}, 5, true},
+             66 + kv);
+  run_case({8, 2, 64, 12, many, 3, true}, 68);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

@@ -49,18 +49,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   uint4 xa[2][CPW];
   small_gemm_a_fragments<CPW>(g, warp, n_warps, lane, ss_part, xa);
   float acc[kTiles][4];
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-  for (int c = 0; c < CPW; ++c) {
-    const uint32_t a_lo[4] = {xa[0][c].x, xa[1][c].x, xa[0][c].y, xa[1][c].y};
-    const uint32_t a_hi[4] = {xa[0][c].z, xa[1][c].z, xa[0][c].w, xa[1][c].w};
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      mma::mma_bf16(acc[j], a_lo, wf[j][c].x, wf[j][c].y);
-      mma::mma_bf16(acc[j], a_hi, wf[j][c].z, wf[j][c].w);
-    }
-  }
+  small_gemm_mma_chunks<CPW, kTiles>(xa, wf, acc);
 
   // Warp w += warp w + span, for span = half_span .. 1: warp 0 ends with the sum.
   for (int span = half_span(n_warps); span >= 1; span /= 2) {
@@ -94,7 +83,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   for (int row = warp; row < g.m; row += n_warps) rope_kv_head(r, row, head, head_rows[row], lane);
 }
 
-template <int HD, int CPW>
+template <int HD>
 int shared_bytes(int n_warps) {
   return half_span(n_warps) * (HD / 8) * 32 * static_cast<int>(sizeof(float4));
 }
@@ -103,15 +92,15 @@ template <int HD, int CPW>
 cudaError_t launch(const SmallGemmParams &g, const RopeKvParams &r, cudaStream_t stream) {
   const int n_warps = (g.k + kSmallGemmChunk * CPW - 1) / (kSmallGemmChunk * CPW);
   const unsigned heads = static_cast<unsigned>(r.n_heads + 2 * r.n_kv_heads);
-  return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, heads, n_warps * 32,
-                       shared_bytes<HD, CPW>(n_warps), stream, g, r);
+  return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, heads, n_warps * 32, shared_bytes<HD>(n_warps),
+                       stream, g, r);
 }
 
 template <int HD, int CPW>
 cudaError_t set_limit() {
   return cudaFuncSetAttribute(qkv_rope_mma_kernel<HD, CPW>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              shared_bytes<HD, CPW>(kMaxWarps));
+                              shared_bytes<HD>(kMaxWarps));
 }
 
 }  // namespace

@@ -94,6 +94,27 @@ __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p,
   }
 }
 
+// acc[j] = this warp's partial tile j (rows g, g + 8; columns 2t, 2t + 1 of
+// its 8): the products over its CPW chunks of A (xa) and of the weight
+// fragments wf[j][c] (8 inputs 8t .. 8t + 7 of column g, same k order as xa).
+template <int CPW, int TILES>
+__device__ __forceinline__ void small_gemm_mma_chunks(const uint4 (&xa)[2][CPW],
+                                                      const uint4 (&wf)[TILES][CPW],
+                                                      float (&acc)[TILES][4]) {
+#pragma unroll
+  for (int j = 0; j < TILES; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) {
+    const uint32_t a_lo[4] = {xa[0][c].x, xa[1][c].x, xa[0][c].y, xa[1][c].y};
+    const uint32_t a_hi[4] = {xa[0][c].z, xa[1][c].z, xa[0][c].w, xa[1][c].w};
+#pragma unroll
+    for (int j = 0; j < TILES; ++j) {
+      mma::mma_bf16(acc[j], a_lo, wf[j][c].x, wf[j][c].y);
+      mma::mma_bf16(acc[j], a_hi, wf[j][c].z, wf[j][c].w);
+    }
+  }
+}
+
 #endif  // __CUDACC__
 
 }  // namespace vegas::kernels

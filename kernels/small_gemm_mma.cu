@@ -53,17 +53,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
   uint4 xa[2][kChunksPerWarp];
   small_gemm_a_fragments<kChunksPerWarp>(p, warp, n_warps, lane, ss_part, xa);
 
-  float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-  for (int c = 0; c < kChunksPerWarp; ++c) {
-    const uint32_t a_lo[4] = {xa[0][c].x, xa[1][c].x, xa[0][c].y, xa[1][c].y};
-    const uint32_t a_hi[4] = {xa[0][c].z, xa[1][c].z, xa[0][c].w, xa[1][c].w};
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      mma::mma_bf16(acc[j], a_lo, wf[j][c].x, wf[j][c].y);
-      mma::mma_bf16(acc[j], a_hi, wf[j][c].z, wf[j][c].w);
-    }
-  }
+  float acc[2][4];
+  small_gemm_mma_chunks<kChunksPerWarp, 2>(xa, wf, acc);
 #pragma unroll
   for (int j = 0; j < 2; ++j)
     tile_part[warp][j][lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);

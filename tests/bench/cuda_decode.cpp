@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -235,16 +236,9 @@ void report_prefill(BackendModel &model, const std::string &name, double peak) {
 std::vector<std::string> requested_shapes() {
   std::vector<std::string> out;
   const char *env = std::getenv("VEGAS_BENCH_SHAPES");
-  if (env == nullptr) return out;
-  std::string list = env, item;
-  for (size_t at = 0; at <= list.size(); ++at) {
-    if (at == list.size() || list[at] == ',') {
-      if (!item.empty()) out.push_back(item);
-      item.clear();
-    } else {
-      item += list[at];
-    }
-  }
+  std::istringstream list(env ? env : "");
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) out.push_back(item);
   return out;
 }
 
@@ -258,12 +252,12 @@ int main(int argc, char **argv) {
     std::printf("device-to-device bandwidth %.0f GB/s, cuBLASLt bf16 GEMM %.0f TFLOP/s\n", bw / 1e9,
                 peak / 1e12);
     std::vector<Row> rows;
+    const std::vector<std::string> only = requested_shapes();
     {
       const ModelConfig config = load_model_config(dir + "/config.json");
       auto store = WeightStore::open(dir);
       const ModelWeights weights = bind_model_weights(config, *store);
       auto model = create_cuda_backend(config, weights, CudaBackendOptions{});
-      const std::vector<std::string> only = requested_shapes();
       for (const std::string &shape : only) {
         int context = 0, batch = 0;
         char draft = 0;
@@ -288,7 +282,7 @@ int main(int argc, char **argv) {
         report_prefill(*model, "vegas-code-22m", peak);
       }
     }
-    if (!qwen.empty() && requested_shapes().empty()) {
+    if (!qwen.empty() && only.empty()) {
       const ModelConfig config = load_model_config(qwen);
       auto model = create_cuda_backend_synthetic(config, 42, CudaBackendOptions{});
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw));

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "argmax.cuh"
+#include "backend/cuda/cuda_event.h"
 #include "backend/forward_batch_check.h"
 #include "embedding.cuh"
 #include "model/rope.h"
@@ -567,7 +569,6 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.n_kv_heads = c.n_kv_heads;
   ap.head_dim = c.head_dim;
   ap.page_size = params_.page_size;
-  ap.page_shift = kernels::page_shift_of(params_.page_size);
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
@@ -657,14 +658,19 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   kernels::SmallGemmParams sg;
   sg.m = s.rows;
   sg.eps = static_cast<float>(c.rms_norm_eps);
-  auto linear = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
-                    int64_t n, int64_t k, kernels::SmallGemmParams::Epilogue epilogue, void *y) {
+  // The input side: normalised f32 rows (x_norm with norm_w) or bf16 rows x.
+  auto gemm_input = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
+                        int64_t k) {
     sg.x_f32 = x_norm;
     sg.norm_weight = norm_w;
     sg.x_bf16 = x;
     sg.w = bf(weight);
-    sg.n = static_cast<int32_t>(n);
     sg.k = static_cast<int32_t>(k);
+  };
+  auto linear = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
+                    int64_t n, int64_t k, kernels::SmallGemmParams::Epilogue epilogue, void *y) {
+    gemm_input(x_norm, norm_w, x, weight, k);
+    sg.n = static_cast<int32_t>(n);
     sg.epilogue = epilogue;
     const bool f32_out = epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ||
                          epilogue == kernels::SmallGemmParams::Epilogue::kStoreF32;
@@ -689,11 +695,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
     rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
     if (fused_qkv) {
-      sg.x_f32 = as<float>(residual_);
-      sg.norm_weight = bf(L.attn_norm);
-      sg.x_bf16 = nullptr;
-      sg.w = bf(L.wqkv);
-      sg.k = static_cast<int32_t>(H);
+      gemm_input(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, H);
       check(kernels::qkv_rope_mma(sg, rp, stream_), "qkv_rope_mma");
     } else {
       if (small) {
@@ -956,21 +958,20 @@ double CudaContext::replay_seconds(const ForwardBatch &batch, int n) {
   model_.activate();
   const Step s = stage(batch);
   launch(s, true);  // captures the graph, if the step has one
-  std::vector<cudaEvent_t> events(static_cast<size_t>(std::max(n, 1)) + 1);
-  for (cudaEvent_t &e : events) check(cudaEventCreate(&e), "cudaEventCreate");
-  check(cudaEventRecord(events[0], stream_), "cudaEventRecord");
-  for (size_t i = 1; i < events.size(); ++i) {
+  const int replays = std::max(n, 1);
+  std::unique_ptr<Event[]> events(new Event[replays + 1]);
+  check(cudaEventRecord(events[0].e, stream_), "cudaEventRecord");
+  for (int i = 1; i <= replays; ++i) {
     launch(s, true);
-    check(cudaEventRecord(events[i], stream_), "cudaEventRecord");
+    check(cudaEventRecord(events[i].e, stream_), "cudaEventRecord");
   }
   check(cudaStreamSynchronize(stream_), "replay_seconds");
   std::vector<double> t;
-  for (size_t i = 1; i < events.size(); ++i) {
+  for (int i = 1; i <= replays; ++i) {
     float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, events[i - 1], events[i]), "cudaEventElapsedTime");
+    check(cudaEventElapsedTime(&ms, events[i - 1].e, events[i].e), "cudaEventElapsedTime");
     t.push_back(ms * 1e-3);
   }
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }

@@ -6,22 +6,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend_model.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/device_buffer.h"
 
 namespace vegas::cuda {
-
-namespace {
-
-// Owns a CUDA event (destroyed even when a check throws).
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { check(cudaEventCreate(&e), "cudaEventCreate"); }
-  ~Event() { cudaEventDestroy(e); }
-  Event(const Event &) = delete;
-  Event &operator=(const Event &) = delete;
-};
-
-}  // namespace
 
 double CudaBackendModel::measure_copy_bandwidth() const {
   activate();

@@ -26,5 +26,7 @@ cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream)
 // the CUDA-core kernel (A/B timing). decode_attention_mma expects a checked batch.
 bool decode_attention_mma_applies(const PagedAttentionParams &p);
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream);
+// Sets the variant's shared-memory limit (paged_attention_init calls it).
+cudaError_t decode_attention_mma_init();
 
 }  // namespace vegas::kernels

@@ -4,11 +4,13 @@
 // warp scores 16 keys with HD / 16 x 2 mma and adds P V with HD / 8 more,
 // where the CUDA-core kernel spends ~700 dependent instructions per 16 keys
 // (one row per sequence leaves one warp per scheduler: instruction latency,
-// not bandwidth, set its speed). Each warp streams its own keys, 16 per step:
-// it loads the K and V rows of the next step into registers while the
-// current step's, staged in the warp's own shared memory, feed ldmatrix, so
-// the loop has no block barrier. Splits, the in-kernel split merge, read-ahead
-// before the PDL wait and the output contract are decode_attention's.
+// not bandwidth, set its speed). Each warp streams its own keys, 16 per step,
+// through kStages buffers of its own shared memory filled by cp.async: while
+// it computes one step the next kStages - 1 are in flight (a register
+// prefetch of one step held ~4 KB per warp in flight, short of what the
+// memory needs at ~16 warps per multiprocessor), and the loop has no block
+// barrier. Splits, the in-kernel split merge, read-ahead before the PDL wait
+// and the output contract are decode_attention's.
 #include <cstdint>
 
 #include "decode_attention.cuh"
@@ -21,8 +23,9 @@ namespace {
 
 using namespace mma;
 
-constexpr int kWarps = 4;
-constexpr int kNk = 16;  // keys per warp step
+constexpr int kWarps = 8;
+constexpr int kNk = 16;     // keys per warp step
+constexpr int kStages = 3;  // per warp: the step computed and two in flight
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD, int GROUP>
@@ -33,37 +36,69 @@ struct MmaLayout {
     float m[kWarps][GROUP], l[kWarps][GROUP];
     float acc[kWarps][GROUP][HD];
   };
-  // The warps' K and V tiles, reused for the reduction after the loop.
-  static constexpr int kBytes = sizeof(Red) > kWarps * 2 * kTile * 2 ? sizeof(Red)
-                                                                     : kWarps * 2 * kTile * 2;
+  // Every warp's K and V stages, reused for the reduction after the loop.
+  static constexpr size_t kTileBytes = size_t{kWarps} * kStages * 2 * kTile * sizeof(bf16);
+  static constexpr size_t kBytes = sizeof(Red) > kTileBytes ? sizeof(Red) : kTileBytes;
 };
 
 template <int HD, int GROUP>
-__global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32, 2) decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;
   constexpr int kStride = Layout::kStride;
   constexpr int kPieces = HD / 8;             // 16-byte pieces of a key row
-  constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp load covers
-  constexpr int kLoads = kNk / kRowsPerLoad;  // loads per lane per step, for K and for V
+  constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp copy covers
+  constexpr int kLoads = kNk / kRowsPerLoad;  // copies per lane per step, for K and for V
   static_assert(GROUP <= 8, "the group's heads are rows 0..7 of the m16 tile");
-  __shared__ __align__(16) unsigned char smem[Layout::kBytes];
+  extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
   const int row_in = lane / kPieces, piece = lane % kPieces;
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
-  bf16 *kt = reinterpret_cast<bf16 *>(smem) + warp * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+  bf16 *tiles = reinterpret_cast<bf16 *>(smem) + warp * kStages * 2 * Layout::kTile;
 
-  if (!p.read_ahead) pdl_wait();  // else decode_first_step waits
+  if (!p.read_ahead) pdl_wait();  // else the wait follows the first copies
   DecodeSlice sl;
   if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
   const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;
   const int64_t head_off = static_cast<int64_t>(kvh) * HD + piece * 8;
-  // This lane's rows of a step starting at key `base`: base + i * kRowsPerLoad + row_in.
   constexpr int kBlockStep = kWarps * kNk;
-  const int first = sl.begin + warp * kNk;
-  int64_t slot[kLoads];
-  uint4 kr[kLoads], vr[kLoads];
-  decode_first_step<kLoads>(p, sl, first, kRowsPerLoad, row_in, row_stride, head_off, slot, kr, vr);
+  const int first = sl.begin + warp * kNk;  // this warp's steps: first + i * kBlockStep
+  const int n_steps = first < sl.end ? (sl.end - first + kBlockStep - 1) / kBlockStep : 0;
+  // With read-ahead, every key but the row's own (n_keys - 1, written by the
+  // previous kernel) is final before the PDL wait (PagedAttentionParams::read_ahead).
+  const int own = p.read_ahead ? sl.n_keys - 1 : -1;
+  // Step i into its stage: this lane's rows i * kBlockStep + r * kRowsPerLoad + row_in
+  // (zeros past the slice, which P V must see finite); before the wait, `own` is left out.
+  auto issue = [&](int i, int skip) {
+    if (i < n_steps) {
+      bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+#pragma unroll
+      for (int r = 0; r < kLoads; ++r) {
+        const int row = r * kRowsPerLoad + row_in, j = first + i * kBlockStep + row;
+        if (j == skip) continue;
+        const int64_t slot = sl.slot(p, j);
+        const int64_t at = (slot < 0 ? 0 : slot) * row_stride + head_off;
+        cp_async16(kt + row * kStride + piece * 8, p.k_cache + at, slot >= 0);
+        cp_async16(vt + row * kStride + piece * 8, p.v_cache + at, slot >= 0);
+      }
+    }
+    cp_async_commit();  // empty past the last step: the group count stays uniform
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i, own);
+  if (p.read_ahead) {
+    pdl_wait();
+    // The own key, if one of the steps above holds it: a plain copy now.
+    const int i = (own - first) / kBlockStep, row = own - first - i * kBlockStep;
+    if (own >= first && i < kStages - 1 && i < n_steps && row < kNk &&
+        row % kRowsPerLoad == row_in) {
+      bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+      uint4 kv, vv;
+      load_kv_row(p, sl.slot(p, own), row_stride, head_off, kv, vv);
+      *reinterpret_cast<uint4 *>(kt + row * kStride + piece * 8) = kv;
+      *reinterpret_cast<uint4 *>(vt + row * kStride + piece * 8) = vv;
+    }
+  }
   pdl_launch_dependents();
 
   // A fragments of Q: row r = query head kvh * GROUP + r for r < GROUP, else zero.
@@ -85,20 +120,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionP
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
 
-  for (int base = first; base < sl.end; base += kBlockStep) {
-    // Stage this step's rows (zeros past the slice: P V must see finite values).
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int r = i * kRowsPerLoad + row_in;
-      *reinterpret_cast<uint4 *>(kt + r * kStride + piece * 8) = kr[i];
-      *reinterpret_cast<uint4 *>(vt + r * kStride + piece * 8) = vr[i];
-    }
-    if (base + kBlockStep < sl.end)  // in flight meanwhile
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i)
-        load_kv_row(p, sl.slot(p, base + kBlockStep + i * kRowsPerLoad + row_in), row_stride,
-                    head_off, kr[i], vr[i]);
-    __syncwarp();
+  for (int i = 0; i < n_steps; ++i) {
+    cp_async_wait<kStages - 2>();  // this lane's copies of step i
+    __syncwarp();                  // ... and every lane's (and the step before is read)
+    issue(i + kStages - 1, -1);    // into the stage step i - 1 used
+    const bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+    const int base = first + i * kBlockStep;
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.
     float s[kNk / 8][4];
@@ -124,8 +151,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_mma_kernel(PagedAttentionP
       mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
     }
     online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
-    __syncwarp();  // the next step overwrites the tiles
   }
+  cp_async_wait<0>();  // only empty groups remain; the tiles become the reduction space
 
   // Each warp's state per head (rows g < GROUP), into the tiles' space.
   l_lo = quad_sum(l_lo);
@@ -150,7 +177,15 @@ template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
-  return launch_kernel(decode_mma_kernel<HD, GROUP>, grid, kWarps * 32, 0, stream, p);
+  return launch_kernel(decode_mma_kernel<HD, GROUP>, grid, kWarps * 32,
+                       MmaLayout<HD, GROUP>::kBytes, stream, p);
+}
+
+template <int HD, int GROUP>
+cudaError_t set_smem() {
+  return cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(MmaLayout<HD, GROUP>::kBytes));
 }
 
 }  // namespace
@@ -166,6 +201,11 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
   // registers here (two blocks per multiprocessor): Qwen3-8B shapes at 32K x 4
   // fell from 85% to 64% of the floor, so it stays on the CUDA-core kernel.
   return p.head_dim == 64 && (group == 4 || group == 8) && p.n_seqs * p.n_kv_heads <= 64;
+}
+
+cudaError_t decode_attention_mma_init() {
+  const cudaError_t e = set_smem<64, 4>();
+  return e != cudaSuccess ? e : set_smem<64, 8>();
 }
 
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream) {

@@ -356,7 +356,7 @@ bool decode_kernel_enabled() {
 }  // namespace
 
 cudaError_t paged_attention_init() {
-  cudaError_t e = cudaSuccess;
+  cudaError_t e = decode_attention_mma_init();
   for_each_head_dim([&](auto hd) {
     constexpr int HD = decltype(hd)::value;
     if (e == cudaSuccess) e = set_smem<HD, 16>();

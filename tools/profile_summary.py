@@ -27,7 +27,8 @@ def main():
         value = float(r["Metric Value"].replace(",", ""))
         unit = r.get("Metric Unit", "ns")
         scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "nsecond": 1e-3}
-        name = re.sub(r"\(.*", "", r["Kernel Name"]).split("<")[0].split("::")[-1]
+        bare = r["Kernel Name"].replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+        name = re.sub(r"\(.*", "", bare).split("<")[0].split("::")[-1]
         launches.append((name, value * scale.get(unit, 1e-3)))
     if not launches:
         print(f"{label}: no kernels in {path}")

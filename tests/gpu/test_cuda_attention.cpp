@@ -94,7 +94,19 @@ void run_case(const Case &c, uint32_t seed) {
     max_rows = std::max(max_rows, s.n_rows);
   }
   const size_t cache_n = size_t(total_pages) * c.page_size * c.n_kv_heads * hd;
-  const auto kh = random_bf16(cache_n, rng), vh = random_bf16(cache_n, rng);
+  const auto kh = random_bf16(cache_n, rng);
+  auto vh = random_bf16(cache_n, rng);
+  // Each row's own key (written by the step itself: after the PDL wait under
+  // read_ahead) gets V 16x larger, so a kernel that drops it or reads it from
+  // the wrong place fails the bound however many keys dilute its weight.
+  for (size_t si = 0; si < c.seqs.size(); ++si)
+    for (int r = 0; r < c.seqs[si].n_rows; ++r) {
+      const int pos = c.seqs[si].start_pos + r;
+      const size_t slot =
+          size_t(table[page_off[si] + pos / c.page_size]) * c.page_size + pos % c.page_size;
+      for (size_t d = slot * c.n_kv_heads * hd; d < (slot + 1) * c.n_kv_heads * hd; ++d)
+        vh[d] = f32_to_bf16(16.0f * bf16_to_f32(vh[d]));
+    }
   const auto qh = random_bf16(size_t(rows) * c.n_heads * hd, rng, 2.0f);
   Dev<uint16_t> k(kh), v(vh), q(qh), out(size_t(rows) * c.n_heads * hd);
   Dev<int32_t> dt(table), dpo(page_off), drs(row_start), dnr(n_rows), dsp(start_pos);

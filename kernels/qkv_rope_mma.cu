@@ -1,10 +1,9 @@
-// One block per head (q heads, then k, then v): its head_dim / 8 n8 tiles of
-// the qkv projection for the up to 16 rows, the K dimension cut across up to
-// 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights do
-// not depend on the previous kernel and are requested before waiting on it
-// (PDL); the warps' partial tiles are added in a fixed tree order (the result
-// does not depend on timing), and the head's [rows][head_dim] outputs go
-// through shared memory to rope_kv_head, one warp per row.
+// One block per head (q heads, then k, then v) and 16-row tile (blockIdx.y, up
+// to kSmallGemmMmaMaxRows rows): its head_dim / 8 n8 tiles of the qkv projection, the K dimension
+// cut across up to 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights do not
+// depend on the previous kernel and are requested before waiting on it (PDL); the warps' partial
+// tiles are added in a fixed tree order (the result does not depend on timing), and the head's
+// [rows][head_dim] outputs go through shared memory to rope_kv_head, one warp per row.
 #include "qkv_rope.cuh"
 #include "small_gemm_fragments.cuh"
 
@@ -22,10 +21,13 @@ __host__ __device__ constexpr int half_span(int n_warps) {
 
 template <int HD, int CPW>
 __global__ void __launch_bounds__(kMaxWarps * 32)
-    qkv_rope_mma_kernel(SmallGemmParams g, RopeKvParams r) {
+    qkv_rope_mma_kernel(SmallGemmParams all, RopeKvParams r) {
+  const SmallGemmParams g = small_gemm_row_tile(all, blockIdx.y);  // rows r0 .. r0 + 15
+  const int r0 = 16 * blockIdx.y;
   constexpr int kTiles = HD / 8;
   extern __shared__ float4 partial[];  // [half_span][kTiles][32] warp partial tiles
   __shared__ float ss_part[kMaxWarps][16];
+  __shared__ __align__(16) bf16 norm_s[kMaxWarps * CPW * kSmallGemmChunk];
   __shared__ float head_rows[16][HD];  // the head's outputs, bias added
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_warps = blockDim.x >> 5;
@@ -43,11 +45,24 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       wf[j][c] = load16_or_zero(wrow + kk, kk < k);
     }
   }
+  small_gemm_stage_norm<CPW>(g, warp, lane, norm_s);
+  // The epilogue's inputs that are final already (host indices, weights),
+  // into L1 now rather than a round trip after the sums.
+  if (warp == 0) {
+    if (lane < g.m) {
+      prefetch_l1(r.positions + r0 + lane);
+      if (r.slots) prefetch_l1(r.slots + r0 + lane);
+    }
+    if (lane == 16 && r.q_norm) prefetch_l1(r.q_norm);
+    if (lane == 17 && r.k_norm) prefetch_l1(r.k_norm);
+    if (lane == 18) prefetch_l1(r.inv_freq);
+    if (lane == 19 && r.bias) prefetch_l1(r.bias + head * HD);
+  }
   pdl_wait();  // the rows (and the cache slots written below) follow the previous kernel
   pdl_launch_dependents();
 
   uint4 xa[2][CPW];
-  small_gemm_a_fragments<CPW>(g, warp, n_warps, lane, ss_part, xa);
+  small_gemm_a_fragments<CPW>(g, warp, n_warps, lane, ss_part, norm_s, xa);
   float acc[kTiles][4];
   small_gemm_mma_chunks<CPW, kTiles>(xa, wf, acc);
 
@@ -80,7 +95,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         head_rows[row][col] = v;
       }
   __syncthreads();
-  for (int row = warp; row < g.m; row += n_warps) rope_kv_head(r, row, head, head_rows[row], lane);
+  for (int row = warp; row < g.m; row += n_warps)
+    rope_kv_head(r, r0 + row, head, head_rows[row], lane);
 }
 
 template <int HD>
@@ -92,7 +108,8 @@ template <int HD, int CPW>
 cudaError_t launch(const SmallGemmParams &g, const RopeKvParams &r, cudaStream_t stream) {
   const int n_warps = (g.k + kSmallGemmChunk * CPW - 1) / (kSmallGemmChunk * CPW);
   const unsigned heads = static_cast<unsigned>(r.n_heads + 2 * r.n_kv_heads);
-  return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, heads, n_warps * 32, shared_bytes<HD>(n_warps),
+  const dim3 grid(heads, static_cast<unsigned>((g.m + 15) / 16));
+  return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, grid, n_warps * 32, shared_bytes<HD>(n_warps),
                        stream, g, r);
 }
 
@@ -106,7 +123,7 @@ cudaError_t set_limit() {
 }  // namespace
 
 bool qkv_rope_mma_supports(int32_t m, int32_t k, int32_t head_dim) {
-  if (m < 1 || m > 16 || k < 1 || k % 8 != 0) return false;
+  if (m < 1 || m > kSmallGemmMmaMaxRows || k < 1 || k % 8 != 0) return false;
   return (head_dim == 64 && k <= 2 * kMaxWarps * kSmallGemmChunk) ||
          (head_dim == 128 && k <= kMaxWarps * kSmallGemmChunk);
 }

@@ -132,7 +132,9 @@ bool mma_enabled() {
 }  // namespace
 
 bool small_gemm_supports(int32_t m, int32_t k) {
-  return m >= 1 && m <= kSmallGemmMaxRows && k >= 8 && k % 8 == 0 && k <= kSmallGemmMaxK;
+  const bool mma = k <= kSmallGemmMmaMaxK && mma_enabled();
+  return m >= 1 && m <= (mma ? kSmallGemmMmaMaxRows : kSmallGemmMaxRows) && k >= 8 && k % 8 == 0 &&
+         k <= kSmallGemmMaxK;
 }
 
 cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream) {

@@ -14,8 +14,9 @@
 
 namespace vegas::kernels {
 
-constexpr int kSmallGemmMaxRows = 16;
-constexpr int kSmallGemmMaxK = 4096;  // the staged input: M x K bf16 in shared memory
+constexpr int kSmallGemmMaxRows = 16;     // the CUDA-core kernel
+constexpr int kSmallGemmMmaMaxRows = 64;  // the tensor-core kernel: four row tiles
+constexpr int kSmallGemmMaxK = 4096;      // the staged input: M x K bf16 in shared memory
 
 struct SmallGemmParams {
   // Input: bf16 x_bf16[M][K], or f32 x_f32[M][K] normalised on the fly:
@@ -36,7 +37,8 @@ struct SmallGemmParams {
   float *y_f32 = nullptr;  // kAddF32: [M][N] += result; kStoreF32: [M][N] = result
 };
 
-// Whether the shape fits this kernel (M rows, K inputs); else use cuBLASLt.
+// Whether the shape fits (M rows, K inputs): up to kSmallGemmMaxRows rows, or
+// kSmallGemmMmaMaxRows where K takes the tensor-core kernel; else use cuBLASLt.
 bool small_gemm_supports(int32_t m, int32_t k);
 
 // The tensor-core kernel for K <= kSmallGemmMmaMaxK (small_gemm_mma.cu);

@@ -1,5 +1,5 @@
 // Device helpers of the tensor-core few-row GEMMs (small_gemm_mma.cu,
-// qkv_rope_mma.cu): the up to 16 input rows form one m16n8k16 A tile whose
+// qkv_rope_mma.cu): each 16 input rows form one m16n8k16 A tile whose
 // fragments each warp loads straight into registers for its slice of K, the
 // RMSNorm of the rows applied on the way (SmallGemmParams::x_f32).
 //
@@ -28,6 +28,21 @@ __device__ __forceinline__ int small_gemm_input(int warp, int c, int t) {
   return (warp * CPW + c) * kSmallGemmChunk + 8 * t;
 }
 
+// The RMSNorm weights (with x_f32) do not depend on the previous kernel: they
+// are copied into norm_s[k] (shared) before the PDL wait, so that no
+// dependent round trip follows it; small_gemm_a_fragments reads them there.
+template <int CPW>
+__device__ __forceinline__ void small_gemm_stage_norm(const SmallGemmParams &p, int warp, int lane,
+                                                      bf16 *norm_s) {
+  if (p.x_f32 == nullptr || lane >= 4) return;  // lanes t = 0..3 of row group 0 cover the slice
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) {
+    const int kk = small_gemm_input<CPW>(warp, c, lane);
+    if (kk < p.k) mma::cp_async16(norm_s + kk, p.norm_weight + kk, true);
+  }
+  mma::cp_async_commit();
+}
+
 // xa[i][c]: rows g (i = 0) and g + 8 (i = 1) of chunk c, bf16, zero past m
 // or k. With x_f32 the rows are RMS-normalised over all k inputs, which needs
 // every warp of the block: ss_part is [n_warps][16] shared scratch, and the
@@ -35,7 +50,7 @@ __device__ __forceinline__ int small_gemm_input(int warp, int c, int t) {
 template <int CPW>
 __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p, int warp,
                                                        int n_warps, int lane, float (*ss_part)[16],
-                                                       uint4 (&xa)[2][CPW]) {
+                                                       const bf16 *norm_s, uint4 (&xa)[2][CPW]) {
   const int g = lane >> 2, t = lane & 3;
   const int k = p.k;
   const int rows[2] = {g, g + 8};
@@ -76,6 +91,7 @@ __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p,
     ss[i] = mma::quad_sum(ss[i]);
     if (t == 0) ss_part[warp][rows[i]] = ss[i];
   }
+  mma::cp_async_wait<0>();  // norm_s (small_gemm_stage_norm)
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -85,13 +101,33 @@ __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p,
 #pragma unroll
     for (int c = 0; c < CPW; ++c) {
       const int kk = small_gemm_input<CPW>(warp, c, t);
+      const uint4 w8 =
+          kk < k ? *reinterpret_cast<const uint4 *>(norm_s + kk) : make_uint4(0, 0, 0, 0);
+      const bf16 *w = reinterpret_cast<const bf16 *>(&w8);
       float nv[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e)
-        nv[e] = kk < k ? xf[i][c][e] * inv * __bfloat162float(p.norm_weight[kk + e]) : 0.0f;
+      for (int e = 0; e < 8; ++e) nv[e] = xf[i][c][e] * inv * __bfloat162float(w[e]);
       xa[i][c] = pack8(nv);
     }
   }
+}
+
+// The rows of row tile `tile` (16 rows; blockIdx.y of the tensor-core kernels,
+// which take up to kSmallGemmMmaMaxRows): the same GEMM on rows 16 * tile ..
+// 16 * tile + 15 of p, outputs included (n columns per output row).
+__device__ __forceinline__ SmallGemmParams small_gemm_row_tile(const SmallGemmParams &p, int tile) {
+  SmallGemmParams q = p;
+  const int r0 = 16 * tile;
+  const int64_t in_off = static_cast<int64_t>(r0) * p.k, out_off = static_cast<int64_t>(r0) * p.n;
+  q.m = min(16, p.m - r0);
+  if (p.x_row_index != nullptr)
+    q.x_row_index += r0;  // the index names absolute rows of x_f32
+  else if (p.x_f32 != nullptr)
+    q.x_f32 += in_off;
+  if (p.x_bf16 != nullptr) q.x_bf16 += in_off;
+  if (p.y_f32 != nullptr) q.y_f32 += out_off;
+  if (p.y_bf16 != nullptr) q.y_bf16 += out_off;
+  return q;
 }
 
 // acc[j] = this warp's partial tile j (rows g, g + 8; columns 2t, 2t + 1 of

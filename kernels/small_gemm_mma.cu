@@ -1,4 +1,6 @@
-// small_gemm on the tensor cores: the up to 16 rows are one m16n8k16 A tile.
+// small_gemm on the tensor cores: each 16 rows are one m16n8k16 A tile, and
+// blockIdx.y picks the tile (up to kSmallGemmMmaMaxRows rows: the weights a
+// block streams are read by every row tile, from L2 after the first).
 // The K dimension is cut across the warps of a block (128 inputs each), so a
 // warp holds its slice of the (normalised) rows in registers as A fragments
 // and only streams weights: a block covers 16 output columns (8 for SwiGLU,
@@ -18,8 +20,10 @@ constexpr int kChunksPerWarp = 4;  // 128 inputs per warp
 constexpr int kMaxWarps = kSmallGemmMmaMaxK / (kSmallGemmChunk * kChunksPerWarp);
 constexpr int kColsPerBlock = 16;  // two n8 tiles
 
-__global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGemmParams p) {
-  __shared__ float ss_part[kMaxWarps][16];        // [warp][row] sums of squares
+__global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGemmParams all) {
+  const SmallGemmParams p = small_gemm_row_tile(all, blockIdx.y);
+  __shared__ float ss_part[kMaxWarps][16];  // [warp][row] sums of squares
+  __shared__ __align__(16) bf16 norm_s[kSmallGemmMmaMaxK];
   __shared__ float4 tile_part[kMaxWarps][2][32];  // [warp][n8 tile][lane] accumulators
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_warps = blockDim.x >> 5;
@@ -47,11 +51,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
 #pragma unroll
     for (int j = 0; j < 2; ++j) wf[j][c] = load16_or_zero(wrow[j] + kk, wvalid[j] && kk < k);
   }
+  small_gemm_stage_norm<kChunksPerWarp>(p, warp, lane, norm_s);
   pdl_wait();  // the rows below come from the previous kernel
   pdl_launch_dependents();
 
+  // kAddF32: warp 0's outputs' current values, requested now so that the
+  // epilogue's read-modify-write does not add a round trip after the sums.
+  float old[2][2][2] = {};  // [row i][tile j][column e]
+  const bool add = p.epilogue == SmallGemmParams::Epilogue::kAddF32;
+  if (add && warp == 0)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = col0 + 8 * j + 2 * t + e;
+          if (rows[i] < p.m && col < p.n) old[i][j][e] = p.y_f32[int64_t{rows[i]} * p.n + col];
+        }
+
   uint4 xa[2][kChunksPerWarp];
-  small_gemm_a_fragments<kChunksPerWarp>(p, warp, n_warps, lane, ss_part, xa);
+  small_gemm_a_fragments<kChunksPerWarp>(p, warp, n_warps, lane, ss_part, norm_s, xa);
 
   float acc[2][4];
   small_gemm_mma_chunks<kChunksPerWarp, 2>(xa, wf, acc);
@@ -88,7 +108,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGem
       for (int j = 0; j < 2; ++j) {
         const int col = col0 + 8 * j + 2 * t + e;
         if (col >= p.n) continue;
-        small_gemm_store(p, static_cast<int64_t>(row) * p.n + col, acc[j][2 * i + e]);
+        const int64_t at = static_cast<int64_t>(row) * p.n + col;
+        if (add)
+          p.y_f32[at] = old[i][j][e] + acc[j][2 * i + e];
+        else
+          small_gemm_store(p, at, acc[j][2 * i + e]);
       }
     }
   }
@@ -102,7 +126,8 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);
   const int warps =
       (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
-  return launch_kernel(small_gemm_mma_kernel, blocks, warps * 32, 0, stream, p);
+  const dim3 grid(blocks, static_cast<unsigned>((p.m + 15) / 16));
+  return launch_kernel(small_gemm_mma_kernel, grid, warps * 32, 0, stream, p);
 }
 
 }  // namespace vegas::kernels

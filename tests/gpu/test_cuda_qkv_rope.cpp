@@ -38,15 +38,17 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
   std::mt19937 rng(5);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   const std::vector<Shape> shapes = {
-      {1, 512, 8, 2, 64, 64, true, true, false},    // vegas-code-22m decoding
-      {16, 512, 8, 2, 64, 64, true, true, false},   // a full tile of rows
-      {7, 1024, 16, 8, 64, 32, true, false, true},  // two chunks per warp, partial rotary
-      {3, 256, 4, 1, 128, 128, false, true, true},  // head_dim 128, bf16 input, 8 warps
-      {16, 520, 2, 2, 64, 64, true, true, true},    // K ending inside a chunk, 9 warps
+      {1, 512, 8, 2, 64, 64, true, true, false},      // vegas-code-22m decoding
+      {16, 512, 8, 2, 64, 64, true, true, false},     // a full tile of rows
+      {7, 1024, 16, 8, 64, 32, true, false, true},    // two chunks per warp, partial rotary
+      {3, 256, 4, 1, 128, 128, false, true, true},    // head_dim 128, bf16 input, 8 warps
+      {16, 520, 2, 2, 64, 64, true, true, true},      // K ending inside a chunk, 9 warps
+      {64, 512, 8, 2, 64, 64, true, true, false},     // four row tiles (blockIdx.y)
+      {23, 1024, 16, 8, 64, 32, false, false, true},  // a partial second tile
   };
   for (const Shape &s : shapes) {
     ASSERT_TRUE(kernels::qkv_rope_mma_supports(s.rows, s.k, s.hd));
-    const int heads_total = s.heads + 2 * s.kv_heads, width = heads_total * s.hd, n_slots = 40;
+    const int heads_total = s.heads + 2 * s.kv_heads, width = heads_total * s.hd, n_slots = 128;
     const auto w = test::random_bf16(size_t(width) * s.k, rng, 1.0f / std::sqrt(float(s.k)));
     const auto xb = test::random_bf16(size_t(s.rows) * s.k, rng);
     const auto nw = test::random_bf16(s.k, rng, 0.1f, 1.0f);
@@ -145,7 +147,7 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
 }
 
 TEST(QkvRope, RefusesShapesItDoesNotServe) {
-  EXPECT_FALSE(kernels::qkv_rope_mma_supports(17, 512, 64));   // more rows than an m16 tile
+  EXPECT_FALSE(kernels::qkv_rope_mma_supports(65, 512, 64));   // more than four row tiles
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 2048, 64));   // K past 16 warps x 2 chunks
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 1024, 128));  // head_dim 128: K <= 512
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 512, 96));

@@ -52,6 +52,12 @@ TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
       {16, 8200, 2048, Epilogue::kStoreF32, true, true},
       {9, 40, 1000, Epilogue::kStoreBf16, true},
       {16, 24, 1000, Epilogue::kAddF32, false},
+      // More than one 16-row tile (blockIdx.y of the tensor-core kernel),
+      // the last one partial; the lm_head form gathers rows across tiles.
+      {64, 768, 512, Epilogue::kStoreBf16, true},
+      {37, 1024, 512, Epilogue::kSwiglu, true},
+      {40, 512, 1024, Epilogue::kAddF32, false},
+      {33, 8192, 512, Epilogue::kStoreF32, true, true},
   };
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (const Case &c : cases) {
@@ -138,10 +144,13 @@ TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
 
 TEST(SmallGemm, RefusesShapesItDoesNotCover) {
   kernels::SmallGemmParams p;
-  p.m = kernels::kSmallGemmMaxRows + 1;
+  p.m = kernels::kSmallGemmMmaMaxRows + 1;
   p.n = 8;
   p.k = 64;
   EXPECT_FALSE(kernels::small_gemm_supports(p.m, p.k));
+  // Past the tensor-core kernel's K, the CUDA-core kernel takes 16 rows at most.
+  EXPECT_TRUE(kernels::small_gemm_supports(kernels::kSmallGemmMaxRows, 4096));
+  EXPECT_FALSE(kernels::small_gemm_supports(kernels::kSmallGemmMaxRows + 1, 4096));
   EXPECT_FALSE(kernels::small_gemm_supports(1, 12));  // K not a multiple of 8
   EXPECT_EQ(kernels::small_gemm(p, nullptr), cudaErrorInvalidValue);
 }

@@ -12,6 +12,7 @@
 #include "argmax.cuh"
 #include "backend/cuda/cuda_event.h"
 #include "backend/forward_batch_check.h"
+#include "decode_attention.cuh"
 #include "embedding.cuh"
 #include "model/rope.h"
 #include "paged_attention.cuh"
@@ -61,9 +62,12 @@ constexpr int32_t kMinTokensPerSplit = 128;
 // Models up to this hidden size run few-row steps through kernels::small_gemm.
 constexpr int64_t kSmallModelHidden = 2048;
 // ... and at most this many rows (the tensor-core small_gemm covers 16 rows at
-// the cost of one: all of them when every K fits it, else up to four rows on
-// the CUDA-core kernel, which lost to cuBLASLt at 16 rows, 0.40 -> 0.61 ms).
-constexpr int32_t kSmallGemmRows = 16;
+// the cost of one, and up to four 16-row tiles: all of them when every K fits
+// it, else up to four rows on the CUDA-core kernel, which lost to cuBLASLt at
+// 16 rows, 0.40 -> 0.61 ms). Four tiles against cuBLASLt and the separate
+// norm / rope / SwiGLU kernels (H100, 22m): 8K x 64 1.114 -> 1.063 ms a step,
+// 2K x 64 0.527 -> 0.462 ms.
+constexpr int32_t kSmallGemmRows = kernels::kSmallGemmMmaMaxRows;
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
 // Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
 // of a decode_attention block.
@@ -329,10 +333,20 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const int32_t rows_per_tile = q_tile / group;
   const int64_t blocks =
       int64_t{s.n_seqs} * c.n_kv_heads * ((s.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile);
-  // Enough blocks for about four per multiprocessor (eight of the half-size
-  // blocks of one-row steps, kernels/decode_attention.cu), no more splits than
-  // the longest sequence can use; a power of two so graphs see few distinct values.
-  const int64_t per_sm = s.max_rows_per_seq == 1 && s.cap_slots == 0 ? 8 : 4;
+  // One wave: as many blocks as are resident at once, four per multiprocessor
+  // (two of the tensor-core one-row kernel's eight-warp blocks), no more
+  // splits than the longest sequence can use; a power of two so graphs see
+  // few distinct values. A second wave was slower (H100, 22m 8K x 16: 0.485
+  // ms a step at eight blocks per multiprocessor, 0.442 at four), each block
+  // paying its start and its merge again for fewer keys.
+  kernels::PagedAttentionParams probe;
+  probe.n_seqs = s.n_seqs;
+  probe.n_heads = c.n_heads;
+  probe.n_kv_heads = c.n_kv_heads;
+  probe.head_dim = c.head_dim;
+  probe.max_rows_per_seq = s.max_rows_per_seq;
+  const bool mma_decode = s.cap_slots == 0 && kernels::decode_attention_mma_applies(probe);
+  const int64_t per_sm = mma_decode ? 2 : 4;
   int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
   want = std::min<int64_t>(want, useful_splits);
   want = std::min<int64_t>(want, kMaxSplits);

@@ -1,5 +1,7 @@
 #include "backend/forward_batch_check.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "common/error.h"
@@ -113,7 +115,13 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
                      " pages, positions up to " + std::to_string(end) + " need " +
                      std::to_string(pages_needed));
     }
-    for (int64_t p = 0; p < pages_needed; ++p) {
+    // Every entry in [0, num_pages): one branch-free pass (tables of long
+    // batches hold tens of thousands of entries a step), then the culprit.
+    uint32_t highest = 0;
+    for (int64_t p = 0; p < pages_needed; ++p)
+      highest = std::max(highest, static_cast<uint32_t>(s.page_table[p]));  // < 0 wraps high
+    for (int64_t p = 0; highest >= static_cast<uint32_t>(params.num_pages) && p < pages_needed;
+         ++p) {
       const int32_t page = s.page_table[p];
       if (page < 0 || page >= params.num_pages) {
         bad_seq(i, "page table entry " + std::to_string(p) + " is page " + std::to_string(page) +

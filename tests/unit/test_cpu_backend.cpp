@@ -463,6 +463,9 @@ TEST(CpuBackendErrors, BadBatches) {
   pages[1] = 4;  // outside the pool of 4 pages
   EXPECT_EQ(forward(batch([](SeqRows &) {})), VEGAS_ERR_INVALID_ARGUMENT);
   pages[1] = 1;
+  pages[0] = -1;  // negative (the check compares unsigned)
+  EXPECT_EQ(forward(batch([](SeqRows &) {})), VEGAS_ERR_INVALID_ARGUMENT);
+  pages[0] = 0;
   {
     ForwardBatch two = batch([](SeqRows &) {});
     two.seqs.push_back(two.seqs[0]);  // 10 rows > max_rows 8

@@ -67,25 +67,38 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_mma_kernel(PagedAttenti
   // With read-ahead, every key but the row's own (n_keys - 1, written by the
   // previous kernel) is final before the PDL wait (PagedAttentionParams::read_ahead).
   const int own = p.read_ahead ? sl.n_keys - 1 : -1;
-  // Step i into its stage: this lane's rows i * kBlockStep + r * kRowsPerLoad + row_in
-  // (zeros past the slice, which P V must see finite); before the wait, `own` is left out.
+  // This lane's rows of step i: i * kBlockStep + r * kRowsPerLoad + row_in.
+  // Their cache slots (page-table reads, and record reads for sparse rows)
+  // are looked up one issue ahead, so their latency passes during a step's
+  // compute instead of stalling the issue that needs them.
+  auto key_of = [&](int i, int r) { return first + i * kBlockStep + r * kRowsPerLoad + row_in; };
+  int64_t slots[kLoads];
+  auto look_up = [&](int i) {
+#pragma unroll
+    for (int r = 0; r < kLoads; ++r) slots[r] = i < n_steps ? sl.slot(p, key_of(i, r)) : -1;
+  };
+  // Step i (slots looked up) into its stage, zeros past the slice (which P V
+  // must see finite); before the wait, `skip` (the own key) is left out.
   auto issue = [&](int i, int skip) {
     if (i < n_steps) {
       bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
 #pragma unroll
       for (int r = 0; r < kLoads; ++r) {
-        const int row = r * kRowsPerLoad + row_in, j = first + i * kBlockStep + row;
-        if (j == skip) continue;
-        const int64_t slot = sl.slot(p, j);
-        const int64_t at = (slot < 0 ? 0 : slot) * row_stride + head_off;
-        cp_async16(kt + row * kStride + piece * 8, p.k_cache + at, slot >= 0);
-        cp_async16(vt + row * kStride + piece * 8, p.v_cache + at, slot >= 0);
+        const int row = r * kRowsPerLoad + row_in;
+        if (key_of(i, r) == skip) continue;
+        const int64_t at = (slots[r] < 0 ? 0 : slots[r]) * row_stride + head_off;
+        cp_async16(kt + row * kStride + piece * 8, p.k_cache + at, slots[r] >= 0);
+        cp_async16(vt + row * kStride + piece * 8, p.v_cache + at, slots[r] >= 0);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
   };
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i, own);
+  for (int i = 0; i < kStages - 1; ++i) {
+    look_up(i);
+    issue(i, own);
+  }
+  look_up(kStages - 1);
   if (p.read_ahead) {
     pdl_wait();
     // The own key, if one of the steps above holds it: a plain copy now.
@@ -124,6 +137,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_mma_kernel(PagedAttenti
     cp_async_wait<kStages - 2>();  // this lane's copies of step i
     __syncwarp();                  // ... and every lane's (and the step before is read)
     issue(i + kStages - 1, -1);    // into the stage step i - 1 used
+    look_up(i + kStages);
     const bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
     const int base = first + i * kBlockStep;
 
@@ -197,7 +211,8 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
   // Few (sequence, KV head) pairs leave one warp per scheduler, where the
   // CUDA-core kernel's instruction latency shows (H100, 22m: 2K x 1 step
   // 0.234 -> 0.218 ms, 8K x 16 0.494 -> 0.474 ms); at 8K x 64 (128 pairs) the
-  // CUDA-core kernel was ahead (1.12 against 1.17 ms). Head_dim 128 needs 212
+  // CUDA-core kernel stays ahead (1.051-1.053 against 1.062-1.063 ms, with
+  // this kernel's cp.async stages). Head_dim 128 needs 212
   // registers here (two blocks per multiprocessor): Qwen3-8B shapes at 32K x 4
   // fell from 85% to 64% of the floor, so it stays on the CUDA-core kernel.
   return p.head_dim == 64 && (group == 4 || group == 8) && p.n_seqs * p.n_kv_heads <= 64;

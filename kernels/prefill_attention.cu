@@ -10,6 +10,7 @@ constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kM = 16 * kWarps;  // query vectors per block: 16 per warp (one mma row tile)
 constexpr int kN = 64;           // KV positions per tile
+constexpr int kStages = 3;       // K/V tiles: the one computed and two in flight
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD>
@@ -18,7 +19,7 @@ struct Tiles {
   static constexpr int kChunks = HD / 8;  // 16-byte chunks per row
   static constexpr size_t q_bytes = sizeof(bf16) * kM * kStride;
   static constexpr size_t tile_bytes = sizeof(bf16) * kN * kStride;
-  static constexpr size_t smem = q_bytes + 2 * 2 * tile_bytes;  // Q, then K[2], then V[2]
+  static constexpr size_t smem = q_bytes + kStages * 2 * tile_bytes;  // Q, K[kStages], V[kStages]
   // Registers (16 vectors x HD f32 outputs per warp) allow two blocks per
   // multiprocessor at head_dim 64, one at 128.
   static constexpr int kMinBlocks = HD <= 64 ? 2 : 1;
@@ -35,8 +36,8 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
   constexpr int kStride = T::kStride, kChunks = T::kChunks;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *q_s = reinterpret_cast<bf16 *>(smem);
-  bf16 *k_s = reinterpret_cast<bf16 *>(smem + T::q_bytes);  // [2][kN][kStride]
-  bf16 *v_s = k_s + 2 * kN * kStride;                       // [2][kN][kStride]
+  bf16 *k_s = reinterpret_cast<bf16 *>(smem + T::q_bytes);  // [kStages][kN][kStride]
+  bf16 *v_s = k_s + kStages * kN * kStride;                 // [kStages][kN][kStride]
 
   const int seq = blockIdx.z, kvh = blockIdx.y;
   const int n_rows = p.seq_n_rows[seq];
@@ -96,12 +97,18 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     }
   };
   const int n_tiles = (n_keys + kN - 1) / kN;
-  locate(0);
-  load_kv(0);
-  cp_async_commit();
-  locate(kN);
-  cp_async_wait<1>();  // Q has landed; tile 0 may still be in flight
-  __syncthreads();
+  // Tiles 0 .. kStages - 2 in flight (Q's group first); later tiles are
+  // issued in the loop, one per tile computed. Empty groups past the last
+  // tile keep the count that cp_async_wait relies on.
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < n_tiles) {
+      locate(j * kN);
+      load_kv(j);
+    }
+    cp_async_commit();
+  }
+  locate((kStages - 1) * kN);
 
   // This warp's 16 vectors; the thread owns vectors w0 + g and w0 + g + 8.
   const int w0 = v0 + warp * 16;
@@ -111,6 +118,8 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
   const int warp_min_pos = start_pos + w0 / group;
   const int warp_max_pos = start_pos + min(w0 + 15, v_last) / group;
 
+  cp_async_wait<kStages - 1>();  // Q (the oldest group) has landed, for every thread
+  __syncthreads();
   uint32_t qf[HD / 16][4];
 #pragma unroll
   for (int kc = 0; kc < HD / 16; ++kc)
@@ -123,19 +132,19 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
   const float scale = p.scale * kLog2e;                                // scores in the log2 domain
 
   for (int j = 0; j < n_tiles; ++j) {
-    if (j + 1 < n_tiles) {
-      load_kv((j + 1) & 1);
-      cp_async_commit();
-      locate((j + 2) * kN);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    cp_async_wait<kStages - 2>();  // this thread's copies of tile j (and of Q)
+    // Every thread's copies of tile j have landed, and every warp is done
+    // with tile j - 1, whose stage the copies issued next overwrite.
     __syncthreads();
+    if (j + kStages - 1 < n_tiles) {
+      load_kv((j + kStages - 1) % kStages);
+      locate((j + kStages) * kN);
+    }
+    cp_async_commit();
     const int ts = j * kN;
     if (active && ts <= warp_max_pos) {  // warp-uniform: tiles past the warp's rows are skipped
-      const bf16 *kb = k_s + (j & 1) * kN * kStride;
-      const bf16 *vb = v_s + (j & 1) * kN * kStride;
+      const bf16 *kb = k_s + (j % kStages) * kN * kStride;
+      const bf16 *vb = v_s + (j % kStages) * kN * kStride;
 
       // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives two 8-key n-tiles.
       float s[kN / 8][4];
@@ -169,7 +178,6 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
       }
       online_softmax_pv<kN, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vb, lane);
     }
-    __syncthreads();  // the next iteration's load overwrites this stage
   }
 
   l_lo = quad_sum(l_lo);

@@ -14,7 +14,8 @@
 // tile. Eight warps of 16 vectors each compute S = QK^T and O += PV with
 // mma.sync m16n8k16 (bf16 in, f32 accumulation), keep the online softmax in
 // registers and mask only the tiles on the causal diagonal. K/V tiles of 64
-// positions are gathered through the page table with cp.async, double-buffered.
+// positions are gathered through the page table with cp.async, two tiles in
+// flight while one is computed (one block barrier per tile).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -54,14 +54,17 @@ if [ "$WHAT" = sanitize ]; then
     for entry in "${sanitized[@]}"; do
       set -f && set -- $entry && set +f
       filter=$2 && [ "$filter" = all ] && filter='*'
-      # racecheck leaves out cuBLASLt's GEMMs (nvjet_*): they order their shared
-      # memory with TMA and mbarriers, which it does not follow (H100: 9 reports
-      # there in test_cuda_backend, none in our kernels).
-      exclude=() && [ "$tool" = racecheck ] && exclude=(--kernel-name-exclude kns=nvjet)
-      compute-sanitizer --tool "$tool" "${exclude[@]}" --error-exitcode 9 "$DIR/bin/$1" --gtest_filter="$filter" \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$DIR/bin/$1" --gtest_filter="$filter" \
         > "$OUT/sanitize-$tool-$1.log" 2>&1
       rc=$?
-      summary+=("$(printf '%-9s %-28s rc=%-2s %s' "$tool" "$1" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$1.log" | tail -1)")")
+      # racecheck also reports inside cuBLASLt's GEMMs (nvjet_*), which order
+      # shared memory with TMA and mbarriers it does not follow; ours are the
+      # reports in any other kernel. (Excluding nvjet from the run instead made
+      # the sanitizer itself fail on the H100.)
+      ours=""
+      [ "$tool" = racecheck ] &&
+        ours="; outside cuBLASLt: $(grep -E 'Race reported' "$OUT/sanitize-$tool-$1.log" | grep -vc nvjet_)"
+      summary+=("$(printf '%-9s %-28s rc=%-2s %s%s' "$tool" "$1" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$1.log" | tail -1)" "$ours")")
     done
   done
 fi

@@ -1,6 +1,7 @@
 #include "paged_attention.cuh"
 
 #include "decode_attention.cuh"
+#include "mma_fragments.cuh"
 #include "paged_keys.cuh"
 
 #include <climits>
@@ -17,18 +18,10 @@ constexpr int kPad = 8;  // bf16 padding per K/V row: 16 bytes, keeps 16-byte re
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int n = valid ? 16 : 0;  // 0 = fill with zeros (rows past the range must not hold NaN)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+// cp.async copies (zero-filled rows past the range must not hold NaN).
+using mma::cp_async16;
+using mma::cp_async_commit;
+using mma::cp_async_wait;
 
 template <int HD, int QMAX>
 struct Smem {

@@ -1,6 +1,7 @@
 #include "prefill_attention.cuh"
 
 #include "mma_fragments.cuh"
+#include "paged_tiles.cuh"
 
 namespace vegas::kernels {
 
@@ -16,7 +17,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int HD>
 struct Tiles {
   static constexpr int kStride = HD + 8;  // padded bf16 row: ldmatrix rows hit distinct banks
-  static constexpr int kChunks = HD / 8;  // 16-byte chunks per row
   static constexpr size_t q_bytes = sizeof(bf16) * kM * kStride;
   static constexpr size_t tile_bytes = sizeof(bf16) * kN * kStride;
   static constexpr size_t smem = q_bytes + kStages * 2 * tile_bytes;  // Q, K[kStages], V[kStages]
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     prefill_kernel(PagedAttentionParams p) {
   pdl_enter();
   using T = Tiles<HD>;
-  constexpr int kStride = T::kStride, kChunks = T::kChunks;
+  constexpr int kStride = T::kStride;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *q_s = reinterpret_cast<bf16 *>(smem);
   bf16 *k_s = reinterpret_cast<bf16 *>(smem + T::q_bytes);  // [kStages][kN][kStride]
@@ -54,48 +54,9 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
   const int n_keys = start_pos + v_last / group + 1;  // keys [0, n_keys) reach every vector
   const int32_t *table = p.page_table + p.seq_page_off[seq];
 
-  for (int i = tid; i < kM * kChunks; i += kThreads) {
-    const int v = i / kChunks, c = i % kChunks;
-    const int gv = v0 + v;
-    const bool valid = gv < n_vec;
-    int64_t off = 0;
-    if (valid) {
-      const int64_t row = row_start + gv / group;
-      off = (row * p.n_heads + kvh * group + gv % group) * HD + c * 8;
-    }
-    cp_async16(q_s + v * kStride + c * 8, p.q + off, valid);
-  }
+  stage_query_vectors<HD, kStride, kThreads>(p, q_s, kM, v0, v_last, row_start, group, kvh);
   cp_async_commit();
-
-  // K/V tiles: each thread copies kLoads (position, chunk) pairs of each. Their
-  // cache offsets (a page-table read each) are found one tile ahead, so that
-  // read's latency hides behind a tile of math instead of delaying the copy.
-  constexpr int kLoads = kN * kChunks / kThreads;
-  static_assert(kN * kChunks % kThreads == 0, "whole K/V tiles per pass");
-  int64_t kv_off[kLoads];  // element offset in the caches, -1 = past the keys (zero fill)
-  auto locate = [&](int tile_start) {
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int i = tid + k * kThreads;
-      const int pos = tile_start + i / kChunks;
-      kv_off[k] = -1;
-      if (pos < n_keys) {
-        const int64_t slot =
-            static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
-        kv_off[k] = (slot * p.n_kv_heads + kvh) * HD + (i % kChunks) * 8;
-      }
-    }
-  };
-  auto load_kv = [&](int stage) {
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int i = tid + k * kThreads;
-      const int at = stage * kN * kStride + (i / kChunks) * kStride + (i % kChunks) * 8;
-      const int64_t off = kv_off[k] < 0 ? 0 : kv_off[k];
-      cp_async16(k_s + at, p.k_cache + off, kv_off[k] >= 0);
-      cp_async16(v_s + at, p.v_cache + off, kv_off[k] >= 0);
-    }
-  };
+  PagedKvTiles<HD, kN, kStride, kThreads> kv{p, table, kvh, {}};
   const int n_tiles = (n_keys + kN - 1) / kN;
   // Tiles 0 .. kStages - 2 in flight (Q's group first); later tiles are
   // issued in the loop, one per tile computed. Empty groups past the last
@@ -103,12 +64,12 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) {
     if (j < n_tiles) {
-      locate(j * kN);
-      load_kv(j);
+      kv.locate(j * kN, n_keys);
+      kv.load(j, k_s, v_s);
     }
     cp_async_commit();
   }
-  locate((kStages - 1) * kN);
+  kv.locate((kStages - 1) * kN, n_keys);
 
   // This warp's 16 vectors; the thread owns vectors w0 + g and w0 + g + 8.
   const int w0 = v0 + warp * 16;
@@ -137,8 +98,8 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     // with tile j - 1, whose stage the copies issued next overwrite.
     __syncthreads();
     if (j + kStages - 1 < n_tiles) {
-      load_kv((j + kStages - 1) % kStages);
-      locate((j + kStages) * kN);
+      kv.load((j + kStages - 1) % kStages, k_s, v_s);
+      kv.locate((j + kStages) * kN, n_keys);
     }
     cp_async_commit();
     const int ts = j * kN;

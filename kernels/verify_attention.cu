@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "mma_fragments.cuh"
+#include "paged_tiles.cuh"
 
 namespace vegas::kernels {
 
@@ -71,54 +72,16 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
   const int end = min(n_keys, begin + per_split);
   const int n_cand = p.cap_logits == nullptr ? 0 : p.seq_cap_cand[seq];
 
-  for (int i = tid; i < kVec * kChunks; i += kThreads) {
-    const int v = i / kChunks, c = i % kChunks;
-    const int gv = v0 + v;
-    const bool valid = gv <= v_last;
-    int64_t off = 0;
-    if (valid) {
-      const int64_t row = row_start + gv / group;
-      off = (row * p.n_heads + kvh * group + gv % group) * HD + c * 8;
-    }
-    cp_async16(q_s + v * kStride + c * 8, p.q + off, valid);
-  }
+  stage_query_vectors<HD, kStride, kThreads>(p, q_s, kVec, v0, v_last, row_start, group, kvh);
   cp_async_commit();
-
-  // K/V tiles: each thread copies kLoads (position, chunk) pairs of each; the
-  // cache offsets (a page-table read each) are found one tile ahead.
-  constexpr int kLoads = kN * kChunks / kThreads;
-  static_assert(kN * kChunks % kThreads == 0, "whole K/V tiles per pass");
-  int64_t kv_off[kLoads];  // element offset in the caches, -1 = past the range (zero fill)
-  auto locate = [&](int tile_start) {
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int i = tid + k * kThreads;
-      const int pos = tile_start + i / kChunks;
-      kv_off[k] = -1;
-      if (pos < end) {
-        const int64_t slot =
-            static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
-        kv_off[k] = (slot * p.n_kv_heads + kvh) * HD + (i % kChunks) * 8;
-      }
-    }
-  };
-  auto load_kv = [&](int stage) {
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int i = tid + k * kThreads;
-      const int at = stage * kN * kStride + (i / kChunks) * kStride + (i % kChunks) * 8;
-      const int64_t off = kv_off[k] < 0 ? 0 : kv_off[k];
-      cp_async16(k_s + at, p.k_cache + off, kv_off[k] >= 0);
-      cp_async16(v_s + at, p.v_cache + off, kv_off[k] >= 0);
-    }
-  };
+  PagedKvTiles<HD, kN, kStride, kThreads> kv{p, table, kvh, {}};
   const int n_tiles = (end - begin + kN - 1) / kN;
   if (n_tiles > 0) {
-    locate(begin);
-    load_kv(0);
+    kv.locate(begin, end);
+    kv.load(0, k_s, v_s);
   }
   cp_async_commit();
-  locate(begin + kN);
+  kv.locate(begin + kN, end);
   cp_async_wait<1>();  // Q has landed; tile 0 may still be in flight
   __syncthreads();
 
@@ -161,9 +124,9 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
   for (int j = 0; j < n_tiles; ++j) {
     const int ts = begin + j * kN;
     if (j + 1 < n_tiles) {
-      load_kv((j + 1) & 1);
+      kv.load((j + 1) & 1, k_s, v_s);
       cp_async_commit();
-      locate(ts + 2 * kN);
+      kv.locate(ts + 2 * kN, end);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();

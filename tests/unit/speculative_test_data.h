@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/model_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vegas::test {
@@ -19,10 +20,6 @@ namespace vegas::test {
 inline std::string env_or(const char *name, const std::string &fallback) {
   if (const char *v = std::getenv(name); v != nullptr && *v != '\0') return v;
   return fallback;
-}
-
-inline std::string embedded_model_dir() {
-  return env_or("VEGAS_MODEL_DIR", std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m");
 }
 
 inline std::string public_prompts_path() {

@@ -19,6 +19,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/weight_store.h"
+#include "support/model_dir.h"
 #include "support/reference_forward.h"
 #include "support/tiny_model.h"
 
@@ -96,8 +97,7 @@ ContextParams params(int32_t num_pages, int32_t page_size, int32_t max_rows = 51
 class EmbeddedModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char *env = std::getenv("VEGAS_MODEL_DIR");
-    const std::string dir = env ? env : VEGAS_SOURCE_DIR "/models/vegas-code-22m";
+    const std::string dir = test::embedded_model_dir();
     config_ = new ModelConfig(load_model_config(dir + "/config.json"));
     store_ = WeightStore::open(dir).release();
     const ModelWeights weights = bind_model_weights(*config_, *store_);

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "model/model_weights.h"
 #include "safetensors_writer.h"
+#include "support/model_dir.h"
 #include "tiny_checkpoint.h"
 
 namespace vegas {
@@ -17,8 +18,7 @@ namespace {
 using nlohmann::json;
 
 std::string model_dir() {
-  const char *v = std::getenv("VEGAS_MODEL_DIR");
-  return v != nullptr && *v != '\0' ? v : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
+  return test::embedded_model_dir();
 }
 
 void expect_error(const std::function<void()> &f, vegas_status status,

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "common/error.h"
+#include "support/model_dir.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace {
 
 std::string model_dir() {
-  const char *env = std::getenv("VEGAS_MODEL_DIR");
-  return env ? env : VEGAS_SOURCE_DIR "/models/vegas-code-22m";
+  return vegas::test::embedded_model_dir();
 }
 
 const vegas::Tokenizer &model_tokenizer() {

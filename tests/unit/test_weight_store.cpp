@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "model/weight_store.h"
 #include "safetensors_writer.h"
+#include "support/model_dir.h"
 
 namespace vegas {
 namespace {
@@ -25,8 +26,7 @@ using test::FakeTensor;
 using test::TempDir;
 
 std::string model_dir() {
-  const char *v = std::getenv("VEGAS_MODEL_DIR");
-  return v != nullptr && *v != '\0' ? v : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
+  return test::embedded_model_dir();
 }
 
 void expect_error(const std::function<void()> &f, vegas_status status,

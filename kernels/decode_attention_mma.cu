@@ -212,9 +212,10 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
   // CUDA-core kernel's instruction latency shows (H100, 22m: 2K x 1 step
   // 0.234 -> 0.218 ms, 8K x 16 0.494 -> 0.474 ms); at 8K x 64 (128 pairs) the
   // CUDA-core kernel stays ahead (1.051-1.053 against 1.062-1.063 ms, with
-  // this kernel's cp.async stages). Head_dim 128 needs 212
-  // registers here (two blocks per multiprocessor): Qwen3-8B shapes at 32K x 4
-  // fell from 85% to 64% of the floor, so it stays on the CUDA-core kernel.
+  // this kernel's cp.async stages). Head_dim 128 is not instantiated: the
+  // earlier register-prefetch version needed 212 registers there and took
+  // Qwen3-8B shapes at 32K x 4 from 85% to 64% of the floor; the staged
+  // version has not been measured at 128.
   return p.head_dim == 64 && (group == 4 || group == 8) && p.n_seqs * p.n_kv_heads <= 64;
 }
 

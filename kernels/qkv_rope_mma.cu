@@ -23,12 +23,12 @@ template <int HD, int CPW>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     qkv_rope_mma_kernel(SmallGemmParams all, RopeKvParams r) {
   const SmallGemmParams g = small_gemm_row_tile(all, blockIdx.y);  // rows r0 .. r0 + 15
-  const int r0 = 16 * blockIdx.y;
+  const int r0 = kSmallGemmTileRows * blockIdx.y;
   constexpr int kTiles = HD / 8;
   extern __shared__ float4 partial[];  // [half_span][kTiles][32] warp partial tiles
-  __shared__ float ss_part[kMaxWarps][16];
+  __shared__ float ss_part[kMaxWarps][kSmallGemmTileRows];
   __shared__ __align__(16) bf16 norm_s[kMaxWarps * CPW * kSmallGemmChunk];
-  __shared__ float head_rows[16][HD];  // the head's outputs, bias added
+  __shared__ float head_rows[kSmallGemmTileRows][HD];  // the head's outputs, bias added
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_warps = blockDim.x >> 5;
   const int gq = lane >> 2, t = lane & 3;
@@ -108,7 +108,7 @@ template <int HD, int CPW>
 cudaError_t launch(const SmallGemmParams &g, const RopeKvParams &r, cudaStream_t stream) {
   const int n_warps = (g.k + kSmallGemmChunk * CPW - 1) / (kSmallGemmChunk * CPW);
   const unsigned heads = static_cast<unsigned>(r.n_heads + 2 * r.n_kv_heads);
-  const dim3 grid(heads, static_cast<unsigned>((g.m + 15) / 16));
+  const dim3 grid(heads, small_gemm_row_tiles(g.m));
   return launch_kernel(qkv_rope_mma_kernel<HD, CPW>, grid, n_warps * 32, shared_bytes<HD>(n_warps),
                        stream, g, r);
 }

@@ -1,5 +1,6 @@
 // Linear layers for a few rows (decoding, drafting): Y[M][N] = f(X)[M][K] ·
-// W[N][K]ᵀ with bf16 weights (HF Linear layout) and f32 accumulation, M <= 16.
+// W[N][K]ᵀ with bf16 weights (HF Linear layout) and f32 accumulation, M <= 16
+// (64 on the tensor-core kernel, in 16-row tiles).
 // At such M a step is a chain of small launches, so this kernel also absorbs
 // the ones around the GEMM: the RMSNorm of its input (prologue) and the
 // residual add or SwiGLU after it (epilogue), with the same bf16 roundings as
@@ -15,6 +16,7 @@
 namespace vegas::kernels {
 
 constexpr int kSmallGemmMaxRows = 16;     // the CUDA-core kernel
+constexpr int kSmallGemmTileRows = 16;    // the tensor-core kernels' row tile: one m16 A tile
 constexpr int kSmallGemmMmaMaxRows = 64;  // the tensor-core kernel: four row tiles
 constexpr int kSmallGemmMaxK = 4096;      // the staged input: M x K bf16 in shared memory
 
@@ -36,6 +38,11 @@ struct SmallGemmParams {
   bf16 *y_bf16 = nullptr;  // kStoreBf16, kSwiglu: [M][N]
   float *y_f32 = nullptr;  // kAddF32: [M][N] += result; kStoreF32: [M][N] = result
 };
+
+// The tensor-core kernels' row tiles for m rows (their grids' y extent).
+inline unsigned small_gemm_row_tiles(int32_t m) {
+  return static_cast<unsigned>((m + kSmallGemmTileRows - 1) / kSmallGemmTileRows);
+}
 
 // Whether the shape fits (M rows, K inputs): up to kSmallGemmMaxRows rows, or
 // kSmallGemmMmaMaxRows where K takes the tensor-core kernel; else use cuBLASLt.

@@ -45,11 +45,12 @@ __device__ __forceinline__ void small_gemm_stage_norm(const SmallGemmParams &p, 
 
 // xa[i][c]: rows g (i = 0) and g + 8 (i = 1) of chunk c, bf16, zero past m
 // or k. With x_f32 the rows are RMS-normalised over all k inputs, which needs
-// every warp of the block: ss_part is [n_warps][16] shared scratch, and the
+// every warp of the block: ss_part is [n_warps][kSmallGemmTileRows] shared scratch, and the
 // call contains a __syncthreads (all threads must make it).
 template <int CPW>
 __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p, int warp,
-                                                       int n_warps, int lane, float (*ss_part)[16],
+                                                       int n_warps, int lane,
+                                                       float (*ss_part)[kSmallGemmTileRows],
                                                        const bf16 *norm_s, uint4 (&xa)[2][CPW]) {
   const int g = lane >> 2, t = lane & 3;
   const int k = p.k;
@@ -112,14 +113,15 @@ __device__ __forceinline__ void small_gemm_a_fragments(const SmallGemmParams &p,
   }
 }
 
-// The rows of row tile `tile` (16 rows; blockIdx.y of the tensor-core kernels,
-// which take up to kSmallGemmMmaMaxRows): the same GEMM on rows 16 * tile ..
-// 16 * tile + 15 of p, outputs included (n columns per output row).
+// The rows of row tile `tile` (kSmallGemmTileRows rows; blockIdx.y of the
+// tensor-core kernels, which take up to kSmallGemmMmaMaxRows): the same GEMM
+// on rows r0 = kSmallGemmTileRows * tile and the next ones of p, outputs
+// included (n columns per output row).
 __device__ __forceinline__ SmallGemmParams small_gemm_row_tile(const SmallGemmParams &p, int tile) {
   SmallGemmParams q = p;
-  const int r0 = 16 * tile;
+  const int r0 = kSmallGemmTileRows * tile;
   const int64_t in_off = static_cast<int64_t>(r0) * p.k, out_off = static_cast<int64_t>(r0) * p.n;
-  q.m = min(16, p.m - r0);
+  q.m = min(kSmallGemmTileRows, p.m - r0);
   if (p.x_row_index != nullptr)
     q.x_row_index += r0;  // the index names absolute rows of x_f32
   else if (p.x_f32 != nullptr)

@@ -22,7 +22,7 @@ constexpr int kColsPerBlock = 16;  // two n8 tiles
 
 __global__ void __launch_bounds__(kMaxWarps * 32) small_gemm_mma_kernel(SmallGemmParams all) {
   const SmallGemmParams p = small_gemm_row_tile(all, blockIdx.y);
-  __shared__ float ss_part[kMaxWarps][16];  // [warp][row] sums of squares
+  __shared__ float ss_part[kMaxWarps][kSmallGemmTileRows];  // [warp][row] sums of squares
   __shared__ __align__(16) bf16 norm_s[kSmallGemmMmaMaxK];
   __shared__ float4 tile_part[kMaxWarps][2][32];  // [warp][n8 tile][lane] accumulators
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -126,7 +126,7 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((p.n + per_block - 1) / per_block);
   const int warps =
       (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
-  const dim3 grid(blocks, static_cast<unsigned>((p.m + 15) / 16));
+  const dim3 grid(blocks, small_gemm_row_tiles(p.m));
   return launch_kernel(small_gemm_mma_kernel, grid, warps * 32, 0, stream, p);
 }
 

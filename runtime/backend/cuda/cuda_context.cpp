@@ -70,7 +70,8 @@ constexpr int64_t kSmallModelHidden = 2048;
 constexpr int32_t kSmallGemmRows = kernels::kSmallGemmMmaMaxRows;
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
 // Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
-// of a decode_attention block.
+// of a CUDA-core decode_attention block (the tensor-core variant's block step
+// is 128 keys, so half its warps idle on such a split: not re-measured since).
 constexpr int32_t kSparseTokensPerSplit = 64;
 
 template <typename T>

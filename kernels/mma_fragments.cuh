@@ -1,6 +1,7 @@
 // Device helpers of the tensor-core attention kernels (prefill_attention.cu,
 // verify_attention.cu): cp.async copies into shared memory, ldmatrix loads and
-// mma.sync m16n8k16 (bf16 in, f32 accumulation) with its fragment helpers.
+// mma.sync m16n8k16 (bf16 in, f32 accumulation) with its fragment helpers,
+// and the online-softmax steps they share.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16): lane = 4 * g + t. A holds rows g
 // and g + 8, columns 2t, 2t+1 (+8); B holds rows 2t, 2t+1 (+8) of column g;
@@ -69,18 +70,46 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// One key tile of flash attention's online softmax, for a warp's 16-row M
-// tile (this thread: rows lane / 4 and lane / 4 + 8). `s` holds the tile's
-// scaled scores in the log2 domain (-inf = hidden) for NK keys; mx_lo/mx_hi
-// are this thread's maxima over them and the running maxima m_lo/m_hi.
-// Rescales the running sums and the output accumulators, turns `s` into
-// weights and adds P V, V's NK rows read transposed from vb (row stride
-// STRIDE bf16). Shared by prefill_attention and verify_attention.
-template <int NK, int HD, int STRIDE>
-__device__ __forceinline__ void online_softmax_pv(float (&s)[NK / 8][4], float mx_lo, float mx_hi,
-                                                  float &m_lo, float &m_hi, float &l_lo,
-                                                  float &l_hi, float (&o)[HD / 8][4],
-                                                  const bf16 *vb, int lane) {
+// O += P V for MT 16-row M tiles of one warp: each tile's NK weights (its
+// `s`, as left by softmax_rescale) form A fragments, two n-tiles per 16 keys;
+// V's NK rows, read transposed from vb (row stride STRIDE bf16), are B's rows,
+// each fragment loaded once for all MT tiles.
+template <int MT, int NK, int HD, int STRIDE>
+__device__ __forceinline__ void accumulate_pv(const float (*s)[NK / 8][4], float (*o)[HD / 8][4],
+                                              const bf16 *vb, int lane) {
+#pragma unroll
+  for (int kc = 0; kc < NK / 16; ++kc) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      a[m][0] = pack_bf16(s[m][2 * kc][0], s[m][2 * kc][1]);
+      a[m][1] = pack_bf16(s[m][2 * kc][2], s[m][2 * kc][3]);
+      a[m][2] = pack_bf16(s[m][2 * kc + 1][0], s[m][2 * kc + 1][1]);
+      a[m][3] = pack_bf16(s[m][2 * kc + 1][2], s[m][2 * kc + 1][3]);
+    }
+#pragma unroll
+    for (int d2 = 0; d2 < HD / 16; ++d2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vb + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * STRIDE + d2 * 16 +
+                               (lane >> 4) * 8);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        mma_bf16(o[m][2 * d2], a[m], b[0], b[1]);
+        mma_bf16(o[m][2 * d2 + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// The online-softmax step of one key tile for a warp's 16-row M tile (this
+// thread: rows lane / 4 and lane / 4 + 8). `s` holds the tile's scaled
+// scores in the log2 domain (-inf = hidden) for NK keys; mx_lo/mx_hi are this
+// thread's maxima over them and the running maxima m_lo/m_hi. Rescales the
+// running sums and the output accumulators and turns `s` into weights.
+template <int NK, int HD>
+__device__ __forceinline__ void softmax_rescale(float (&s)[NK / 8][4], float mx_lo, float mx_hi,
+                                                float &m_lo, float &m_hi, float &l_lo, float &l_hi,
+                                                float (&o)[HD / 8][4]) {
   mx_lo = quad_max(mx_lo);
   mx_hi = quad_max(mx_hi);
   // A row may see no key of the tile (or of its slice): base 0 keeps exp2
@@ -109,23 +138,17 @@ __device__ __forceinline__ void online_softmax_pv(float (&s)[NK / 8][4], float m
     o[d][2] *= alpha_hi;
     o[d][3] *= alpha_hi;
   }
-  // O += P V: the accumulators of two n-tiles form one A fragment (16 keys);
-  // V rows are B's rows, read transposed.
-#pragma unroll
-  for (int kc = 0; kc < NK / 16; ++kc) {
-    const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]),
-                           pack_bf16(s[2 * kc][2], s[2 * kc][3]),
-                           pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                           pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-#pragma unroll
-    for (int d2 = 0; d2 < HD / 16; ++d2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, vb + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * STRIDE + d2 * 16 +
-                               (lane >> 4) * 8);
-      mma_bf16(o[2 * d2], a, b[0], b[1]);
-      mma_bf16(o[2 * d2 + 1], a, b[2], b[3]);
-    }
-  }
+}
+
+// One key tile of flash attention's online softmax for one 16-row M tile:
+// softmax_rescale, then O += P V. Used by verify_attention.
+template <int NK, int HD, int STRIDE>
+__device__ __forceinline__ void online_softmax_pv(float (&s)[NK / 8][4], float mx_lo, float mx_hi,
+                                                  float &m_lo, float &m_hi, float &l_lo,
+                                                  float &l_hi, float (&o)[HD / 8][4],
+                                                  const bf16 *vb, int lane) {
+  softmax_rescale<NK, HD>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o);
+  accumulate_pv<1, NK, HD, STRIDE>(&s, &o, vb, lane);
 }
 
 }  // namespace vegas::kernels::mma

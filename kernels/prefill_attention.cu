@@ -9,18 +9,25 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kM = 16 * kWarps;  // query vectors per block: 16 per warp (one mma row tile)
-constexpr int kN = 64;           // KV positions per tile
-constexpr int kStages = 3;       // K/V tiles: the one computed and two in flight
+constexpr int kN = 64;      // KV positions per tile
+constexpr int kStages = 3;  // K/V tiles: the one computed and two in flight
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD>
 struct Tiles {
+  // 16-row M tiles per warp. At head_dim 128 each warp takes two, so every
+  // K/V fragment it loads from shared memory feeds twice the mma work
+  // (shared-memory traffic, not the tensor pipe, bounded the one-tile
+  // version); its Q fragments are then reloaded per tile instead of held in
+  // registers (two tiles' outputs and scores fill them).
+  static constexpr int kMTiles = HD == 128 ? 2 : 1;
+  static constexpr bool kQInRegisters = kMTiles == 1;
+  static constexpr int kM = 16 * kMTiles * kWarps;  // query vectors per block
   static constexpr int kStride = HD + 8;  // padded bf16 row: ldmatrix rows hit distinct banks
   static constexpr size_t q_bytes = sizeof(bf16) * kM * kStride;
   static constexpr size_t tile_bytes = sizeof(bf16) * kN * kStride;
   static constexpr size_t smem = q_bytes + kStages * 2 * tile_bytes;  // Q, K[kStages], V[kStages]
-  // Registers (16 vectors x HD f32 outputs per warp) allow two blocks per
+  // Registers (the warp's outputs, HD f32 per vector) allow two blocks per
   // multiprocessor at head_dim 64, one at 128.
   static constexpr int kMinBlocks = HD <= 64 ? 2 : 1;
 };
@@ -33,7 +40,7 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     prefill_kernel(PagedAttentionParams p) {
   pdl_enter();
   using T = Tiles<HD>;
-  constexpr int kStride = T::kStride;
+  constexpr int kStride = T::kStride, kM = T::kM, MT = T::kMTiles;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *q_s = reinterpret_cast<bf16 *>(smem);
   bf16 *k_s = reinterpret_cast<bf16 *>(smem + T::q_bytes);  // [kStages][kN][kStride]
@@ -71,26 +78,33 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
   }
   kv.locate((kStages - 1) * kN, n_keys);
 
-  // This warp's 16 vectors; the thread owns vectors w0 + g and w0 + g + 8.
-  const int w0 = v0 + warp * 16;
+  // This warp's MT x 16 vectors; in M tile m the thread owns vectors
+  // w0 + 16 m + g and w0 + 16 m + g + 8.
+  const int w0 = v0 + warp * 16 * MT;
   const bool active = w0 <= v_last;
   const int g = lane >> 2, t4 = lane & 3;
-  const int qpos_lo = start_pos + (w0 + g) / group, qpos_hi = start_pos + (w0 + g + 8) / group;
   const int warp_min_pos = start_pos + w0 / group;
-  const int warp_max_pos = start_pos + min(w0 + 15, v_last) / group;
+  const int warp_max_pos = start_pos + min(w0 + 16 * MT - 1, v_last) / group;
+  const bf16 *q_warp = q_s + (warp * 16 * MT + (lane & 15)) * kStride + (lane >> 4) * 8;
 
   cp_async_wait<kStages - 1>();  // Q (the oldest group) has landed, for every thread
   __syncthreads();
-  uint32_t qf[HD / 16][4];
+  uint32_t qf[T::kQInRegisters ? HD / 16 : 1][4];
+  if constexpr (T::kQInRegisters) {
 #pragma unroll
-  for (int kc = 0; kc < HD / 16; ++kc)
-    ldmatrix_x4(qf[kc], q_s + (warp * 16 + (lane & 15)) * kStride + kc * 16 + (lane >> 4) * 8);
+    for (int kc = 0; kc < HD / 16; ++kc) ldmatrix_x4(qf[kc], q_warp + kc * 16);
+  }
 
-  float o[HD / 8][4];
+  float o[MT][HD / 8][4];
+  float m_run[MT][2], l_run[MT][2];  // running maxima and sums (l: this thread's columns)
 #pragma unroll
-  for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;  // l: this thread's columns
-  const float scale = p.scale * kLog2e;                                // scores in the log2 domain
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) o[m][d][0] = o[m][d][1] = o[m][d][2] = o[m][d][3] = 0.0f;
+    m_run[m][0] = m_run[m][1] = -INFINITY;
+    l_run[m][0] = l_run[m][1] = 0.0f;
+  }
+  const float scale = p.scale * kLog2e;  // scores in the log2 domain
 
   for (int j = 0; j < n_tiles; ++j) {
     cp_async_wait<kStages - 2>();  // this thread's copies of tile j (and of Q)
@@ -107,61 +121,99 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
       const bf16 *kb = k_s + (j % kStages) * kN * kStride;
       const bf16 *vb = v_s + (j % kStages) * kN * kStride;
 
-      // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives two 8-key n-tiles.
-      float s[kN / 8][4];
+      // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives two 8-key
+      // n-tiles, used by each M tile.
+      float s[MT][kN / 8][4];
 #pragma unroll
-      for (int n = 0; n < kN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int m = 0; m < MT; ++m)
 #pragma unroll
-      for (int kc = 0; kc < HD / 16; ++kc)
+        for (int n = 0; n < kN / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          if constexpr (T::kQInRegisters) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[m][r] = qf[kc][r];
+          } else {
+            ldmatrix_x4(a[m], q_warp + m * 16 * kStride + kc * 16);
+          }
+        }
 #pragma unroll
         for (int n2 = 0; n2 < kN / 16; ++n2) {
           uint32_t b[4];
           ldmatrix_x4(b, kb + (n2 * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + kc * 16 +
                              ((lane >> 3) & 1) * 8);
-          mma_bf16(s[2 * n2], qf[kc], b[0], b[1]);
-          mma_bf16(s[2 * n2 + 1], qf[kc], b[2], b[3]);
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            mma_bf16(s[m][2 * n2], a[m], b[0], b[1]);
+            mma_bf16(s[m][2 * n2 + 1], a[m], b[2], b[3]);
+          }
         }
+      }
 
       // Scale, mask the causal diagonal, online softmax.
       const bool diagonal = ts + kN - 1 > warp_min_pos;
-      float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
-      for (int n = 0; n < kN / 8; ++n) {
-        const int key = ts + n * 8 + 2 * t4;
+      for (int m = 0; m < MT; ++m) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[n][e] * scale;
-          if (diagonal && key + (e & 1) > (e < 2 ? qpos_lo : qpos_hi)) x = -INFINITY;
-          s[n][e] = x;
+        for (int n = 0; n < kN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[m][n][e] *= scale;
+        if (diagonal) {
+          // Positions of the thread's two rows: found here, not held across
+          // the loop (registers are short at head_dim 128).
+          const int qpos_lo = start_pos + (w0 + 16 * m + g) / group;
+          const int qpos_hi = start_pos + (w0 + 16 * m + g + 8) / group;
+#pragma unroll
+          for (int n = 0; n < kN / 8; ++n) {
+            const int key = ts + n * 8 + 2 * t4;
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (key + (e & 1) > (e < 2 ? qpos_lo : qpos_hi)) s[m][n][e] = -INFINITY;
+          }
         }
-        mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
-        mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+        float mx_lo = m_run[m][0], mx_hi = m_run[m][1];
+#pragma unroll
+        for (int n = 0; n < kN / 8; ++n) {
+          mx_lo = fmaxf(mx_lo, fmaxf(s[m][n][0], s[m][n][1]));
+          mx_hi = fmaxf(mx_hi, fmaxf(s[m][n][2], s[m][n][3]));
+        }
+        softmax_rescale<kN, HD>(s[m], mx_lo, mx_hi, m_run[m][0], m_run[m][1], l_run[m][0],
+                                l_run[m][1], o[m]);
       }
-      online_softmax_pv<kN, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vb, lane);
+      accumulate_pv<MT, kN, HD, kStride>(s, o, vb, lane);
     }
   }
 
-  l_lo = quad_sum(l_lo);
-  l_hi = quad_sum(l_hi);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    l_run[m][0] = quad_sum(l_run[m][0]);
+    l_run[m][1] = quad_sum(l_run[m][1]);
+  }
   if (!active) return;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int gv = w0 + g + 8 * half;
-    if (gv > v_last) continue;
-    const float l = half ? l_hi : l_lo;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int64_t row = row_start + gv / group;
-    bf16 *dst = p.out + (row * p.n_heads + kvh * group + gv % group) * HD + 2 * t4;
+  for (int m = 0; m < MT; ++m)
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d)
-      *reinterpret_cast<__nv_bfloat162 *>(dst + d * 8) =
-          __floats2bfloat162_rn(o[d][2 * half] * inv, o[d][2 * half + 1] * inv);
-  }
+    for (int half = 0; half < 2; ++half) {
+      const int gv = w0 + 16 * m + g + 8 * half;
+      if (gv > v_last) continue;
+      const float l = l_run[m][half];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int64_t row = row_start + gv / group;
+      bf16 *dst = p.out + (row * p.n_heads + kvh * group + gv % group) * HD + 2 * t4;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<__nv_bfloat162 *>(dst + d * 8) =
+            __floats2bfloat162_rn(o[m][d][2 * half] * inv, o[m][d][2 * half + 1] * inv);
+    }
 }
 
 template <int HD>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const int group = p.n_heads / p.n_kv_heads;
+  constexpr int kM = Tiles<HD>::kM;
   const int64_t tiles = (int64_t{p.max_rows_per_seq} * group + kM - 1) / kM;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tiles), p.n_kv_heads, p.n_seqs);

@@ -9,9 +9,10 @@
 // attend causally to KV positions [0, seq_start_pos[s] + r], whose K/V are
 // already in the paged cache.
 //
-// A block takes 128 query vectors of one (sequence, KV head): the (row, head)
-// pairs of the GQA group, row-major, so the heads of a group share each K/V
-// tile. Eight warps of 16 vectors each compute S = QK^T and O += PV with
+// A block takes 128 query vectors (256 at head_dim 128) of one (sequence, KV
+// head): the (row, head) pairs of the GQA group, row-major, so the heads of a
+// group share each K/V tile. Eight warps of 16 vectors each (two 16-vector M
+// tiles at head_dim 128, sharing every K/V fragment) compute S = QK^T and O += PV with
 // mma.sync m16n8k16 (bf16 in, f32 accumulation), keep the online softmax in
 // registers and mask only the tiles on the causal diagonal. K/V tiles of 64
 // positions are gathered through the page table with cp.async, two tiles in

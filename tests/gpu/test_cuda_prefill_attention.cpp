@@ -296,7 +296,8 @@ TEST_F(PrefillAttention, MatchesReferenceHeadDim128) {
 TEST_F(PrefillAttention, OtherPagesAndShapes) {
   check_batch({32, 8, 128, 8}, {{0, 100}, {129, 96}}, 301);
   check_batch({8, 2, 64, 32}, {{5, 65}, {64, 64}, {0, 1}}, 302);
-  check_batch({3, 1, 64, 16}, {{10, 129}}, 303);  // group 3: rows straddle tiles
+  check_batch({3, 1, 64, 16}, {{10, 129}}, 303);   // group 3: rows straddle tiles
+  check_batch({3, 1, 128, 16}, {{10, 129}}, 304);  // ... and the two M tiles of a warp
 }
 
 // Median of 15 timed runs after 3 warm-ups, in milliseconds.

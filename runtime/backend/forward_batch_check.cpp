@@ -93,8 +93,26 @@ void check_quest(size_t i, const SeqRows &s, const QuestDraft &q, const ContextP
 
 }  // namespace
 
+void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params) {
+  const SeqRows &s = batch.seqs[i];
+  const int64_t end = int64_t{s.start_pos} + s.n_tokens;
+  const int64_t pages_needed = (end + params.page_size - 1) / params.page_size;
+  // One branch-free pass (tables of long batches hold tens of thousands of
+  // entries a step), then the culprit.
+  uint32_t highest = 0;
+  for (int64_t p = 0; p < pages_needed; ++p)
+    highest = std::max(highest, static_cast<uint32_t>(s.page_table[p]));  // < 0 wraps high
+  for (int64_t p = 0; highest >= static_cast<uint32_t>(params.num_pages) && p < pages_needed; ++p) {
+    const int32_t page = s.page_table[p];
+    if (page < 0 || page >= params.num_pages) {
+      bad_seq(i, "page table entry " + std::to_string(p) + " is page " + std::to_string(page) +
+                     ", the pool has " + std::to_string(params.num_pages));
+    }
+  }
+}
+
 void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
-                         const ContextParams &params) {
+                         const ContextParams &params, PageEntries entries) {
   const int32_t vocab_size = config.vocab_size;
   if (batch.seqs.empty()) fail(VEGAS_ERR_INVALID_ARGUMENT, "forward batch: no sequences");
   const int64_t capacity = int64_t{params.num_pages} * params.page_size;
@@ -115,19 +133,7 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
                      " pages, positions up to " + std::to_string(end) + " need " +
                      std::to_string(pages_needed));
     }
-    // Every entry in [0, num_pages): one branch-free pass (tables of long
-    // batches hold tens of thousands of entries a step), then the culprit.
-    uint32_t highest = 0;
-    for (int64_t p = 0; p < pages_needed; ++p)
-      highest = std::max(highest, static_cast<uint32_t>(s.page_table[p]));  // < 0 wraps high
-    for (int64_t p = 0; highest >= static_cast<uint32_t>(params.num_pages) && p < pages_needed;
-         ++p) {
-      const int32_t page = s.page_table[p];
-      if (page < 0 || page >= params.num_pages) {
-        bad_seq(i, "page table entry " + std::to_string(p) + " is page " + std::to_string(page) +
-                       ", the pool has " + std::to_string(params.num_pages));
-      }
-    }
+    if (entries == PageEntries::kChecked) check_page_entries(batch, i, params);
     for (int32_t r = 0; r < s.n_tokens; ++r) {
       const int32_t id = s.tokens[r];
       if (id < 0 || id >= vocab_size) {

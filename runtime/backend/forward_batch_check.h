@@ -13,7 +13,15 @@ namespace vegas {
 // start_pos + n_tokens slots or names a page outside [0, num_pages), a sparse
 // set, score capture or quest draft that is inconsistent with the rows) or
 // TOKEN_OUT_OF_RANGE (an id outside [0, vocab_size)).
+// kCallerChecks leaves the page-table entries to check_page_entries, which
+// a backend that keeps tables it already checked (the CUDA one) calls on the
+// tables it has not seen.
+enum class PageEntries { kChecked, kCallerChecks };
 void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
-                         const ContextParams &params);
+                         const ContextParams &params, PageEntries entries = PageEntries::kChecked);
+
+// Throws INVALID_ARGUMENT when sequence i's table names a page outside
+// [0, num_pages) among the entries its positions need.
+void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params);
 
 }  // namespace vegas

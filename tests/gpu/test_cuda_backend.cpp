@@ -145,6 +145,54 @@ TEST_F(CudaVsCpu, DecodeStepsEagerAndGraphs) {
   EXPECT_GE(ctx->graphs_captured(), 1u);
 }
 
+// The device keeps the page tables it was sent and a step uploads only what
+// changed: sequences that change places, leave the batch or come back must
+// still read their own pages (each step against the CPU backend).
+TEST_F(CudaVsCpu, BatchesThatReorderAndDropSequences) {
+  Seq a, b, c;
+  step({&a, &b, &c}, {random_tokens(40), random_tokens(90), random_tokens(15)},
+       std::vector<L>(3, L::kLast), "prefill of 3");
+  step({&a, &b, &c}, {random_tokens(1), random_tokens(1), random_tokens(1)},
+       std::vector<L>(3, L::kLast), "decode a, b, c");
+  step({&a, &b, &c}, {random_tokens(1), random_tokens(1), random_tokens(1)},
+       std::vector<L>(3, L::kLast), "same tables again");
+  step({&c, &a, &b}, {random_tokens(1), random_tokens(1), random_tokens(1)},
+       std::vector<L>(3, L::kLast), "decode c, a, b");
+  step({&b}, {random_tokens(1)}, {L::kLast}, "decode b alone");
+  step({&a, &b, &c}, {random_tokens(1), random_tokens(1), random_tokens(1)},
+       std::vector<L>(3, L::kLast), "decode a, b, c again");
+}
+
+// A table entry that no step needed yet is checked when a step first needs
+// it, even though the table is otherwise the one the device already holds.
+TEST_F(CudaVsCpu, EntryNeededLaterIsChecked) {
+  Seq a;
+  a.tokens = random_tokens(16);
+  pool_->reserve(a.table, 16);  // one page
+  a.table.push_back(-7);        // not needed by positions 0..15
+  ForwardBatch b;
+  SeqRows r;
+  r.tokens = a.tokens.data();
+  r.n_tokens = 16;
+  r.page_table = a.table.data();
+  r.n_pages = 2;
+  b.seqs.push_back(r);
+  ASSERT_NO_THROW(cuda_ctx_->forward(b));
+  const int32_t next = 1;
+  b.seqs[0].tokens = &next;
+  b.seqs[0].n_tokens = 1;
+  b.seqs[0].start_pos = 16;      // needs the second entry
+  for (int i = 0; i < 2; ++i) {  // eager, then the graph path
+    try {
+      cuda_ctx_->forward(b);
+      ADD_FAILURE() << "page -7 accepted";
+    } catch (const Error &e) {
+      EXPECT_EQ(e.status(), VEGAS_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("is page -7"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Mixed batch: a prefill chunk, decode rows and verification rows together.
 TEST_F(CudaVsCpu, MixedBatchWithVerificationRows) {
   Seq a, b, c;

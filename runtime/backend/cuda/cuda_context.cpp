@@ -309,6 +309,7 @@ void CudaContext::grow_page_table(int64_t pages) {
   page_capacity_ = std::max(pages, page_capacity_ * 2);
   const size_t bytes = (kFields * int64_t{params_.max_rows} + page_capacity_) * sizeof(int32_t);
   if (stream_) check(cudaStreamSynchronize(stream_), "stream sync");
+  tables_on_device_.clear();
   meta_dev_.allocate(bytes, "staged indices");
   meta_host_.reserve(bytes, "staged indices");
 }
@@ -359,7 +360,7 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
 
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
-  check_forward_batch(batch, c, params_);
+  check_forward_batch(batch, c, params_, PageEntries::kCallerChecks);
   int64_t pages = 0, extra = 0, quest_extra = 0;
   int32_t cap_slots = 0, cap_stride = 0;
   bool decode = model_.options().use_graphs;
@@ -380,6 +381,10 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "forward batch: page tables and sparse sets exceed 2^31 entries");
   grow_page_table(pages + extra + quest_extra);
+  // Until this step's upload is enqueued, the host copy may differ.
+  tables_previous_.swap(tables_on_device_);
+  tables_on_device_.clear();
+  tables_staged_.clear();
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
@@ -408,6 +413,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int32_t *extra_data = table + pages;
   int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
   int64_t quest_at = pages + extra;  // quest records follow the uploaded ones
+  st.table_from = static_cast<int32_t>(extra > 0 ? pages : pages + extra);
   pending_.clear();
   sel_step_.clear();
   if (cap_slots > 0) {
@@ -423,7 +429,20 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     row_start[i] = row;
     n_rows[i] = s.n_tokens;
     start_pos[i] = s.start_pos;
-    std::copy(s.page_table, s.page_table + s.n_pages, table + page);
+    // The entries kernels read: when the device holds them, checked, at this
+    // offset, the table is neither checked again nor copied.
+    const int64_t needed = (int64_t{s.start_pos} + s.n_tokens + ps - 1) / ps;
+    const bool held = static_cast<size_t>(i) < tables_previous_.size() &&
+                      tables_previous_[i].offset == page && tables_previous_[i].checked >= needed &&
+                      std::equal(s.page_table, s.page_table + needed, table + page);
+    if (held) {
+      tables_staged_.push_back(tables_previous_[i]);
+    } else {
+      check_page_entries(batch, static_cast<size_t>(i), params_);
+      std::copy(s.page_table, s.page_table + s.n_pages, table + page);
+      st.table_from = std::min(st.table_from, page);
+      tables_staged_.push_back({page, needed});
+    }
     sparse_off[i] = -1;
     if (s.device_sparse_key >= 0) {
       const auto found = sel_slot_.find(s.device_sparse_key);
@@ -785,10 +804,19 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
 }
 
 void CudaContext::launch(const Step &s, bool with_argmax) {
-  const size_t staged = (kFields * int64_t{params_.max_rows} + s.pages + s.extra) * sizeof(int32_t);
+  const int64_t fields = kFields * int64_t{params_.max_rows};
+  const int64_t table_end = int64_t{s.pages} + s.extra;
   grow_capture(s);
-  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), staged, cudaMemcpyHostToDevice, stream_),
+  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), fields * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, stream_),
         "upload of staged indices");
+  if (s.table_from < table_end)
+    check(cudaMemcpyAsync(meta_dev_.get<int32_t>() + fields + s.table_from,
+                          meta_host_.get<int32_t>() + fields + s.table_from,
+                          (table_end - s.table_from) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                          stream_),
+          "upload of page tables");
+  tables_on_device_ = tables_staged_;
   if (s.graph)
     graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest}, stream_,
                 [&] { enqueue(s, with_argmax); });

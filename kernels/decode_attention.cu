@@ -190,6 +190,11 @@ bool decode_attention_applies(const PagedAttentionParams &p) {
   return group == 1 || group == 2 || group == 4 || group == 8;
 }
 
+int32_t decode_attention_resident_blocks(const PagedAttentionParams &p) {
+  if (decode_attention_mma_applies(p)) return decode_attention_mma_resident_blocks();
+  return p.n_heads / p.n_kv_heads >= 8 ? Tuning<8>::kMinBlocks : Tuning<4>::kMinBlocks;
+}
+
 cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream) {
   if (p.n_seqs == 0) return cudaSuccess;
   if (!decode_attention_applies(p) || p.n_splits < 1 || p.n_splits > 64 || p.page_size <= 0 ||

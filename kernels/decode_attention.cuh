@@ -17,6 +17,11 @@ namespace vegas::kernels {
 // row per sequence, no capture, a head_dim and GQA group it is built for.
 bool decode_attention_applies(const PagedAttentionParams &p);
 
+// Blocks per multiprocessor that the kernel decode_attention picks for `p`
+// is built to keep resident (its launch bounds): the caller's split count
+// aims at one wave of them.
+int32_t decode_attention_resident_blocks(const PagedAttentionParams &p);
+
 // Writes `out` (n_splits == 1) or the partial results of every split; the
 // caller runs paged_attention_merge when n_splits > 1.
 cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream);
@@ -26,6 +31,7 @@ cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream)
 // the CUDA-core kernel (A/B timing). decode_attention_mma expects a checked batch.
 bool decode_attention_mma_applies(const PagedAttentionParams &p);
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream);
+int32_t decode_attention_mma_resident_blocks();  // its launch bounds' blocks per multiprocessor
 // Sets the variant's shared-memory limit (paged_attention_init calls it).
 cudaError_t decode_attention_mma_init();
 

@@ -24,8 +24,9 @@ namespace {
 using namespace mma;
 
 constexpr int kWarps = 8;
-constexpr int kNk = 16;     // keys per warp step
-constexpr int kStages = 3;  // per warp: the step computed and two in flight
+constexpr int kNk = 16;        // keys per warp step
+constexpr int kStages = 3;     // per warp: the step computed and two in flight
+constexpr int kMinBlocks = 2;  // per multiprocessor: 110 KB of stages each
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD, int GROUP>
@@ -42,7 +43,8 @@ struct MmaLayout {
 };
 
 template <int HD, int GROUP>
-__global__ void __launch_bounds__(kWarps * 32, 2) decode_mma_kernel(PagedAttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;
   constexpr int kStride = Layout::kStride;
   constexpr int kPieces = HD / 8;             // 16-byte pieces of a key row
@@ -217,6 +219,10 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
   // Qwen3-8B shapes at 32K x 4 from 85% to 64% of the floor; the staged
   // version has not been measured at 128.
   return p.head_dim == 64 && (group == 4 || group == 8) && p.n_seqs * p.n_kv_heads <= 64;
+}
+
+int32_t decode_attention_mma_resident_blocks() {
+  return kMinBlocks;
 }
 
 cudaError_t decode_attention_mma_init() {

@@ -335,20 +335,21 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const int32_t rows_per_tile = q_tile / group;
   const int64_t blocks =
       int64_t{s.n_seqs} * c.n_kv_heads * ((s.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile);
-  // One wave: as many blocks as are resident at once, four per multiprocessor
-  // (two of the tensor-core one-row kernel's eight-warp blocks), no more
-  // splits than the longest sequence can use; a power of two so graphs see
-  // few distinct values. A second wave was slower (H100, 22m 8K x 16: 0.485
-  // ms a step at eight blocks per multiprocessor, 0.442 at four), each block
-  // paying its start and its merge again for fewer keys.
+  // One wave: as many blocks as the decode kernel keeps resident at once
+  // (decode_attention_resident_blocks), no more splits than the longest
+  // sequence can use; a power of two so graphs see few distinct values. A
+  // second wave was slower (H100, 22m 8K x 16: 0.485 ms a step at eight
+  // blocks per multiprocessor, 0.442 at four), each block paying its start
+  // and its merge again for fewer keys. Rows the decode kernel does not take
+  // (verification, prefill chunks) count four per multiprocessor.
   kernels::PagedAttentionParams probe;
   probe.n_seqs = s.n_seqs;
   probe.n_heads = c.n_heads;
   probe.n_kv_heads = c.n_kv_heads;
   probe.head_dim = c.head_dim;
   probe.max_rows_per_seq = s.max_rows_per_seq;
-  const bool mma_decode = s.cap_slots == 0 && kernels::decode_attention_mma_applies(probe);
-  const int64_t per_sm = mma_decode ? 2 : 4;
+  const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
+  const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe) : 4;
   int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
   want = std::min<int64_t>(want, useful_splits);
   want = std::min<int64_t>(want, kMaxSplits);

@@ -96,6 +96,18 @@ class CudaVsCpu : public ::testing::Test {
     last_batch_ = b;
   }
 
+  // A batch of `s` alone: all its tokens from position 0, its whole page table.
+  static ForwardBatch alone(const Seq &s) {
+    SeqRows r;
+    r.tokens = s.tokens.data();
+    r.n_tokens = static_cast<int32_t>(s.tokens.size());
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    ForwardBatch b;
+    b.seqs.push_back(r);
+    return b;
+  }
+
   static ModelConfig *config_;
   static WeightStore *store_;
   static BackendModel *cpu_;
@@ -170,13 +182,7 @@ TEST_F(CudaVsCpu, EntryNeededLaterIsChecked) {
   a.tokens = random_tokens(16);
   pool_->reserve(a.table, 16);  // one page
   a.table.push_back(-7);        // not needed by positions 0..15
-  ForwardBatch b;
-  SeqRows r;
-  r.tokens = a.tokens.data();
-  r.n_tokens = 16;
-  r.page_table = a.table.data();
-  r.n_pages = 2;
-  b.seqs.push_back(r);
+  ForwardBatch b = alone(a);
   ASSERT_NO_THROW(cuda_ctx_->forward(b));
   const int32_t next = 1;
   b.seqs[0].tokens = &next;
@@ -264,14 +270,7 @@ TEST_F(CudaVsCpu, BadBatchIsAnError) {
   Seq a;
   a.tokens = {config_->vocab_size + 5};
   pool_->reserve(a.table, 1);
-  ForwardBatch b;
-  SeqRows r;
-  r.tokens = a.tokens.data();
-  r.n_tokens = 1;
-  r.page_table = a.table.data();
-  r.n_pages = 1;
-  b.seqs.push_back(r);
-  EXPECT_THROW(cuda_ctx_->forward(b), Error);
+  EXPECT_THROW(cuda_ctx_->forward(alone(a)), Error);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 // let the last split block of the (sequence, KV head) merge all splits.
 #pragma once
 
+#include <cuda/atomic>
+
 #include "paged_attention.cuh"
 #include "paged_keys.cuh"
 
@@ -142,20 +144,23 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
   }
   if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
 
-  // The last split block of this (sequence, KV head) to finish merges them all
-  // (the classic threadfence reduction): publish the partials, count, and let
-  // the block that brings the count to n_splits read everyone's from L2.
+  // The last split block of this (sequence, KV head) to finish merges them all:
+  // publish the partials, count, and let the block that brings the count to
+  // n_splits read everyone's from L2. The count is one acquire-release atomic
+  // of thread 0, ordered after the block's partial writes by the barrier:
+  // it releases them and, in the last block, acquires everyone's. (It
+  // replaces a __threadfence() by every thread before the count and one after
+  // it in the last block; with the flat reduction in qkv_rope_mma, 22m 2K x 1
+  // steps went from 0.181-0.184 to 0.167-0.172 ms on the H100.)
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (t == 0) {
-    int32_t *counter = p.split_counters + blockIdx.x;
-    last = atomicAdd(counter, 1) == p.n_splits - 1;
-    if (last) *counter = 0;  // ready for the next launch (graph replays)
+    cuda::atomic_ref<int32_t, cuda::thread_scope_device> counter(p.split_counters[blockIdx.x]);
+    last = counter.fetch_add(1, cuda::memory_order_acq_rel) == p.n_splits - 1;
+    if (last) counter.store(0, cuda::memory_order_relaxed);  // ready for the next launch
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   // Every split's weight per head (all threads load the lse at once), then
   // each (head, 8 dimensions) piece is summed by kWarps threads over every
   // kWarps-th split, so the loads of a chain are few and independent.

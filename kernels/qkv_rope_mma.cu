@@ -1,9 +1,10 @@
 // One block per head (q heads, then k, then v) and 16-row tile (blockIdx.y, up
 // to kSmallGemmMmaMaxRows rows): its head_dim / 8 n8 tiles of the qkv projection, the K dimension
 // cut across up to 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights do not
-// depend on the previous kernel and are requested before waiting on it (PDL); the warps' partial
-// tiles are added in a fixed tree order (the result does not depend on timing), and the head's
-// [rows][head_dim] outputs go through shared memory to rope_kv_head, one warp per row.
+// depend on the previous kernel and are requested before waiting on it (PDL); every warp leaves its
+// partial tiles in shared memory and one warp per tile adds them in warp order (the result does
+// not depend on timing; two barriers where a tree of warp pairs took two per level), and the
+// head's [rows][head_dim] outputs go through shared memory to rope_kv_head, one warp per row.
 #include "qkv_rope.cuh"
 #include "small_gemm_fragments.cuh"
 
@@ -13,19 +14,13 @@ namespace {
 
 constexpr int kMaxWarps = 16;
 
-__host__ __device__ constexpr int half_span(int n_warps) {
-  int span = 1;
-  while (2 * span < n_warps) span *= 2;
-  return span;  // the largest power of two below n_warps (1 for n_warps <= 2)
-}
-
 template <int HD, int CPW>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     qkv_rope_mma_kernel(SmallGemmParams all, RopeKvParams r) {
   const SmallGemmParams g = small_gemm_row_tile(all, blockIdx.y);  // rows r0 .. r0 + 15
   const int r0 = kSmallGemmTileRows * blockIdx.y;
   constexpr int kTiles = HD / 8;
-  extern __shared__ float4 partial[];  // [half_span][kTiles][32] warp partial tiles
+  extern __shared__ float4 partial[];  // [n_warps][kTiles][32] warp partial tiles
   __shared__ float ss_part[kMaxWarps][kSmallGemmTileRows];
   __shared__ __align__(16) bf16 norm_s[kMaxWarps * CPW * kSmallGemmChunk];
   __shared__ float head_rows[kSmallGemmTileRows][HD];  // the head's outputs, bias added
@@ -66,34 +61,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   float acc[kTiles][4];
   small_gemm_mma_chunks<CPW, kTiles>(xa, wf, acc);
 
-  // Warp w += warp w + span, for span = half_span .. 1: warp 0 ends with the sum.
-  for (int span = half_span(n_warps); span >= 1; span /= 2) {
-    if (warp >= span && warp < 2 * span && warp < n_warps)
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j)
-        partial[((warp - span) * kTiles + j) * 32 + lane] =
-            make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-    __syncthreads();
-    if (warp < span && warp + span < n_warps)
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        const float4 o = partial[(warp * kTiles + j) * 32 + lane];
-        acc[j][0] += o.x, acc[j][1] += o.y, acc[j][2] += o.z, acc[j][3] += o.w;
-      }
-    __syncthreads();
-  }
+  for (int j = 0; j < kTiles; ++j)
+    partial[(warp * kTiles + j) * 32 + lane] =
+        make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  __syncthreads();
 
-  // Accumulator (j): rows gq (0, 1) and gq + 8 (2, 3), columns 8j + 2t, 8j + 2t + 1.
-  if (warp == 0)
+  // Tile j's sum over the warps, by warp j % n_warps. Accumulator layout: rows
+  // gq (x, y) and gq + 8 (z, w), columns 8j + 2t, 8j + 2t + 1.
+  for (int j = warp; j < kTiles; j += n_warps) {
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int w = 0; w < n_warps; ++w) {
+      const float4 o = partial[(w * kTiles + j) * 32 + lane];
+      sum[0] += o.x, sum[1] += o.y, sum[2] += o.z, sum[3] += o.w;
+    }
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = e < 2 ? gq : gq + 8, col = 8 * j + 2 * t + (e & 1);
-        float v = __bfloat162float(__float2bfloat16(acc[j][e]));  // the stored qkv value
-        if (r.bias) v += __bfloat162float(r.bias[head * HD + col]);
-        head_rows[row][col] = v;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int row = e < 2 ? gq : gq + 8, col = 8 * j + 2 * t + (e & 1);
+      float v = __bfloat162float(__float2bfloat16(sum[e]));  // the stored qkv value
+      if (r.bias) v += __bfloat162float(r.bias[head * HD + col]);
+      head_rows[row][col] = v;
+    }
+  }
   __syncthreads();
   for (int row = warp; row < g.m; row += n_warps)
     rope_kv_head(r, r0 + row, head, head_rows[row], lane);
@@ -101,7 +90,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 
 template <int HD>
 int shared_bytes(int n_warps) {
-  return half_span(n_warps) * (HD / 8) * 32 * static_cast<int>(sizeof(float4));
+  return n_warps * (HD / 8) * 32 * static_cast<int>(sizeof(float4));
 }
 
 template <int HD, int CPW>

@@ -163,7 +163,26 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
   if (!last) return;
   // Every split's weight per head (all threads load the lse at once), then
   // each (head, 8 dimensions) piece is summed by kWarps threads over every
-  // kWarps-th split, so the loads of a chain are few and independent.
+  // kWarps-th split, so the loads of a chain are few and independent. A
+  // thread's first kEarly partials do not depend on the weights: they are
+  // requested together with the lse, one dependent round trip instead of two.
+  constexpr int kPieces = GROUP * kLanes;
+  constexpr int kSubs = kWarps * 32 / kPieces < kWarps ? kWarps * 32 / kPieces : kWarps;
+  constexpr int kEarly = 2;
+  const int piece = t % kPieces, sub = t / kPieces;
+  const int ph = piece / kLanes, pc = piece % kLanes;
+  const int64_t pitem = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + ph;
+  auto partial_of = [&](int z) { return p.partial_out + (z * split_stride + pitem) * HD + pc * 8; };
+  float4 early[kEarly][2];
+#pragma unroll
+  for (int k = 0; k < kEarly; ++k) {
+    const int z = sub + k * kSubs;
+    early[k][0] = early[k][1] = make_float4(0, 0, 0, 0);
+    if (sub < kSubs && z < p.n_splits) {
+      early[k][0] = __ldcg(reinterpret_cast<const float4 *>(partial_of(z)));
+      early[k][1] = __ldcg(reinterpret_cast<const float4 *>(partial_of(z) + 4));
+    }
+  }
   __shared__ float weight[GROUP][64];
   __shared__ float inv_sum[GROUP];
   for (int i = t; i < GROUP * p.n_splits; i += kWarps * 32) {
@@ -183,23 +202,26 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
     inv_sum[t] = wsum > 0.0f ? 1.0f / wsum : 0.0f;
   }
   __syncthreads();
-  const int piece = t % (GROUP * kLanes), sub = t / (GROUP * kLanes);
-  const int ph = piece / kLanes, pc = piece % kLanes;
-  const int64_t pitem = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + ph;
   float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  constexpr int kPieces = GROUP * kLanes;
-  constexpr int kSubs = kWarps * 32 / kPieces < kWarps ? kWarps * 32 / kPieces : kWarps;
-  if (sub < kSubs)
+  auto add = [&](float wz, const float4 &a, const float4 &b) {
+    if (wz == 0.0f) return;  // an empty split: its partial is never read
+    r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
+    r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
+  };
+  if (sub < kSubs) {
+#pragma unroll
+    for (int k = 0; k < kEarly; ++k) {
+      const int z = sub + k * kSubs;
+      if (z < p.n_splits) add(weight[ph][z], early[k][0], early[k][1]);
+    }
 #pragma unroll 4
-    for (int z = sub; z < p.n_splits; z += kSubs) {
+    for (int z = sub + kEarly * kSubs; z < p.n_splits; z += kSubs) {
       const float wz = weight[ph][z];
       if (wz == 0.0f) continue;
-      const float *src = p.partial_out + (z * split_stride + pitem) * HD + pc * 8;
-      const float4 a = __ldcg(reinterpret_cast<const float4 *>(src));
-      const float4 b = __ldcg(reinterpret_cast<const float4 *>(src + 4));
-      r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
-      r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
+      add(wz, __ldcg(reinterpret_cast<const float4 *>(partial_of(z))),
+          __ldcg(reinterpret_cast<const float4 *>(partial_of(z) + 4)));
     }
+  }
   // Add the subsets (the warps' reduction buffer is free now).
   float *sums = &red_acc[0][0][0];  // kWarps * GROUP * HD floats >= (kSubs - 1) * kPieces * 8
   __syncthreads();

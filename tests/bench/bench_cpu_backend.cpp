@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/support/model_dir.h"
 #include "backend/backend.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -29,8 +30,7 @@ struct Loaded {
 
 Loaded &model() {
   static Loaded m = [] {
-    const char *env = std::getenv("VEGAS_MODEL_DIR");
-    const std::string dir = env ? env : VEGAS_SOURCE_DIR "/models/vegas-code-22m";
+    const std::string dir = test::embedded_model_dir();
     Loaded l;
     l.config = load_model_config(dir + "/config.json");
     l.store = WeightStore::open(dir);

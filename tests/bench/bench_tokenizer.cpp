@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/support/model_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -31,8 +32,7 @@ const std::vector<std::string> &prompts() {
 }
 
 const vegas::Tokenizer &tokenizer() {
-  static const auto tok =
-      vegas::Tokenizer::load(env_or("VEGAS_MODEL_DIR", VEGAS_SOURCE_DIR "/models/vegas-code-22m"));
+  static const auto tok = vegas::Tokenizer::load(vegas::test::embedded_model_dir());
   return *tok;
 }
 

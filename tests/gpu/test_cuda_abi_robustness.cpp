@@ -17,14 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "../unit/support/model_dir.h"
 #include "vegas.h"
 
 namespace {
 
 // The device machine sets VEGAS_MODEL_DIR (tools/device-check.sh).
-const std::string kModelDir = std::getenv("VEGAS_MODEL_DIR")
-                                  ? std::getenv("VEGAS_MODEL_DIR")
-                                  : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
+const std::string kModelDir = vegas::test::embedded_model_dir();
 
 bool have_gpu() {
   int n = 0;

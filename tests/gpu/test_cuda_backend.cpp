@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "../unit/support/model_dir.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "gpu_test_util.h"
@@ -23,17 +24,12 @@ namespace {
 
 constexpr double kTolerance = 1e-2;
 
-std::string model_dir() {
-  const char *env = std::getenv("VEGAS_MODEL_DIR");
-  return env ? env : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
-}
-
 class CudaVsCpu : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!have_gpu()) return;
-    config_ = new ModelConfig(load_model_config(model_dir() + "/config.json"));
-    store_ = WeightStore::open(model_dir()).release();
+    config_ = new ModelConfig(load_model_config(embedded_model_dir() + "/config.json"));
+    store_ = WeightStore::open(embedded_model_dir()).release();
     const ModelWeights weights = bind_model_weights(*config_, *store_);
     cpu_ = create_cpu_backend(*config_, weights, CpuBackendOptions{}).release();
     cuda_ = create_cuda_backend(*config_, weights, CudaBackendOptions{}).release();

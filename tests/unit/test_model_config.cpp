@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "model/model_config.h"
 #include "safetensors_writer.h"
+#include "support/model_dir.h"
 #include "tiny_checkpoint.h"
 
 namespace vegas {
@@ -22,10 +23,6 @@ using nlohmann::json;
 std::string env_or(const char *name, const std::string &fallback) {
   const char *v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
-}
-
-std::string model_dir() {
-  return env_or("VEGAS_MODEL_DIR", std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m");
 }
 
 std::string shared_dir() {
@@ -53,7 +50,7 @@ void expect_error(const std::function<void()> &f, vegas_status status,
 // Proves the embedded model's config (transformers-5 rope_parameters style) is
 // read with the numbers DESIGN.md §9 gives.
 TEST(ModelConfig, EmbeddedModel) {
-  const ModelConfig c = load_model_config(model_dir() + "/config.json");
+  const ModelConfig c = load_model_config(test::embedded_model_dir() + "/config.json");
   EXPECT_EQ(c.arch, Architecture::kQwen3);
   EXPECT_EQ(c.architecture_name, "Qwen3ForCausalLM");
   EXPECT_EQ(c.n_layers, 8);

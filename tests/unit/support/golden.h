@@ -27,6 +27,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/weight_store.h"
+#include "model_dir.h"
 
 namespace vegas {
 namespace golden {
@@ -36,7 +37,7 @@ using nlohmann::json;
 
 // The tiny fixtures make_fixtures.py writes; each must exist.
 inline const char *const kTinyFixtures[] = {"qwen3",   "qwen2",      "llama3",
-                                     "mistral", "llama_yarn", "qwen2_linear"};
+                                            "mistral", "llama_yarn", "qwen2_linear"};
 
 // f32 against f32 on different hardware and summation orders: a few 1e-6
 // relative on logits of magnitude <= ~20. One wrong detail (a bias, a norm
@@ -60,8 +61,7 @@ inline std::string fixtures_dir() {
 }
 
 inline std::string model_dir() {
-  if (const char *env = std::getenv("VEGAS_MODEL_DIR"); env && *env) return env;
-  return source_dir() + "/models/vegas-code-22m";
+  return test::embedded_model_dir();
 }
 
 // True when the fixtures directory exists; otherwise prints why the test skips.
@@ -230,8 +230,8 @@ struct GreedyReport {
 };
 
 inline GreedyReport check_greedy(GoldenModel &model, const float *first_logits,
-                          const std::vector<int32_t> &ref_ids, const std::vector<float> &margins,
-                          float margin_floor) {
+                                 const std::vector<int32_t> &ref_ids,
+                                 const std::vector<float> &margins, float margin_floor) {
   GreedyReport r;
   const float *logits = first_logits;
   for (size_t step = 0; step < ref_ids.size(); ++step) {

@@ -204,7 +204,7 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
   __syncthreads();
   float r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   auto add = [&](float wz, const float4 &a, const float4 &b) {
-    if (wz == 0.0f) return;  // an empty split: its partial is never read
+    if (wz == 0.0f) return;  // an empty split: its partial is never added
     r[0] += wz * a.x, r[1] += wz * a.y, r[2] += wz * a.z, r[3] += wz * a.w;
     r[4] += wz * b.x, r[5] += wz * b.y, r[6] += wz * b.z, r[7] += wz * b.w;
   };

@@ -93,16 +93,19 @@ void check_quest(size_t i, const SeqRows &s, const QuestDraft &q, const ContextP
 
 }  // namespace
 
+int64_t pages_needed(const SeqRows &s, const ContextParams &params) {
+  return (int64_t{s.start_pos} + s.n_tokens + params.page_size - 1) / params.page_size;
+}
+
 void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params) {
   const SeqRows &s = batch.seqs[i];
-  const int64_t end = int64_t{s.start_pos} + s.n_tokens;
-  const int64_t pages_needed = (end + params.page_size - 1) / params.page_size;
+  const int64_t needed = pages_needed(s, params);
   // One branch-free pass (tables of long batches hold tens of thousands of
   // entries a step), then the culprit.
   uint32_t highest = 0;
-  for (int64_t p = 0; p < pages_needed; ++p)
+  for (int64_t p = 0; p < needed; ++p)
     highest = std::max(highest, static_cast<uint32_t>(s.page_table[p]));  // < 0 wraps high
-  for (int64_t p = 0; highest >= static_cast<uint32_t>(params.num_pages) && p < pages_needed; ++p) {
+  for (int64_t p = 0; highest >= static_cast<uint32_t>(params.num_pages) && p < needed; ++p) {
     const int32_t page = s.page_table[p];
     if (page < 0 || page >= params.num_pages) {
       bad_seq(i, "page table entry " + std::to_string(p) + " is page " + std::to_string(page) +
@@ -127,11 +130,11 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
       bad_seq(i, "positions up to " + std::to_string(end) + " exceed the KV pool's " +
                      std::to_string(capacity) + " slots");
     }
-    const int64_t pages_needed = (end + params.page_size - 1) / params.page_size;
-    if (s.page_table == nullptr || s.n_pages < pages_needed) {
+    const int64_t needed = pages_needed(s, params);
+    if (s.page_table == nullptr || s.n_pages < needed) {
       bad_seq(i, "page table has " + std::to_string(s.page_table ? s.n_pages : 0) +
                      " pages, positions up to " + std::to_string(end) + " need " +
-                     std::to_string(pages_needed));
+                     std::to_string(needed));
     }
     if (entries == PageEntries::kChecked) check_page_entries(batch, i, params);
     for (int32_t r = 0; r < s.n_tokens; ++r) {

@@ -20,6 +20,9 @@ enum class PageEntries { kChecked, kCallerChecks };
 void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
                          const ContextParams &params, PageEntries entries = PageEntries::kChecked);
 
+// Page-table entries the rows of `s` read: those of positions [0, start_pos + n_tokens).
+int64_t pages_needed(const SeqRows &s, const ContextParams &params);
+
 // Throws INVALID_ARGUMENT when sequence i's table names a page outside
 // [0, num_pages) among the entries its positions need.
 void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params);

@@ -413,8 +413,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int32_t *written_page = h + kWrittenPage * R;
   int32_t *extra_data = table + pages;
   int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
-  int64_t quest_at = pages + extra;  // quest records follow the uploaded ones
-  st.table_from = static_cast<int32_t>(extra > 0 ? pages : pages + extra);
+  int64_t quest_at = pages + extra;             // quest records follow the uploaded ones
+  st.table_from = static_cast<int32_t>(pages);  // the sparse records go up every step
   pending_.clear();
   sel_step_.clear();
   if (cap_slots > 0) {
@@ -432,7 +432,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     start_pos[i] = s.start_pos;
     // The entries kernels read: when the device holds them, checked, at this
     // offset, the table is neither checked again nor copied.
-    const int64_t needed = (int64_t{s.start_pos} + s.n_tokens + ps - 1) / ps;
+    const int64_t needed = pages_needed(s, params_);
     const bool held = static_cast<size_t>(i) < tables_previous_.size() &&
                       tables_previous_[i].offset == page && tables_previous_[i].checked >= needed &&
                       std::equal(s.page_table, s.page_table + needed, table + page);

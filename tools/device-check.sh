@@ -36,12 +36,20 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_l2|error' "$OUT/$name.log" | head -40
     summary+=("$(printf '%-24s rc=%-3s %5ss  %s' "$name" "$rc" "$secs" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$name.log" | tr '\n' ' ')")")
   done
+  # Vegas rounds again with the logit candidates picked on the device
+  # (CudaContext::forward_candidates, off by default until this passes).
+  if echo test_cuda_vegas | grep -Eq "$FILTER"; then
+    VEGAS_CUDA_CANDIDATES=1 "$DIR/bin/test_cuda_vegas" > "$OUT/test_cuda_vegas-candidates.log" 2>&1
+    rc=$?
+    summary+=("$(printf '%-24s rc=%-3s %s' "vegas+candidates" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/test_cuda_vegas-candidates.log" | tr '\n' ' ')")")
+  fi
 fi
 if [ "$WHAT" = sanitize ]; then
   sanitized=(
     "test_cuda_kernels all"
     "test_cuda_attention Attention.DecodeRows:Attention.DecodeKernelGroupsAndSplits:Attention.VerifyRowsAreCausal:Attention.PrefillChunkOverPrefixMixedWithDecode:Attention.SparseDraftRows:Attention.CaptureLogitsAndLse"
     "test_cuda_small_gemm all"
+    "test_cuda_logit_candidates LogitCandidatesKernel.MatchesHostExactly"
     "test_cuda_qkv_rope all"
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
     "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"

@@ -109,6 +109,7 @@ struct ForwardBatch {
 };
 
 struct SamplingParams;
+struct LogitCandidates;
 
 // The sampling rule of one logit row for BackendContext::forward_sample.
 struct RowSampling {
@@ -149,6 +150,21 @@ class BackendContext {
     (void)batch;
     (void)rows;
     (void)tokens_out;
+    return false;
+  }
+
+  // Optional: forward() cut down to each logit row's candidates for k[i] in
+  // [1, kMaxCandidateTopK] (one entry per logit row; sampling.h:
+  // LogitCandidates), picked where the logits are so that only those move:
+  // (*out)[i] is extract_candidates of row i. Returns false, having done
+  // nothing, when this backend cannot; the caller then uses forward() and
+  // extract_candidates. Throws as forward(), and as extract_candidates for a
+  // row with a NaN or +inf logit or no finite one.
+  virtual bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
+                                  std::vector<LogitCandidates> *out) {
+    (void)batch;
+    (void)k;
+    (void)out;
     return false;
   }
 

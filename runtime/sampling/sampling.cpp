@@ -33,6 +33,7 @@ struct Scratch {
   std::vector<Ranked> ranked;
   std::vector<float> values;
   std::vector<float> nucleus_weights;
+  std::vector<float> cand_logits;
   std::vector<uint16_t> buckets;
   std::vector<double> bucket_mass;
 };
@@ -129,19 +130,19 @@ float kth_largest(const float *logits, int32_t n_vocab, int32_t k, std::vector<f
 // mass crosses top_p; only the candidates of that bucket and the ones above it
 // are sorted. Buckets are a monotone function of the logit, so the result is
 // exactly the prefix of the full ranking.
-void nucleus(const float *logits, float max_logit, const std::vector<int32_t> &cand,
+void nucleus(const std::vector<float> &cand_logits, float max_logit,
              const std::vector<float> &weights, double total, float top_p, Scratch *s) {
   constexpr int32_t kBuckets = 4096;
-  const size_t n = cand.size();
+  const size_t n = cand_logits.size();
   float min_logit = max_logit;
-  for (int32_t id : cand) min_logit = std::min(min_logit, logits[id]);
+  for (float v : cand_logits) min_logit = std::min(min_logit, v);
   // In double, so neither the range of extreme logits nor its inverse overflows.
   const double range = static_cast<double>(max_logit) - min_logit;
   const double scale = range > 0.0 ? kBuckets / range : 0.0;
   s->buckets.resize(n);
   s->bucket_mass.assign(kBuckets, 0.0);
   for (size_t j = 0; j < n; ++j) {
-    const double offset = (static_cast<double>(max_logit) - logits[cand[j]]) * scale;
+    const double offset = (static_cast<double>(max_logit) - cand_logits[j]) * scale;
     const int32_t b = std::min(kBuckets - 1, static_cast<int32_t>(offset));
     s->buckets[j] = static_cast<uint16_t>(b);
     s->bucket_mass[b] += weights[j];
@@ -155,7 +156,7 @@ void nucleus(const float *logits, float max_logit, const std::vector<int32_t> &c
   std::vector<Ranked> &items = s->ranked;
   items.clear();
   for (size_t j = 0; j < n; ++j)
-    if (s->buckets[j] <= last) items.push_back(Ranked{logits[cand[j]], static_cast<int32_t>(j)});
+    if (s->buckets[j] <= last) items.push_back(Ranked{cand_logits[j], static_cast<int32_t>(j)});
   // Candidates are in ascending id order, so pos order is id order.
   std::sort(items.begin(), items.end(), [](const Ranked &x, const Ranked &y) {
     return x.logit > y.logit || (x.logit == y.logit && x.pos < y.pos);
@@ -167,6 +168,80 @@ void nucleus(const float *logits, float max_logit, const std::vector<int32_t> &c
     cum += weights[item.pos];
     if (cum >= target) break;  // else (rounding) every item sorted here stays
   }
+}
+
+// Rules 2-6 (or greedy's argmax) over a row of n logits after the penalties:
+// the vocabulary (ids == NULL: the id is the index) or a candidate list (ids
+// ascending, the candidates of a k >= params.top_k). Both go through the same
+// code, so a candidate list yields the row's distribution bit for bit.
+void distribution_of_row(const float *l, const int32_t *ids, int32_t n, const LogitScan &scan,
+                         const SamplingParams &params, TokenDistribution *out) {
+  Scratch &s = scratch();
+  auto id_of = [&](int32_t i) { return ids ? ids[i] : i; };
+  out->ids.clear();
+  out->probs.clear();
+  if (params.greedy()) {
+    // The scan found the maximum; its first occurrence is the lowest-index argmax.
+    out->ids.push_back(id_of(static_cast<int32_t>(std::find(l, l + n, scan.max) - l)));
+    out->probs.push_back(1.0f);
+    return;
+  }
+
+  // 3. Top-k (HF: keep every token >= the k-th largest logit, ties included).
+  float threshold = -INFINITY;
+  if (params.top_k > 0 && params.top_k < scan.n_finite)
+    threshold = kth_largest(l, n, params.top_k, &s.values);
+  std::vector<int32_t> &cand = s.candidates;  // indices into l
+  if (threshold == -INFINITY && scan.n_finite == n) {
+    cand.resize(static_cast<size_t>(n));
+    std::iota(cand.begin(), cand.end(), 0);
+  } else {
+    cand.clear();
+    for (int32_t i = 0; i < n; ++i)
+      if (l[i] != -INFINITY && l[i] >= threshold) cand.push_back(i);
+  }
+  std::vector<float> &cl = s.cand_logits;
+  cl.resize(cand.size());
+  for (size_t j = 0; j < cand.size(); ++j) cl[j] = l[cand[j]];
+
+  // 2. Temperature: weights relative to the maximum (which is always kept, so
+  // its weight is exactly 1). Subtracting before dividing cannot overflow.
+  std::vector<float> &w = s.weights;
+  w.resize(cand.size());
+  const float t = params.temperature;
+  double total = 0.0;
+  for (size_t j = 0; j < cand.size(); ++j) {
+    w[j] = std::exp((cl[j] - scan.max) / t);
+    total += w[j];
+  }
+
+  // 4. Top-p: mark the nucleus (order is by probability; the support stays in
+  // id order, so mark then filter).
+  if (params.top_p < 1.0f) {
+    nucleus(cl, scan.max, w, total, params.top_p, &s);
+    std::vector<float> &kept = s.nucleus_weights;
+    kept.assign(cand.size(), 0.0f);
+    for (int32_t pos : s.order) kept[pos] = w[pos];
+    w.swap(kept);
+  }
+
+  // 5. Min-p relative to p_max (weight 1), 6. drop zero weights, renormalise.
+  const float min_weight = params.min_p;
+  out->ids.resize(cand.size());
+  out->probs.resize(cand.size());
+  size_t kept = 0;
+  double kept_total = 0.0;
+  for (size_t j = 0; j < cand.size(); ++j) {
+    if (w[j] > 0.0f && w[j] >= min_weight) {
+      out->ids[kept] = id_of(cand[j]);
+      out->probs[kept++] = w[j];
+      kept_total += w[j];
+    }
+  }
+  out->ids.resize(kept);
+  out->probs.resize(kept);
+  const float scale = static_cast<float>(1.0 / kept_total);
+  for (float &p : out->probs) p *= scale;
 }
 
 }  // namespace
@@ -219,69 +294,53 @@ void build_distribution(const float *logits, int32_t n_vocab, const SamplingPara
     for (const auto &e : s.edits) s.logits[e.first] = e.second;
     l = s.logits.data();
   }
-  const LogitScan scan = scan_logits(l, n_vocab);
+  distribution_of_row(l, nullptr, n_vocab, scan_logits(l, n_vocab), params, out);
+}
 
+int32_t candidate_k(const SamplingParams &params) {
+  if (params.has_penalties()) return 0;
+  if (params.greedy()) return 1;
+  return params.top_k >= 1 && params.top_k <= kMaxCandidateTopK ? params.top_k : 0;
+}
+
+void extract_candidates(const float *logits, int32_t n_vocab, int32_t k, LogitCandidates *out) {
+  if (logits == nullptr || out == nullptr || n_vocab <= 0 || k < 1)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "extract_candidates needs logits, an output, n_vocab > 0 and k >= 1");
+  const LogitScan scan = scan_logits(logits, n_vocab);
+  const float threshold =
+      k < scan.n_finite ? kth_largest(logits, n_vocab, k, &scratch().values) : -INFINITY;
   out->ids.clear();
-  out->probs.clear();
-  if (params.greedy()) {
-    // The scan found the maximum; its first occurrence is the lowest-index argmax.
-    out->ids.push_back(static_cast<int32_t>(std::find(l, l + n_vocab, scan.max) - l));
-    out->probs.push_back(1.0f);
-    return;
-  }
-
-  // 3. Top-k (HF: keep every token >= the k-th largest logit, ties included).
-  float threshold = -INFINITY;
-  if (params.top_k > 0 && params.top_k < scan.n_finite)
-    threshold = kth_largest(l, n_vocab, params.top_k, &s.values);
-  std::vector<int32_t> &cand = s.candidates;
-  if (threshold == -INFINITY && scan.n_finite == n_vocab) {
-    cand.resize(static_cast<size_t>(n_vocab));
-    std::iota(cand.begin(), cand.end(), 0);
-  } else {
-    cand.clear();
-    for (int32_t i = 0; i < n_vocab; ++i)
-      if (l[i] != -INFINITY && l[i] >= threshold) cand.push_back(i);
-  }
-
-  // 2. Temperature: weights relative to the maximum (which is always kept, so
-  // its weight is exactly 1). Subtracting before dividing cannot overflow.
-  std::vector<float> &w = s.weights;
-  w.resize(cand.size());
-  const float t = params.temperature;
-  double total = 0.0;
-  for (size_t j = 0; j < cand.size(); ++j) {
-    w[j] = std::exp((l[cand[j]] - scan.max) / t);
-    total += w[j];
-  }
-
-  // 4. Top-p: mark the nucleus (order is by probability; the support stays in
-  // id order, so mark then filter).
-  if (params.top_p < 1.0f) {
-    nucleus(l, scan.max, cand, w, total, params.top_p, &s);
-    std::vector<float> &kept = s.nucleus_weights;
-    kept.assign(cand.size(), 0.0f);
-    for (int32_t pos : s.order) kept[pos] = w[pos];
-    w.swap(kept);
-  }
-
-  // 5. Min-p relative to p_max (weight 1), 6. drop zero weights, renormalise.
-  const float min_weight = params.min_p;
-  out->ids.resize(cand.size());
-  out->probs.resize(cand.size());
-  size_t kept = 0;
-  double kept_total = 0.0;
-  for (size_t j = 0; j < cand.size(); ++j) {
-    if (w[j] > 0.0f && w[j] >= min_weight) {
-      out->ids[kept] = cand[j];
-      out->probs[kept++] = w[j];
-      kept_total += w[j];
+  out->logits.clear();
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (logits[i] != -INFINITY && logits[i] >= threshold) {
+      out->ids.push_back(i);
+      out->logits.push_back(logits[i]);
     }
+}
+
+void build_distribution_from_candidates(const LogitCandidates &c, const SamplingParams &params,
+                                        TokenDistribution *out) {
+  if (out == nullptr)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "build_distribution_from_candidates needs an output");
+  validate_sampling_params(params);
+  if (candidate_k(params) == 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "these sampling options read the whole logit row (penalties, or top_k off or above " +
+             std::to_string(kMaxCandidateTopK) + "), not its candidates");
+  const size_t n = c.ids.size();
+  if (n == 0 || c.logits.size() != n || n > static_cast<size_t>(INT32_MAX))
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "logit candidates: empty, or ids and logits differ in length");
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(c.logits[i]))
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "logit candidate " + std::to_string(c.ids[i]) + " is not finite");
+    if (c.ids[i] < 0 || (i > 0 && c.ids[i] <= c.ids[i - 1]))
+      fail(VEGAS_ERR_INVALID_ARGUMENT, "logit candidates: ids must be ascending and >= 0");
   }
-  out->ids.resize(kept);
-  out->probs.resize(kept);
-  const float scale = static_cast<float>(1.0 / kept_total);
-  for (float &p : out->probs) p *= scale;
+  const int32_t count = static_cast<int32_t>(n);
+  distribution_of_row(c.logits.data(), c.ids.data(), count, scan_logits(c.logits.data(), count),
+                      params, out);
 }
 
 int32_t sample_from(const TokenDistribution &dist, double u) {

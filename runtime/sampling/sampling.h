@@ -79,6 +79,38 @@ struct TokenDistribution {
 void build_distribution(const float *logits, int32_t n_vocab, const SamplingParams &params,
                         const std::vector<int32_t> &history, TokenDistribution *out);
 
+// A logit row cut down to what its processed distribution reads: with top-k
+// on (k >= 1; greedy rows need k = 1), the finite logits at or above the k-th
+// largest finite one, ties included, in ascending id order (every finite
+// logit when there are no more than k). build_distribution on the whole row
+// and build_distribution_from_candidates on these give the same distribution
+// bit for bit, so a backend can pick the candidates where the logits are and
+// send the host a few pairs instead of the vocabulary
+// (BackendContext::forward_candidates).
+struct LogitCandidates {
+  std::vector<int32_t> ids;  // ascending
+  std::vector<float> logits;
+};
+
+// Candidates are used for k up to this (device buffers hold this many per row).
+constexpr int32_t kMaxCandidateTopK = 64;
+
+// The k whose candidates `params` reads: 1 for greedy, top_k for top_k in
+// [1, kMaxCandidateTopK], else 0 (the rule reads the whole row: top-k off or
+// large, or penalties, which edit logits outside any candidate set).
+int32_t candidate_k(const SamplingParams &params);
+
+// The candidates of a row for k >= 1. Errors as build_distribution's:
+// INVALID_ARGUMENT for a NaN or +inf logit, or every logit -inf.
+void extract_candidates(const float *logits, int32_t n_vocab, int32_t k, LogitCandidates *out);
+
+// build_distribution's result for a row whose candidates for candidate_k(params)
+// (or any larger k) are `c`. INVALID_ARGUMENT for bad params, params with
+// penalties or top-k off (candidate_k(params) == 0), empty or non-finite
+// candidates, or ids not ascending.
+void build_distribution_from_candidates(const LogitCandidates &c, const SamplingParams &params,
+                                        TokenDistribution *out);
+
 // The lowest index of the largest logit (NaN entries are never chosen).
 int32_t argmax(const float *logits, int32_t n_vocab);
 

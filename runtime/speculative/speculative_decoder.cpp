@@ -37,6 +37,20 @@ std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
   return rows;
 }
 
+// Each logit row's candidates for k[i] (sampling.h): picked by the backend
+// where the logits are when it can, else here from the whole logits.
+void forward_candidates(BackendContext &context, const ForwardBatch &batch,
+                        const std::vector<int32_t> &k, int32_t vocab,
+                        std::vector<LogitCandidates> *out) {
+  if (context.forward_candidates(batch, k.data(), out)) return;
+  const float *logits = context.forward(batch);
+  out->resize(k.size());
+  parallel_rows(static_cast<int64_t>(k.size()), [&](int64_t i) {
+    extract_candidates(logits + i * vocab, vocab, k[static_cast<size_t>(i)],
+                       &(*out)[static_cast<size_t>(i)]);
+  });
+}
+
 FixedKnobs fixed_knobs(const SpeculativeParams &p) {
   FixedKnobs f;
   f.policy = p.policy;
@@ -208,6 +222,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     Sequence *seq;
     SeqState *st;
     int32_t gamma;
+    int32_t k;  // candidate_k of the sequence's rule
     std::vector<int32_t> drafts;
     std::vector<TokenDistribution> q;
   };
@@ -215,7 +230,12 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   for (Sequence *seq : seqs) {
     const int32_t remaining = seq->req.max_tokens - seq->n_generated();
     SeqState &st = state(*seq);
-    Work w{seq, &st, std::max(0, std::min(st.tuning.gamma, remaining - 1)), {}, {}};
+    Work w{seq,
+           &st,
+           std::max(0, std::min(st.tuning.gamma, remaining - 1)),
+           candidate_k(seq->req.sampling),
+           {},
+           {}};
     try {
       pool.reserve(seq->page_table, int64_t{seq->kv_len} + w.gamma + 1);
     } catch (const Error &e) {
@@ -240,6 +260,15 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     work.push_back(std::move(w));
   }
   if (work.empty()) return;
+  // When every rule reads only the top of its logit rows (greedy, or top-k
+  // up to kMaxCandidateTopK, no penalties), the draft and verify passes
+  // return those candidates instead of the vocabulary rows: on a GPU, a few
+  // pairs per row cross to the host instead of the row, and the host builds
+  // each distribution from them.
+  bool by_candidates = true;
+  for (const Work &w : work) by_candidates = by_candidates && w.k > 0;
+  std::vector<LogitCandidates> cands;
+  std::vector<int32_t> cand_k;
 
   // Draft: γ single-row sparse forward passes, batched over the sequences.
   const double t_draft = now_seconds();
@@ -273,14 +302,25 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       batch.seqs.push_back(r);
       in_batch.push_back(&w);
     }
-    const float *logits = context.forward(batch);
+    const float *logits = nullptr;
+    if (by_candidates) {
+      cand_k.clear();
+      for (const Work *w : in_batch) cand_k.push_back(w->k);
+      forward_candidates(context, batch, cand_k, vocab, &cands);
+    } else {
+      logits = context.forward(batch);
+    }
     // Rows are independent (each sequence has its own Rng): build them in parallel.
     parallel_rows(static_cast<int64_t>(in_batch.size()), [&](int64_t b) {
       Work &w = *in_batch[static_cast<size_t>(b)];
-      std::vector<int32_t> row_history;
-      build_history(*w.seq, w.drafts, j, &row_history);
       TokenDistribution &q = w.q[static_cast<size_t>(j)];
-      build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
+      if (by_candidates) {
+        build_distribution_from_candidates(cands[static_cast<size_t>(b)], w.seq->req.sampling, &q);
+      } else {
+        std::vector<int32_t> row_history;
+        build_history(*w.seq, w.drafts, j, &row_history);
+        build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
+      }
       w.drafts[static_cast<size_t>(j)] =
           w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
     });
@@ -319,7 +359,14 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
     verify.seqs.push_back(r);
   }
-  const float *vlogits = context.forward(verify);
+  const float *vlogits = nullptr;
+  if (by_candidates) {
+    cand_k.clear();
+    for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
+    forward_candidates(context, verify, cand_k, vocab, &cands);
+  } else {
+    vlogits = context.forward(verify);
+  }
   double verify_seconds = now_seconds() - t_verify;
   if (device_) {  // the selection kernel ran inside the verify pass: count it apart
     const double select_s = context.take_select_seconds();
@@ -341,14 +388,19 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     Work &w = work[static_cast<size_t>(wi)];
     Sequence &seq = *w.seq;
     AcceptResult &result = results[static_cast<size_t>(wi)];
-    const float *rows = vlogits + row_base[static_cast<size_t>(wi)] * vocab;
+    const int64_t base = row_base[static_cast<size_t>(wi)];
     std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
     std::vector<int32_t> history;
     auto target = [&](int32_t row) -> const TokenDistribution & {
-      build_history(seq, w.drafts, row, &history);
-      build_distribution(rows + static_cast<int64_t>(row) * vocab, vocab, seq.req.sampling, history,
-                         &p[static_cast<size_t>(row)]);
-      return p[static_cast<size_t>(row)];
+      TokenDistribution &d = p[static_cast<size_t>(row)];
+      if (by_candidates) {
+        build_distribution_from_candidates(cands[static_cast<size_t>(base + row)], seq.req.sampling,
+                                           &d);
+      } else {
+        build_history(seq, w.drafts, row, &history);
+        build_distribution(vlogits + (base + row) * vocab, vocab, seq.req.sampling, history, &d);
+      }
+      return d;
     };
     if (seq.req.sampling.greedy()) {
       std::vector<int32_t> argmaxes;

@@ -261,6 +261,41 @@ TEST_F(CudaVsCpu, DeviceGreedySampling) {
   EXPECT_EQ(got[0], argmax(last_logits_.data(), vocab));
 }
 
+// forward_candidates returns, for a decode step (graph path) and for
+// verification rows (eager), exactly extract_candidates of the logits the
+// same batch gives through forward(). The device path is switched on here
+// (VEGAS_CUDA_CANDIDATES is read once per process, at the first call).
+TEST_F(CudaVsCpu, DeviceLogitCandidatesMatchHost) {
+  setenv("VEGAS_CUDA_CANDIDATES", "1", 1);
+  std::vector<Seq> seqs(3);
+  std::vector<Seq *> ptrs;
+  for (auto &s : seqs) ptrs.push_back(&s);
+  step(ptrs, {random_tokens(40), random_tokens(90), random_tokens(3)}, std::vector<L>(3, L::kLast),
+       "prefill");
+  const int32_t vocab = config_->vocab_size;
+  for (const L mode : {L::kLast, L::kAll}) {
+    const int n_new = mode == L::kLast ? 1 : 4;
+    step(ptrs, {random_tokens(n_new), random_tokens(n_new), random_tokens(n_new)},
+         std::vector<L>(3, mode), "decode or verify");
+    const int32_t rows = last_batch_.logit_rows();
+    std::vector<int32_t> k(static_cast<size_t>(rows));
+    for (int32_t i = 0; i < rows; ++i)
+      k[i] = i % 3 == 0 ? 1 : (i % 3 == 1 ? 20 : kMaxCandidateTopK);
+    // Same rows again (the K/V they write is identical): logits, then candidates.
+    const float *logits = cuda_ctx_->forward(last_batch_);
+    const std::vector<float> whole(logits, logits + size_t(rows) * vocab);
+    std::vector<LogitCandidates> got;
+    ASSERT_TRUE(cuda_ctx_->forward_candidates(last_batch_, k.data(), &got));
+    ASSERT_EQ(got.size(), size_t(rows));
+    for (int32_t i = 0; i < rows; ++i) {
+      LogitCandidates want;
+      extract_candidates(whole.data() + size_t(i) * vocab, vocab, k[i], &want);
+      EXPECT_EQ(got[i].ids, want.ids) << "row " << i;
+      EXPECT_EQ(got[i].logits, want.logits) << "row " << i;
+    }
+  }
+}
+
 // A bad batch is an error, not a fault on the device.
 TEST_F(CudaVsCpu, BadBatchIsAnError) {
   Seq a;

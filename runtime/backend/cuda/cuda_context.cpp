@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "backend/forward_batch_check.h"
 #include "decode_attention.cuh"
 #include "embedding.cuh"
+#include "logit_candidates.cuh"
 #include "model/rope.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
@@ -129,6 +131,11 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   split_counters_.allocate(r * c.n_kv_heads * sizeof(int32_t), "attention split counters");
   check(cudaMemset(split_counters_.get(), 0, split_counters_.bytes()), "attention split counters");
   sampled_host_.reserve(r * sizeof(int32_t), "sampled ids");
+  const int64_t cand_ints = r * (1 + 2 * int64_t{kMaxCandidateTopK});
+  cand_k_.allocate(r * sizeof(int32_t), "logit candidates");
+  cand_out_.allocate(cand_ints * sizeof(int32_t), "logit candidates");
+  cand_k_host_.reserve(r * sizeof(int32_t), "logit candidates");
+  cand_out_host_.reserve(cand_ints * sizeof(int32_t), "logit candidates");
   // A device-selected record holds up to every slot of the pool per layer.
   sel_stride_ = static_cast<int32_t>(slots);
   sel_words_ = 2 + int64_t{c.n_layers} * (1 + sel_stride_);
@@ -994,6 +1001,71 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
     if (tokens_out[i] == kernels::kSampleAllMasked)
       fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
     fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
+  }
+  return true;
+}
+
+bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k,
+                                     std::vector<LogitCandidates> *out) {
+  static const bool enabled = [] {  // off by default until verified on a GPU
+    const char *env = std::getenv("VEGAS_CUDA_CANDIDATES");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  if (!enabled) return false;
+  const int32_t n = batch.logit_rows();
+  for (int32_t i = 0; i < n; ++i)
+    if (k[i] < 1)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_candidates: k of logit row " + std::to_string(i) +
+                                           " is " + std::to_string(k[i]) + ", not >= 1");
+  model_.activate();
+  const Step s = stage(batch);
+  launch(s, false);
+  constexpr int32_t cap = kMaxCandidateTopK;
+  const int64_t out_ints = int64_t{n} * (1 + 2 * cap);
+  if (n > 0) {
+    std::copy(k, k + n, cand_k_host_.get<int32_t>());
+    check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, stream_),
+          "upload of candidate counts");
+    int32_t *dev = cand_out_.get<int32_t>();
+    kernels::CandidateParams cp;
+    cp.logits = as<float>(logits_);
+    cp.k = cand_k_.get<int32_t>();
+    cp.count = dev;
+    cp.ids = dev + n;
+    cp.values = reinterpret_cast<float *>(dev + n + int64_t{n} * cap);
+    cp.rows = n;
+    cp.vocab = model_.config().vocab_size;
+    cp.cap = cap;
+    check(kernels::logit_candidates(cp, stream_), "logit_candidates");
+    check(cudaMemcpyAsync(cand_out_host_.get(), dev, out_ints * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, stream_),
+          "logit candidates download");
+  }
+  check(cudaStreamSynchronize(stream_), "forward_candidates");
+  deliver_captures(s);
+  const int32_t *host = cand_out_host_.get<int32_t>();
+  const int32_t *ids = host + n;
+  const float *values = reinterpret_cast<const float *>(host + n + int64_t{n} * cap);
+  const int64_t vocab = model_.config().vocab_size;
+  out->resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    LogitCandidates &c = (*out)[static_cast<size_t>(i)];
+    const int32_t count = host[i];
+    if (count >= 0) {
+      c.ids.assign(ids + int64_t{i} * cap, ids + int64_t{i} * cap + count);
+      c.logits.assign(values + int64_t{i} * cap, values + int64_t{i} * cap + count);
+      continue;
+    }
+    // More ties than the buffer holds, or a bad row: the host cuts the row
+    // down itself (and raises build_distribution's error for a bad one).
+    logits_host_.reserve(static_cast<size_t>(vocab) * sizeof(float), "host logits");
+    check(cudaMemcpyAsync(logits_host_.get(), as<float>(logits_) + i * vocab,
+                          static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_),
+          "logits row download");
+    check(cudaStreamSynchronize(stream_), "forward_candidates");
+    extract_candidates(logits_host_.get<float>(), static_cast<int32_t>(vocab), k[i], &c);
   }
   return true;
 }

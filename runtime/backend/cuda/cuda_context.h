@@ -39,6 +39,15 @@ class CudaContext : public BackendContext {
   bool forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                       int32_t *tokens_out) override;
 
+  // Logit candidates picked on the device (kernels/logit_candidates.cuh):
+  // per row a count and up to kMaxCandidateTopK (id, logit) pairs come back
+  // instead of the row; a row with more (ties) or a bad logit is downloaded
+  // and cut down by the host. Off (false) unless VEGAS_CUDA_CANDIDATES=1:
+  // written in a session without a GPU, it stays off until its gpu tests
+  // have run.
+  bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
+                          std::vector<LogitCandidates> *out) override;
+
   bool device_selection() const override { return true; }
   void select_deferred(const std::vector<DeferredSelect> &items) override;
   void forget_selection(int32_t key) override;
@@ -123,6 +132,10 @@ class CudaContext : public BackendContext {
   DeviceBuffer split_counters_;      // decode_attention's in-kernel split merge
   int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds
   PinnedBuffer logits_host_, sampled_host_;
+  // forward_candidates: k per row, and per call [count: rows][ids: rows x
+  // cap][logits: rows x cap] for its rows, downloaded in one copy.
+  DeviceBuffer cand_k_, cand_out_;
+  PinnedBuffer cand_k_host_, cand_out_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;
   // Penalty edits of forward_sample (grown on demand) and their host scratch.

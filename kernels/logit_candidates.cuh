@@ -1,0 +1,38 @@
+// Logit candidates on the device (runtime/sampling/sampling.h,
+// extract_candidates): per row, every finite logit at or above the k-th
+// largest finite one, ties included, in ascending id order, so that a few
+// (id, logit) pairs cross to the host instead of the vocabulary row.
+//
+// One block per row. The k-th largest is found by radix descent, 8 bits a
+// pass, over order-preserving 32-bit keys of the logits (each pass counts the
+// keys under the prefix found so far; the row stays in L1/L2 between passes),
+// then the row is compacted in id order by a block scan. Only comparisons:
+// the result equals the host's bit for bit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace vegas::kernels {
+
+// Negative values written to `count` instead of a candidate count.
+enum CandidateStatus : int32_t {
+  kCandidatesOverflow = -1,  // more than `cap` candidates (ties at the k-th logit)
+  kCandidatesBadRow = -2,    // a NaN or +inf logit, or no finite one
+};
+
+struct CandidateParams {
+  const float *logits = nullptr;  // [rows][vocab]
+  const int32_t *k = nullptr;     // [rows], >= 1 (values below 1 count as 1)
+  int32_t *count = nullptr;       // [rows]: candidates written, or a CandidateStatus
+  int32_t *ids = nullptr;         // [rows][cap], ascending
+  float *values = nullptr;        // [rows][cap], the logits of ids
+  int32_t rows = 0;
+  int32_t vocab = 0;
+  int32_t cap = 0;
+};
+
+cudaError_t logit_candidates(const CandidateParams &p, cudaStream_t stream);
+
+}  // namespace vegas::kernels

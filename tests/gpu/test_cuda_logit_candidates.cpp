@@ -1,0 +1,145 @@
+// Logit candidates on the device (kernels/logit_candidates.cuh) against the
+// host's extract_candidates, which build_distribution_from_candidates turns
+// into build_distribution's result bit for bit (tests/unit/test_logit_candidates).
+// The kernel only compares, so every row must match exactly: the same ids in
+// the same order and the same logit bits, on both vocabulary sizes, for rows
+// with ties at the k-th logit, masked tokens, -0/+0, fewer finite logits than
+// k, more tied candidates than the buffer holds (overflow status) and bad rows
+// (NaN, +inf, every logit -inf: bad-row status). Output buffers start poisoned.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "gpu_test_util.h"
+#include "logit_candidates.cuh"
+#include "sampling/sampling.h"
+
+namespace vegas::test {
+namespace {
+
+constexpr int32_t kCap = kMaxCandidateTopK;
+
+class LogitCandidatesKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+  std::mt19937 rng{20261123};
+};
+
+// One row of a named shape.
+std::vector<float> row_of(const std::string &shape, int vocab, std::mt19937 &rng) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> r(static_cast<size_t>(vocab));
+  for (float &x : r) x = 3.f * n(rng);
+  if (shape == "ties") {  // a coarse grid: ties at every rank
+    for (float &x : r) x = std::round(x);
+  } else if (shape == "masked") {  // a few finite logits among -inf
+    for (size_t i = 0; i < r.size(); ++i)
+      if (rng() % 1000 != 0) r[i] = -INFINITY;
+    r[rng() % r.size()] = 0.5f;
+  } else if (shape == "zeros") {  // -0 and +0 at the top
+    for (float &x : r) x = -std::fabs(x) - 1.f;
+    for (int j = 0; j < 10; ++j) r[rng() % r.size()] = (j % 2) ? -0.0f : 0.0f;
+  } else if (shape == "flat-top") {  // more tied maxima than the buffer holds
+    for (int j = 0; j < kCap + 10; ++j) r[rng() % r.size()] = 50.f;
+  } else if (shape == "nan") {
+    r[rng() % r.size()] = NAN;
+  } else if (shape == "inf") {
+    r[rng() % r.size()] = INFINITY;
+  } else if (shape == "all-masked") {
+    for (float &x : r) x = -INFINITY;
+  }
+  return r;
+}
+
+// Proves: count, ids and logit bits of every row equal the host's, or the
+// row gets the status the host's outcome calls for.
+TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
+  const std::vector<std::string> shapes = {"normal",   "ties", "masked", "zeros",
+                                           "flat-top", "nan",  "inf",    "all-masked"};
+  const std::vector<int32_t> ks = {1, 2, 20, 40, kCap};
+  int64_t rows_checked = 0, overflow_rows = 0, bad_rows = 0;
+  for (int vocab : {8192, 151936}) {
+    std::vector<float> logits;
+    std::vector<int32_t> k;
+    std::vector<std::string> row_shape;
+    for (const std::string &shape : shapes)
+      for (int32_t kk : ks) {
+        const std::vector<float> r = row_of(shape, vocab, rng);
+        logits.insert(logits.end(), r.begin(), r.end());
+        k.push_back(kk);
+        row_shape.push_back(shape);
+      }
+    const int rows = static_cast<int>(k.size());
+    Dev<float> d_logits(logits);
+    Dev<int32_t> d_k(k);
+    Dev<int32_t> d_out(static_cast<size_t>(rows) * (1 + 2 * kCap));  // poisoned
+    kernels::CandidateParams p;
+    p.logits = d_logits.get();
+    p.k = d_k.get();
+    p.count = d_out.get();
+    p.ids = d_out.get() + rows;
+    p.values = d_out.as<float>() + rows + rows * kCap;
+    p.rows = rows;
+    p.vocab = vocab;
+    p.cap = kCap;
+    CUDA_OK(kernels::logit_candidates(p, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<int32_t> out = d_out.download();
+    for (int i = 0; i < rows; ++i) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + " row " + row_shape[i] + " k " +
+                   std::to_string(k[i]));
+      LogitCandidates host;
+      bool host_bad = false;
+      try {
+        extract_candidates(logits.data() + static_cast<size_t>(i) * vocab, vocab, k[i], &host);
+      } catch (const Error &) {
+        host_bad = true;
+      }
+      const int32_t count = out[i];
+      if (host_bad) {
+        EXPECT_EQ(count, kernels::kCandidatesBadRow);
+        ++bad_rows;
+        continue;
+      }
+      if (static_cast<int32_t>(host.ids.size()) > kCap) {
+        EXPECT_EQ(count, kernels::kCandidatesOverflow);
+        ++overflow_rows;
+        continue;
+      }
+      ASSERT_EQ(count, static_cast<int32_t>(host.ids.size()));
+      const int32_t *ids = out.data() + rows + static_cast<size_t>(i) * kCap;
+      const int32_t *bits = out.data() + rows + static_cast<size_t>(rows) * kCap + i * kCap;
+      for (int32_t j = 0; j < count; ++j) {
+        EXPECT_EQ(ids[j], host.ids[j]) << "candidate " << j;
+        uint32_t hb;
+        std::memcpy(&hb, &host.logits[j], 4);
+        EXPECT_EQ(static_cast<uint32_t>(bits[j]), hb) << "candidate " << j;
+      }
+      ++rows_checked;
+    }
+  }
+  std::printf("[candidates] rows matched %lld, overflow %lld, bad %lld\n",
+              static_cast<long long>(rows_checked), static_cast<long long>(overflow_rows),
+              static_cast<long long>(bad_rows));
+  EXPECT_GT(overflow_rows, 0);  // the flat-top rows
+  EXPECT_EQ(bad_rows, 2 * 3 * static_cast<int64_t>(ks.size()));
+}
+
+// Proves the launch refuses bad parameters instead of running.
+TEST_F(LogitCandidatesKernel, RejectsBadParams) {
+  kernels::CandidateParams p;
+  p.rows = 1;
+  p.vocab = 8;
+  p.cap = kCap;
+  EXPECT_EQ(kernels::logit_candidates(p, nullptr), cudaErrorInvalidValue);  // null buffers
+  p.rows = 0;
+  EXPECT_EQ(kernels::logit_candidates(p, nullptr), cudaSuccess);  // nothing to do
+}
+
+}  // namespace
+}  // namespace vegas::test

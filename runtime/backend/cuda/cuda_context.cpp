@@ -321,8 +321,12 @@ void CudaContext::grow_page_table(int64_t pages) {
   meta_host_.reserve(bytes, "staged indices");
 }
 
-int32_t *CudaContext::meta(int field) const {
-  return meta_dev_.get<int32_t>() + int64_t{field} * params_.max_rows;
+int32_t *CudaContext::meta(const Step &s, int field) const {
+  return meta_dev_.get<int32_t>() + int64_t{field} * s.field_stride;
+}
+
+int32_t *CudaContext::tables() const {
+  return meta_dev_.get<int32_t>() + int64_t{kFields} * params_.max_rows;
 }
 
 // cuBLASLt picks an algorithm per GEMM shape on first use (milliseconds of
@@ -408,12 +412,18 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.quest = quest_extra > 0;
   if (st.quest) grow_quest_keys(st.n_seqs);
 
+  // Each field holds field_stride entries (the step's rows or sequences,
+  // whichever is more), so a step uploads kFields * field_stride ints, not
+  // kFields * max_rows (a session's max_rows is prefill_chunk + max_batch:
+  // 115 KB a decode step at the default 2048 + 16). The page tables start at
+  // a fixed offset, kFields * max_rows, where tables_on_device_ tracks them.
+  st.field_stride = std::max(std::max(st.rows, st.n_seqs), 1);
   int32_t *h = meta_host_.get<int32_t>();
-  const int64_t R = params_.max_rows;
+  const int64_t R = st.field_stride;
   int32_t *tokens = h + kTokens * R, *positions = h + kPositions * R, *slots = h + kSlots * R;
   int32_t *logit_index = h + kLogitIndex * R, *page_off = h + kSeqPageOff * R;
   int32_t *row_start = h + kSeqRowStart * R, *n_rows = h + kSeqRows * R;
-  int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * R;
+  int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * int64_t{params_.max_rows};
   int32_t *sparse_off = h + kSeqSparseOff * R, *cap_cand = h + kSeqCapCand * R;
   int32_t *cap_slot = h + kRowCapSlot * R;
   int32_t *quest_prefix = h + kSeqQuestPrefix * R, *quest_budget = h + kSeqQuestBudget * R;
@@ -569,7 +579,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
 
   kernels::EmbeddingParams ep;
-  ep.tokens = meta(kTokens);
+  ep.tokens = meta(s, kTokens);
   ep.table = bf(w.embed);
   ep.out = as<float>(residual_);
   ep.rows = s.rows;
@@ -587,8 +597,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   kernels::RopeKvParams rp;
   rp.qkv = as<bf16>(qkv_);
   rp.norm_eps = static_cast<float>(c.rms_norm_eps);
-  rp.positions = meta(kPositions);
-  rp.slots = meta(kSlots);
+  rp.positions = meta(s, kPositions);
+  rp.slots = meta(s, kSlots);
   rp.inv_freq = w.rope_inv_freq;
   rp.rot_dim = c.rotary_dim();
   rp.attention_scaling = rope_attention_scaling(c);
@@ -601,11 +611,11 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   kernels::PagedAttentionParams ap;
   ap.q = as<bf16>(q_);
   ap.out = as<bf16>(attn_);
-  ap.page_table = meta(kFields);
-  ap.seq_page_off = meta(kSeqPageOff);
-  ap.seq_row_start = meta(kSeqRowStart);
-  ap.seq_n_rows = meta(kSeqRows);
-  ap.seq_start_pos = meta(kSeqStartPos);
+  ap.page_table = tables();
+  ap.seq_page_off = meta(s, kSeqPageOff);
+  ap.seq_row_start = meta(s, kSeqRowStart);
+  ap.seq_n_rows = meta(s, kSeqRows);
+  ap.seq_start_pos = meta(s, kSeqStartPos);
   ap.n_seqs = s.n_seqs;
   ap.n_heads = c.n_heads;
   ap.n_kv_heads = c.n_kv_heads;
@@ -619,12 +629,12 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.split_counters = as<int32_t>(split_counters_);
   ap.read_ahead = s.quest ? 0 : 1;  // quest_select writes records inside the step
   ap.total_rows = s.rows;
-  ap.sparse_data = meta(kFields);
+  ap.sparse_data = tables();
   ap.sparse_device = as<int32_t>(sel_records_);
-  ap.seq_sparse_off = meta(kSeqSparseOff);
+  ap.seq_sparse_off = meta(s, kSeqSparseOff);
   ap.n_layers = c.n_layers;
-  ap.row_cap_slot = meta(kRowCapSlot);
-  ap.seq_cap_cand = meta(kSeqCapCand);
+  ap.row_cap_slot = meta(s, kRowCapSlot);
+  ap.seq_cap_cand = meta(s, kSeqCapCand);
   ap.cap_stride = s.cap_stride;
   // Dense sequences of many rows take the tensor-core kernel, launched after
   // the paged one, which skips them; steps with captured rows stay paged.
@@ -634,7 +644,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       kernels::prefill_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     ap.prefill_min_rows = kernels::kPrefillMinRows;
     const int32_t *h = meta_host_.get<int32_t>();
-    const int64_t R = params_.max_rows;
+    const int64_t R = s.field_stride;
     paged_rows = false;
     for (int32_t i = 0; i < s.n_seqs; ++i)
       paged_rows = paged_rows || h[kSeqRows * R + i] < kernels::kPrefillMinRows ||
@@ -646,7 +656,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   if (s.max_rows_per_seq >= 2 &&
       kernels::verify_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     const int32_t *h = meta_host_.get<int32_t>();
-    const int64_t R = params_.max_rows;
+    const int64_t R = s.field_stride;
     bool verify_rows = false, other_rows = false;
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
@@ -664,13 +674,13 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
 
   kernels::QuestSelectParams qp;  // quest drafting: each layer's sets, from its queries
   qp.q = as<bf16>(q_);
-  qp.page_table = meta(kFields);
-  qp.seq_page_off = meta(kSeqPageOff);
-  qp.seq_row_start = meta(kSeqRowStart);
-  qp.seq_prefix = meta(kSeqQuestPrefix);
-  qp.seq_budget = meta(kSeqQuestBudget);
-  qp.seq_record_off = meta(kSeqSparseOff);
-  qp.records = meta(kFields);
+  qp.page_table = tables();
+  qp.seq_page_off = meta(s, kSeqPageOff);
+  qp.seq_row_start = meta(s, kSeqRowStart);
+  qp.seq_prefix = meta(s, kSeqQuestPrefix);
+  qp.seq_budget = meta(s, kSeqQuestBudget);
+  qp.seq_record_off = meta(s, kSeqSparseOff);
+  qp.records = tables();
   qp.keys = quest_keys_.get<uint32_t>();
   qp.key_stride = params_.num_pages;
   qp.n_seqs = s.n_seqs;
@@ -784,18 +794,18 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   }
   // No quest row of this step reads a page it wrote (each writes at or after
   // its prefix), so the bounds can follow once, after every layer.
-  enqueue_quest_bounds(meta(kWrittenPage), s.rows);
+  enqueue_quest_bounds(meta(s, kWrittenPage), s.rows);
   if (s.logit_rows == 0) return;
   if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
     // The final RMSNorm of the logit rows fused into the lm_head.
     sg.m = s.logit_rows;
-    sg.x_row_index = meta(kLogitIndex);
+    sg.x_row_index = meta(s, kLogitIndex);
     linear(as<float>(residual_), bf(w.final_norm), nullptr, w.lm_head, c.vocab_size, H,
            Epilogue::kStoreF32, logits_.get());
     sg.x_row_index = nullptr;
   } else {
     np.weight = bf(w.final_norm);
-    np.row_index = meta(kLogitIndex);
+    np.row_index = meta(s, kLogitIndex);
     np.rows = s.logit_rows;
     check(kernels::rmsnorm(np, stream_), "final rmsnorm");
     gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, padded_rows(s.logit_rows),
@@ -812,11 +822,12 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
 }
 
 void CudaContext::launch(const Step &s, bool with_argmax) {
-  const int64_t fields = kFields * int64_t{params_.max_rows};
+  const int64_t fields = kFields * int64_t{params_.max_rows};  // where the tables start
   const int64_t table_end = int64_t{s.pages} + s.extra;
   grow_capture(s);
-  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), fields * sizeof(int32_t),
-                        cudaMemcpyHostToDevice, stream_),
+  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(),
+                        kFields * int64_t{s.field_stride} * sizeof(int32_t), cudaMemcpyHostToDevice,
+                        stream_),
         "upload of staged indices");
   if (s.table_from < table_end)
     check(cudaMemcpyAsync(meta_dev_.get<int32_t>() + fields + s.table_from,

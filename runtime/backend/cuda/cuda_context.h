@@ -76,6 +76,7 @@ class CudaContext : public BackendContext {
     int32_t pages = 0;            // page-table entries staged
     int32_t extra = 0;            // ints of sparse records after the page tables
     int32_t table_from = 0;       // first page-table entry that differs from the device's
+    int32_t field_stride = 1;     // entries per staged index field (see stage)
     int32_t cap_slots = 0;        // captured rows of the batch
     int32_t cap_stride = 0;       // the largest n_candidates among them
     bool graph = false;           // a pure decode step, replayable
@@ -94,7 +95,8 @@ class CudaContext : public BackendContext {
   // Uploads the staged indices and runs the step (graph replay or eager).
   void launch(const Step &s, bool with_argmax);
   void grow_page_table(int64_t pages);
-  int32_t *meta(int field) const;
+  int32_t *meta(const Step &s, int field) const;  // the step's field of the staged indices
+  int32_t *tables() const;                        // the staged page tables and records
   void grow_capture(const Step &s);
   // Quest drafting: the score scratch of n_seqs sequences (graphs re-captured on growth).
   void grow_quest_keys(int32_t n_seqs);

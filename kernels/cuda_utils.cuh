@@ -35,6 +35,13 @@ inline bool variant_enabled(const char *name, const char *off = "0") {
   return env == nullptr || std::strcmp(env, off) != 0;
 }
 
+// The opposite default: variants still to be proven on a GPU are on only
+// when environment variable `name` is "1".
+inline bool variant_opted_in(const char *name) {
+  const char *env = std::getenv(name);
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+
 inline bool programmatic_launch_enabled() {
   static const bool enabled = variant_enabled("VEGAS_CUDA_PDL");
   return enabled;
@@ -53,6 +60,28 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// launch_kernel for a grid of thread-block clusters of `cluster` blocks
+// (sm_90; each grid dimension a multiple of the cluster's).
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                  cudaStream_t stream, dim3 cluster, Args &&...args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2] = {};
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster.x;
+  attribute[0].val.clusterDim.y = cluster.y;
+  attribute[0].val.clusterDim.z = cluster.z;
+  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch_enabled() ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

@@ -42,7 +42,9 @@ struct MmaLayout {
   static constexpr size_t kBytes = sizeof(Red) > kTileBytes ? sizeof(Red) : kTileBytes;
 };
 
-template <int HD, int GROUP>
+// CLUSTER: the launch's clusters are the splits of one (sequence, KV head),
+// merged through distributed shared memory (decode_finish_cluster).
+template <int HD, int GROUP, bool CLUSTER>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;
@@ -186,22 +188,46 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
   }
   __syncthreads();
-  decode_finish<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
+  if constexpr (CLUSTER)
+    decode_finish_cluster<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
+  else
+    decode_finish<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
+}
+
+// The split merge through clusters (decode_finish_cluster) instead of
+// partial results in global memory, a counter and the last block's L2 reads:
+// for 2 .. kMaxClusterSplits splits merged in the kernel. Written in a
+// session without a GPU (a guess at 22m 8K x 16, eight splits a sequence:
+// ~1 us a layer of dependent L2 round trips saved), so off unless
+// VEGAS_CUDA_CLUSTER_MERGE=1 until test_cuda_attention passes with it and a
+// timing says whether it pays.
+bool cluster_merge_applies(const PagedAttentionParams &p) {
+  static const bool enabled = variant_opted_in("VEGAS_CUDA_CLUSTER_MERGE");
+  return enabled && p.split_counters != nullptr && p.n_splits >= 2 &&
+         p.n_splits <= kMaxClusterSplits;
 }
 
 template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
-  return launch_kernel(decode_mma_kernel<HD, GROUP>, grid, kWarps * 32,
+  if (cluster_merge_applies(p))
+    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true>, grid, kWarps * 32,
+                                 MmaLayout<HD, GROUP>::kBytes, stream,
+                                 dim3(1, static_cast<unsigned>(p.n_splits), 1), p);
+  return launch_kernel(decode_mma_kernel<HD, GROUP, false>, grid, kWarps * 32,
                        MmaLayout<HD, GROUP>::kBytes, stream, p);
 }
 
 template <int HD, int GROUP>
 cudaError_t set_smem() {
-  return cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(MmaLayout<HD, GROUP>::kBytes));
+  const int bytes = static_cast<int>(MmaLayout<HD, GROUP>::kBytes);
+  const cudaError_t e = cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return e != cudaSuccess
+             ? e
+             : cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, true>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 }  // namespace

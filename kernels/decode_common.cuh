@@ -9,6 +9,7 @@
 // let the last split block of the (sequence, KV head) merge all splits.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda/atomic>
 
 #include "paged_attention.cuh"
@@ -99,6 +100,50 @@ __device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
       load_kv_row(p, slot[i], row_stride, head_off, k[i], v[i]);
 }
 
+// One block's result for the piece of the output thread t < GROUP * HD / 8
+// holds: query head h of the group, dimensions cc * 8 .. cc * 8 + 7.
+struct BlockPiece {
+  bool writer;  // t < GROUP * HD / 8; the other threads hold head 0's piece
+  int h, cc;
+  float o[8];  // normalised by ll
+  float mm;    // the largest score (log2 domain), -inf when no key
+  float ll;    // sum of exp2(score - mm)
+};
+
+// The block's warps combined: one thread per (query head, 8 dimensions).
+template <int HD, int GROUP, int WARPS>
+__device__ __forceinline__ BlockPiece combine_block_warps(const float (*red_m)[GROUP],
+                                                          const float (*red_l)[GROUP],
+                                                          const float (*red_acc)[GROUP][HD]) {
+  constexpr int kLanes = HD / 8;  // threads per query head, 8 dimensions each
+  BlockPiece b;
+  const int t = threadIdx.x;
+  b.writer = t < GROUP * kLanes;
+  b.h = b.writer ? t / kLanes : 0;
+  b.cc = t % kLanes;
+  const int h = b.h, cc = b.cc;
+  float mm = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) mm = fmaxf(mm, red_m[w][h]);
+  float ll = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) b.o[e] = 0.0f;
+  if (mm != -INFINITY)
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
+      ll += red_l[w][h] * wgt;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) b.o[e] += red_acc[w][h][cc * 8 + e] * wgt;
+    }
+  const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) b.o[e] *= inv;
+  b.mm = mm;
+  b.ll = ll;
+  return b;
+}
+
 // Called by all WARPS * 32 threads of the block, after a __syncthreads that
 // follows the writes to red_*. red_acc is scratch afterwards.
 template <int HD, int GROUP, int WARPS>
@@ -108,25 +153,12 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
                                               float (*red_acc)[GROUP][HD]) {
   constexpr int kWarps = WARPS;
   constexpr int kLanes = HD / 8;  // threads per query head, 8 dimensions each
-  // The warps: one thread per (query head, 8 dimensions).
   const int t = threadIdx.x;
-  const bool writer = t < GROUP * kLanes;
-  const int h = writer ? t / kLanes : 0, cc = t % kLanes;
-  float mm = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_m[w][h]);
-  float ll = 0.0f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (mm != -INFINITY)
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
-      ll += red_l[w][h] * wgt;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] += red_acc[w][h][cc * 8 + e] * wgt;
-    }
-  const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) o[e] *= inv;
+  const BlockPiece b = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
+  const bool writer = b.writer;
+  const int h = b.h, cc = b.cc;
+  const float mm = b.mm, ll = b.ll;
+  const float *o = b.o;
   const int head = kvh * GROUP + h;
   bf16 *out = p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD + cc * 8;
   if (p.n_splits == 1) {
@@ -236,6 +268,59 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
 #pragma unroll
   for (int e = 0; e < 8; ++e) r[e] *= inv_sum[ph];
   *reinterpret_cast<uint4 *>(p.out + pitem * HD + pc * 8) = pack8(r);
+}
+
+// decode_finish for a launch whose thread-block clusters are the n_splits
+// (<= kMaxClusterSplits) split blocks of one (sequence, KV head): the blocks
+// leave their pieces and lse in their own shared memory, and after a cluster
+// barrier block rank 0 reads every block's through distributed shared memory
+// and writes the output. No partial results, counters or L2 round trips; a
+// second barrier keeps each block's shared memory alive until rank 0 has read
+// it. Same arguments and calling rule as decode_finish.
+constexpr int kMaxClusterSplits = 8;
+
+template <int HD, int GROUP, int WARPS>
+__device__ __forceinline__ void decode_finish_cluster(const PagedAttentionParams &p, int row,
+                                                      int kvh, const float (*red_m)[GROUP],
+                                                      const float (*red_l)[GROUP],
+                                                      const float (*red_acc)[GROUP][HD]) {
+  namespace cg = cooperative_groups;
+  __shared__ float piece_o[GROUP][HD];
+  __shared__ float piece_lse[GROUP];
+  const BlockPiece b = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
+  if (b.writer) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) piece_o[b.h][b.cc * 8 + e] = b.o[e];
+    if (b.cc == 0) piece_lse[b.h] = b.ll > 0.0f ? b.mm + log2f(b.ll) : -INFINITY;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's pieces written and visible to the cluster
+  if (cluster.block_rank() == 0 && b.writer) {
+    const int n = static_cast<int>(cluster.num_blocks());
+    float lse[kMaxClusterSplits];
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int z = 0; z < kMaxClusterSplits; ++z) {
+      lse[z] = z < n ? cluster.map_shared_rank(&piece_lse[0], z)[b.h] : -INFINITY;
+      m_all = fmaxf(m_all, lse[z]);
+    }
+    float r[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wsum = 0.0f;
+#pragma unroll
+    for (int z = 0; z < kMaxClusterSplits; ++z) {
+      if (z >= n || lse[z] == -INFINITY) continue;  // an empty split adds nothing
+      const float wz = exp2f(lse[z] - m_all);
+      const float *o = cluster.map_shared_rank(&piece_o[0][0], z) + b.h * HD + b.cc * 8;
+      wsum += wz;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) r[e] += wz * o[e];
+    }
+    const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) r[e] *= inv;
+    const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + b.h;
+    *reinterpret_cast<uint4 *>(p.out + item * HD + b.cc * 8) = pack8(r);
+  }
+  cluster.sync();  // rank 0 has read every block's shared memory
 }
 
 #endif  // __CUDACC__

@@ -36,13 +36,16 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_l2|error' "$OUT/$name.log" | head -40
     summary+=("$(printf '%-24s rc=%-3s %5ss  %s' "$name" "$rc" "$secs" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$name.log" | tr '\n' ' ')")")
   done
-  # Vegas rounds again with the logit candidates picked on the device
-  # (CudaContext::forward_candidates, off by default until this passes).
-  if echo test_cuda_vegas | grep -Eq "$FILTER"; then
-    VEGAS_CUDA_CANDIDATES=1 "$DIR/bin/test_cuda_vegas" > "$OUT/test_cuda_vegas-candidates.log" 2>&1
+  # Variants still off by default (kernels/cuda_utils.cuh, variant_opted_in),
+  # written without a GPU: the tests that exercise them, again with them on.
+  for entry in "VEGAS_CUDA_CANDIDATES test_cuda_vegas" "VEGAS_CUDA_CANDIDATES test_cuda_backend" \
+    "VEGAS_CUDA_CLUSTER_MERGE test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE test_cuda_backend"; do
+    set -- $entry
+    echo "$2" | grep -Eq "$FILTER" || continue
+    env "$1=1" "$DIR/bin/$2" > "$OUT/$2-$1.log" 2>&1
     rc=$?
-    summary+=("$(printf '%-24s rc=%-3s %s' "vegas+candidates" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/test_cuda_vegas-candidates.log" | tr '\n' ' ')")")
-  fi
+    summary+=("$(printf '%-24s rc=%-3s %s' "$2 $1=1" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$2-$1.log" | tr '\n' ' ')")")
+  done
 fi
 if [ "$WHAT" = sanitize ]; then
   sanitized=(
@@ -182,6 +185,9 @@ if [ "$WHAT" = server ]; then
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"
+  # A/B of the cluster split merge (off by default) on the shapes it applies to.
+  VEGAS_CUDA_CLUSTER_MERGE=1 VEGAS_BENCH_SHAPES=2048x1,8192x16,16384x16 \
+    "$DIR/bin/bench_cuda_decode" models/vegas-code-22m 2>&1 | sed -n '/^model /,$p' | sed 's/^/cluster-merge: /' | tee "$OUT/bench-cluster.log"
 fi
 echo
 echo "== summary"

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -1018,10 +1017,7 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
 
 bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k,
                                      std::vector<LogitCandidates> *out) {
-  static const bool enabled = [] {  // off by default until verified on a GPU
-    const char *env = std::getenv("VEGAS_CUDA_CANDIDATES");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
+  static const bool enabled = kernels::variant_opted_in("VEGAS_CUDA_CANDIDATES");
   if (!enabled) return false;
   const int32_t n = batch.logit_rows();
   for (int32_t i = 0; i < n; ++i)

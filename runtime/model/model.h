@@ -22,6 +22,11 @@ struct ModelLoadOptions {
   int32_t n_threads = 0;
   // Called with progress in [0, 1]; returns false to cancel.
   std::function<bool(float)> progress;
+  // Benchmarks and tests: makes the backend instead of the CPU or CUDA one
+  // (bench_session_host times the host's share of a step against a backend
+  // that computes nothing).
+  std::function<std::unique_ptr<BackendModel>(const ModelConfig &, const ModelWeights &)>
+      make_backend;
 };
 
 class Model {

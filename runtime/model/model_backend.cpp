@@ -10,6 +10,7 @@ namespace vegas {
 
 std::unique_ptr<BackendModel> make_backend(const ModelConfig &config, const ModelWeights &weights,
                                            const ModelLoadOptions &options) {
+  if (options.make_backend) return options.make_backend(config, weights);
   bool use_cuda = !options.backend_auto && options.backend == BackendKind::kCuda;
 #if defined(VEGAS_HAVE_CUDA)
   if (options.backend_auto) use_cuda = cuda_device_count() > 0;

@@ -47,42 +47,43 @@ inline bool programmatic_launch_enabled() {
   return enabled;
 }
 
+// launch_kernel with thread-block clusters of `*cluster` blocks when cluster
+// is not null (sm_90; each grid dimension a multiple of the cluster's).
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, Args &&...args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1] = {};
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-// launch_kernel for a grid of thread-block clusters of `cluster` blocks
-// (sm_90; each grid dimension a multiple of the cluster's).
-template <typename... Params, typename... Args>
-cudaError_t launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                  cudaStream_t stream, dim3 cluster, Args &&...args) {
+cudaError_t launch_kernel_in(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, const dim3 *cluster, Args &&...args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute[2] = {};
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = cluster.x;
-  attribute[0].val.clusterDim.y = cluster.y;
-  attribute[0].val.clusterDim.z = cluster.z;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  unsigned n = 0;
+  if (programmatic_launch_enabled()) {
+    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster != nullptr) {
+    attribute[n].id = cudaLaunchAttributeClusterDimension;
+    attribute[n].val.clusterDim.x = cluster->x;
+    attribute[n].val.clusterDim.y = cluster->y;
+    attribute[n++].val.clusterDim.z = cluster->z;
+  }
   config.attrs = attribute;
-  config.numAttrs = programmatic_launch_enabled() ? 2 : 1;
+  config.numAttrs = n;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args &&...args) {
+  return launch_kernel_in(kernel, grid, block, smem, stream, nullptr, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                  cudaStream_t stream, dim3 cluster, Args &&...args) {
+  return launch_kernel_in(kernel, grid, block, smem, stream, &cluster, std::forward<Args>(args)...);
 }
 
 #if defined(__CUDACC__)  // device helpers: only in .cu translation units

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sampling/sampling.h"
+#include "sampling_bench_data.h"
 
 namespace {
 
@@ -26,30 +27,16 @@ constexpr int kRows = 64;  // distinct rows cycled through, so no row stays in L
 
 std::vector<float> llm_rows(int vocab) {
   std::mt19937 rng(5);
-  std::normal_distribution<float> n(0.f, 1.f);
   std::vector<float> l(static_cast<size_t>(kRows) * vocab);
-  std::vector<int> perm(static_cast<size_t>(vocab));
-  for (int r = 0; r < kRows; ++r) {
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int i = 0; i < vocab; ++i)
-      l[static_cast<size_t>(r) * vocab + perm[i]] = 18.f - 1.6f * std::log(1.f + i) + 0.3f * n(rng);
-  }
+  for (int r = 0; r < kRows; ++r)
+    vegas::bench::llm_row(l.data() + static_cast<size_t>(r) * vocab, vocab, 0.3f, rng);
   return l;
-}
-
-SamplingParams bench_rule() {
-  SamplingParams p;
-  p.temperature = 0.6f;
-  p.top_k = 20;
-  p.top_p = 0.95f;
-  return p;
 }
 
 void WholeRow(benchmark::State &state) {
   const int vocab = static_cast<int>(state.range(0));
   const std::vector<float> l = llm_rows(vocab);
-  const SamplingParams p = bench_rule();
+  const SamplingParams p = vegas::bench::vegas_bench_rule();
   const std::vector<int32_t> no_history;
   TokenDistribution d;
   int r = 0;
@@ -63,7 +50,7 @@ void WholeRow(benchmark::State &state) {
 void FromCandidates(benchmark::State &state) {
   const int vocab = static_cast<int>(state.range(0));
   const std::vector<float> l = llm_rows(vocab);
-  const SamplingParams p = bench_rule();
+  const SamplingParams p = vegas::bench::vegas_bench_rule();
   std::vector<LogitCandidates> c(kRows);
   for (int r = 0; r < kRows; ++r)
     vegas::extract_candidates(l.data() + static_cast<size_t>(r) * vocab, vocab, p.top_k, &c[r]);

@@ -18,6 +18,7 @@
 #include "../unit/support/model_dir.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "sampling_bench_data.h"
 #include "session/session.h"
 
 namespace {
@@ -34,11 +35,7 @@ class NullContext final : public BackendContext {
  public:
   explicit NullContext(int32_t vocab) : vocab_(vocab), row_(static_cast<size_t>(vocab)) {
     std::mt19937 rng(3);
-    std::vector<int32_t> perm(static_cast<size_t>(vocab));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int32_t i = 0; i < vocab; ++i) row_[perm[i]] = 18.f - 1.6f * std::log(1.f + i);
-    top_ = perm[0];
+    top_ = vegas::bench::llm_row(row_.data(), vocab, 0.0f, rng);
   }
   const float *forward(const ForwardBatch &batch) override {
     const size_t rows = static_cast<size_t>(batch.logit_rows());
@@ -99,14 +96,6 @@ std::shared_ptr<Model> null_model() {
   return model;
 }
 
-SamplingParams sampled() {
-  SamplingParams p;
-  p.temperature = 0.6f;
-  p.top_k = 20;
-  p.top_p = 0.95f;
-  return p;
-}
-
 // kBatch sequences of kContext random prompt tokens, prefilled.
 std::unique_ptr<Session> decoding_session(const SessionParams &params, const SamplingParams &rule) {
   auto session = std::make_unique<Session>(null_model(), params);
@@ -145,7 +134,8 @@ SessionParams params_for(bool vegas) {
 }
 
 void Step(benchmark::State &state, bool vegas, bool sampling) {
-  auto session = decoding_session(params_for(vegas), sampling ? sampled() : SamplingParams{});
+  auto session = decoding_session(params_for(vegas),
+                                  sampling ? vegas::bench::vegas_bench_rule() : SamplingParams{});
   int64_t before = 0;
   for (int32_t id = 0; id < kBatch; ++id) before += session->sequence(id).n_generated();
   for (auto _ : state) session->step();

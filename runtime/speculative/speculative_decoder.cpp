@@ -37,19 +37,37 @@ std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
   return rows;
 }
 
-// Each logit row's candidates for k[i] (sampling.h): picked by the backend
-// where the logits are when it can, else here from the whole logits.
-void forward_candidates(BackendContext &context, const ForwardBatch &batch,
-                        const std::vector<int32_t> &k, int32_t vocab,
-                        std::vector<LogitCandidates> *out) {
-  if (context.forward_candidates(batch, k.data(), out)) return;
-  const float *logits = context.forward(batch);
-  out->resize(k.size());
-  parallel_rows(static_cast<int64_t>(k.size()), [&](int64_t i) {
-    extract_candidates(logits + i * vocab, vocab, k[static_cast<size_t>(i)],
-                       &(*out)[static_cast<size_t>(i)]);
-  });
-}
+// The logit rows of one pass as candidates (sampling.h): the backend's when
+// it picks them where the logits are, else cut down here from the whole rows,
+// one row at a time when it is first needed (verify rows after a rejection
+// never are). Rows may be read from several threads, each row by one.
+class PassCandidates {
+ public:
+  void run(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
+           int32_t vocab) {
+    k_ = std::move(k);
+    vocab_ = vocab;
+    logits_ = nullptr;
+    const bool picked = context.forward_candidates(batch, k_.data(), &cands_);
+    if (!picked) logits_ = context.forward(batch);
+    cands_.resize(k_.size());
+    ready_.assign(k_.size(), picked ? 1 : 0);
+  }
+  const LogitCandidates &row(size_t i) {
+    if (!ready_[i]) {
+      extract_candidates(logits_ + static_cast<int64_t>(i) * vocab_, vocab_, k_[i], &cands_[i]);
+      ready_[i] = 1;
+    }
+    return cands_[i];
+  }
+
+ private:
+  std::vector<int32_t> k_;
+  int32_t vocab_ = 0;
+  const float *logits_ = nullptr;
+  std::vector<LogitCandidates> cands_;
+  std::vector<char> ready_;
+};
 
 FixedKnobs fixed_knobs(const SpeculativeParams &p) {
   FixedKnobs f;
@@ -267,7 +285,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   // each distribution from them.
   bool by_candidates = true;
   for (const Work &w : work) by_candidates = by_candidates && w.k > 0;
-  std::vector<LogitCandidates> cands;
+  PassCandidates cands;
   std::vector<int32_t> cand_k;
 
   // Draft: γ single-row sparse forward passes, batched over the sequences.
@@ -306,7 +324,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     if (by_candidates) {
       cand_k.clear();
       for (const Work *w : in_batch) cand_k.push_back(w->k);
-      forward_candidates(context, batch, cand_k, vocab, &cands);
+      cands.run(context, batch, cand_k, vocab);
     } else {
       logits = context.forward(batch);
     }
@@ -315,7 +333,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       Work &w = *in_batch[static_cast<size_t>(b)];
       TokenDistribution &q = w.q[static_cast<size_t>(j)];
       if (by_candidates) {
-        build_distribution_from_candidates(cands[static_cast<size_t>(b)], w.seq->req.sampling, &q);
+        build_distribution_from_candidates(cands.row(static_cast<size_t>(b)), w.seq->req.sampling,
+                                           &q);
       } else {
         std::vector<int32_t> row_history;
         build_history(*w.seq, w.drafts, j, &row_history);
@@ -363,7 +382,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   if (by_candidates) {
     cand_k.clear();
     for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
-    forward_candidates(context, verify, cand_k, vocab, &cands);
+    cands.run(context, verify, cand_k, vocab);
   } else {
     vlogits = context.forward(verify);
   }
@@ -394,8 +413,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     auto target = [&](int32_t row) -> const TokenDistribution & {
       TokenDistribution &d = p[static_cast<size_t>(row)];
       if (by_candidates) {
-        build_distribution_from_candidates(cands[static_cast<size_t>(base + row)], seq.req.sampling,
-                                           &d);
+        build_distribution_from_candidates(cands.row(static_cast<size_t>(base + row)),
+                                           seq.req.sampling, &d);
       } else {
         build_history(seq, w.drafts, row, &history);
         build_distribution(vlogits + (base + row) * vocab, vocab, seq.req.sampling, history, &d);

@@ -189,6 +189,15 @@ if [ "$WHAT" = server ]; then
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"
+  # The same shape through a session (`vegas bench`: batch building, sampling,
+  # commits): what an embedder gets, greedy and sampled.
+  for t in 0 0.6; do
+    "$DIR/bin/vegas" bench --backend cuda --prompts "$DIR/bench/prompts-public.jsonl" --context 8192 \
+      --batch 16 --new-tokens 128 --mode vanilla --temperature "$t" --top-k 20 --top-p 0.95 \
+      > "$OUT/session-vanilla-$t.json" 2> "$OUT/session-vanilla-$t.err"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('session vanilla 8K x 16 T %s: median step %.3f ms, %.0f tok/s, %.1f%% of the floor' % (sys.argv[2], j['median_step_ms'], j['decode_tokens_per_s'], 100 * j.get('fraction_of_floor', 0)))" \
+      "$OUT/session-vanilla-$t.json" "$t" | tee -a "$OUT/bench-session.log" || tail -3 "$OUT/session-vanilla-$t.err"
+  done
   # A/B of the cluster split merge (off by default) on the shapes it applies to.
   VEGAS_CUDA_CLUSTER_MERGE=1 VEGAS_BENCH_SHAPES=2048x1,8192x16,16384x16 \
     "$DIR/bin/bench_cuda_decode" models/vegas-code-22m 2>&1 | sed -n '/^model /,$p' | sed 's/^/cluster-merge: /' | tee "$OUT/bench-cluster.log"

@@ -323,8 +323,10 @@ void extract_candidates(const float *logits, int32_t n_vocab, int32_t k, LogitCa
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "extract_candidates needs logits, an output, n_vocab > 0 and k >= 1");
   const LogitScan scan = scan_logits(logits, n_vocab);
-  const float threshold =
-      k < scan.n_finite ? kth_largest(logits, n_vocab, k, &scratch().values) : -INFINITY;
+  // k = 1 (greedy): the scan's maximum is the largest logit.
+  const float threshold = k >= scan.n_finite ? -INFINITY
+                          : k == 1           ? scan.max
+                                             : kth_largest(logits, n_vocab, k, &scratch().values);
   out->ids.clear();
   out->logits.clear();
   for (int32_t i = 0; i < n_vocab; ++i)

@@ -52,7 +52,11 @@ class PassCandidates {
     if (!picked) logits_ = context.forward(batch);
     cands_.resize(k_.size());
     ready_.assign(k_.size(), picked ? 1 : 0);
+    picked_ = picked;
   }
+  // Whether the backend picked them: the rows are then cheap (~0.3 us a
+  // distribution), not worth waking threads for.
+  bool picked() const { return picked_; }
   const LogitCandidates &row(size_t i) {
     if (!ready_[i]) {
       extract_candidates(logits_ + static_cast<int64_t>(i) * vocab_, vocab_, k_[i], &cands_[i]);
@@ -67,6 +71,7 @@ class PassCandidates {
   const float *logits_ = nullptr;
   std::vector<LogitCandidates> cands_;
   std::vector<char> ready_;
+  bool picked_ = false;
 };
 
 FixedKnobs fixed_knobs(const SpeculativeParams &p) {
@@ -329,20 +334,23 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       logits = context.forward(batch);
     }
     // Rows are independent (each sequence has its own Rng): build them in parallel.
-    parallel_rows(static_cast<int64_t>(in_batch.size()), [&](int64_t b) {
-      Work &w = *in_batch[static_cast<size_t>(b)];
-      TokenDistribution &q = w.q[static_cast<size_t>(j)];
-      if (by_candidates) {
-        build_distribution_from_candidates(cands.row(static_cast<size_t>(b)), w.seq->req.sampling,
-                                           &q);
-      } else {
-        std::vector<int32_t> row_history;
-        build_history(*w.seq, w.drafts, j, &row_history);
-        build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
-      }
-      w.drafts[static_cast<size_t>(j)] =
-          w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
-    });
+    parallel_rows(
+        static_cast<int64_t>(in_batch.size()),
+        [&](int64_t b) {
+          Work &w = *in_batch[static_cast<size_t>(b)];
+          TokenDistribution &q = w.q[static_cast<size_t>(j)];
+          if (by_candidates) {
+            build_distribution_from_candidates(cands.row(static_cast<size_t>(b)),
+                                               w.seq->req.sampling, &q);
+          } else {
+            std::vector<int32_t> row_history;
+            build_history(*w.seq, w.drafts, j, &row_history);
+            build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
+          }
+          w.drafts[static_cast<size_t>(j)] =
+              w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
+        },
+        !(by_candidates && cands.picked()));
   }
   double draft_seconds = now_seconds() - t_draft;
   if (query_aware_) {  // the selection ran inside the draft passes: count it apart
@@ -403,38 +411,42 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   std::vector<AcceptResult> results(work.size());
   std::vector<int64_t> row_base(work.size(), 0);
   for (size_t i = 1; i < work.size(); ++i) row_base[i] = row_base[i - 1] + work[i - 1].gamma + 1;
-  parallel_rows(static_cast<int64_t>(work.size()), [&](int64_t wi) {
-    Work &w = work[static_cast<size_t>(wi)];
-    Sequence &seq = *w.seq;
-    AcceptResult &result = results[static_cast<size_t>(wi)];
-    const int64_t base = row_base[static_cast<size_t>(wi)];
-    std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
-    std::vector<int32_t> history;
-    auto target = [&](int32_t row) -> const TokenDistribution & {
-      TokenDistribution &d = p[static_cast<size_t>(row)];
-      if (by_candidates) {
-        build_distribution_from_candidates(cands.row(static_cast<size_t>(base + row)),
-                                           seq.req.sampling, &d);
-      } else {
-        build_history(seq, w.drafts, row, &history);
-        build_distribution(vlogits + (base + row) * vocab, vocab, seq.req.sampling, history, &d);
-      }
-      return d;
-    };
-    if (seq.req.sampling.greedy()) {
-      std::vector<int32_t> argmaxes;
-      for (int32_t row = 0; row <= w.gamma; ++row) {
-        argmaxes.push_back(target(row).ids[0]);
-        if (row < w.gamma && argmaxes.back() != w.drafts[static_cast<size_t>(row)]) break;
-      }
-      argmaxes.resize(static_cast<size_t>(w.gamma) + 1, -1);
-      accept_greedy(w.drafts.data(), w.gamma, argmaxes.data(), &result);
-    } else {
-      accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result,
-                     params_.debug_broken_residual ? ResidualRule::kBrokenFromTarget
-                                                   : ResidualRule::kLossless);
-    }
-  });
+  parallel_rows(
+      static_cast<int64_t>(work.size()),
+      [&](int64_t wi) {
+        Work &w = work[static_cast<size_t>(wi)];
+        Sequence &seq = *w.seq;
+        AcceptResult &result = results[static_cast<size_t>(wi)];
+        const int64_t base = row_base[static_cast<size_t>(wi)];
+        std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
+        std::vector<int32_t> history;
+        auto target = [&](int32_t row) -> const TokenDistribution & {
+          TokenDistribution &d = p[static_cast<size_t>(row)];
+          if (by_candidates) {
+            build_distribution_from_candidates(cands.row(static_cast<size_t>(base + row)),
+                                               seq.req.sampling, &d);
+          } else {
+            build_history(seq, w.drafts, row, &history);
+            build_distribution(vlogits + (base + row) * vocab, vocab, seq.req.sampling, history,
+                               &d);
+          }
+          return d;
+        };
+        if (seq.req.sampling.greedy()) {
+          std::vector<int32_t> argmaxes;
+          for (int32_t row = 0; row <= w.gamma; ++row) {
+            argmaxes.push_back(target(row).ids[0]);
+            if (row < w.gamma && argmaxes.back() != w.drafts[static_cast<size_t>(row)]) break;
+          }
+          argmaxes.resize(static_cast<size_t>(w.gamma) + 1, -1);
+          accept_greedy(w.drafts.data(), w.gamma, argmaxes.data(), &result);
+        } else {
+          accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result,
+                         params_.debug_broken_residual ? ResidualRule::kBrokenFromTarget
+                                                       : ResidualRule::kLossless);
+        }
+      },
+      !(by_candidates && cands.picked()));
 
   // Commit (session callbacks: one thread, in order), then select.
   std::vector<BackendContext::DeferredSelect> deferred;

@@ -33,7 +33,10 @@ constexpr int32_t kMaxTokens = 20000;  // more than any run here steps
 // sampling rule keeps a realistic handful of tokens and drafts are accepted.
 class NullContext final : public BackendContext {
  public:
-  explicit NullContext(int32_t vocab) : vocab_(vocab), row_(static_cast<size_t>(vocab)) {
+  // picks_candidates: answer forward_candidates (as a backend that picks them
+  // on the device) or decline it (the host cuts the returned rows down).
+  NullContext(int32_t vocab, bool picks_candidates)
+      : vocab_(vocab), picks_(picks_candidates), row_(static_cast<size_t>(vocab)) {
     std::mt19937 rng(3);
     top_ = vegas::bench::llm_row(row_.data(), vocab, 0.0f, rng);
   }
@@ -52,6 +55,7 @@ class NullContext final : public BackendContext {
   }
   bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
                           std::vector<LogitCandidates> *out) override {
+    if (!picks_) return false;
     out->resize(static_cast<size_t>(batch.logit_rows()));
     for (size_t i = 0; i < out->size(); ++i) {
       LogitCandidates &c = cand_of_k_[k[i]];
@@ -64,6 +68,7 @@ class NullContext final : public BackendContext {
 
  private:
   int32_t vocab_;
+  bool picks_;
   std::vector<float> row_, logits_;
   int32_t top_ = 0;
   std::vector<LogitCandidates> cand_of_k_ = std::vector<LogitCandidates>(kMaxCandidateTopK + 1);
@@ -72,18 +77,21 @@ class NullContext final : public BackendContext {
 class NullBackend final : public BackendModel {
  public:
   explicit NullBackend(const ModelConfig &c) : config_(c) {}
+  static bool picks_candidates;  // for the contexts made next
   BackendKind kind() const override { return BackendKind::kCuda; }
   const ModelConfig &config() const override { return config_; }
   uint64_t weight_bytes() const override { return 0; }
   uint64_t kv_bytes_per_token() const override { return 64; }
   std::unique_ptr<BackendContext> create_context(const ContextParams &) override {
-    return std::make_unique<NullContext>(config_.vocab_size);
+    return std::make_unique<NullContext>(config_.vocab_size, picks_candidates);
   }
   double measure_copy_bandwidth() const override { return 1.0; }
 
  private:
   ModelConfig config_;
 };
+
+bool NullBackend::picks_candidates = true;
 
 std::shared_ptr<Model> null_model() {
   static std::shared_ptr<Model> model = [] {
@@ -133,7 +141,10 @@ SessionParams params_for(bool vegas) {
   return p;
 }
 
-void Step(benchmark::State &state, bool vegas, bool sampling) {
+// picks: whether the backend picks logit candidates (else the host cuts the
+// vocabulary rows down, as on a backend without forward_candidates).
+void Step(benchmark::State &state, bool vegas, bool sampling, bool picks = true) {
+  NullBackend::picks_candidates = picks;
   auto session = decoding_session(params_for(vegas),
                                   sampling ? vegas::bench::vegas_bench_rule() : SamplingParams{});
   int64_t before = 0;
@@ -153,5 +164,8 @@ BENCHMARK_CAPTURE(Step, vanilla_sampled, false, true)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(Step, vegas_greedy, true, false)->Iterations(200)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(Step, vegas_sampled, true, true)->Iterations(200)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Step, vegas_sampled_from_rows, true, true, false)
+    ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

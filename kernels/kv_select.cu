@@ -1,5 +1,8 @@
 #include <cub/block/block_scan.cuh>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "kv_select.cuh"
 #include "radix_select.cuh"
 
@@ -8,6 +11,39 @@ namespace vegas::kernels {
 namespace {
 
 constexpr int kThreads = 512;
+
+// Each thread scores VEC consecutive candidates per pass with one VEC-wide
+// load per captured (row, head) line: the captured scores are the kernel's
+// whole traffic (8K x 64 at gamma 6: 268 MB), so loads are made wide and
+// several kept in flight (the head loop unrolled). VEC 4 needs cap_stride a
+// multiple of 4 and an aligned base; candidates outside [head, mid_end) in a
+// vector are read but not written.
+template <int VEC>
+__device__ void score_middle(const KvSelectParams &p, const KvSelectDesc &d, int layer,
+                             int mid_end, uint32_t *keys) {
+  using Vec = typename std::conditional<VEC == 4, float4, float>::type;
+  const int lines = (d.n_rows > 0 ? d.n_rows : 1) * p.n_heads;
+  const float inv = 1.0f / static_cast<float>(lines);
+  const int64_t layer_lines = static_cast<int64_t>(layer) * p.cap_slots * p.n_heads;
+  const int first = d.head / VEC * VEC;
+  for (int v = first + threadIdx.x * VEC; v < mid_end; v += kThreads * VEC) {
+    float sum[VEC] = {};
+    for (int r = 0; r < d.n_rows; ++r) {
+      const int64_t line0 = layer_lines + static_cast<int64_t>(d.first_slot + r) * p.n_heads;
+#pragma unroll 4
+      for (int h = 0; h < p.n_heads; ++h) {
+        const Vec x = *reinterpret_cast<const Vec *>(p.cap_logits + (line0 + h) * p.cap_stride + v);
+        const float *xs = reinterpret_cast<const float *>(&x);
+        const float lse = d.weight ? p.cap_lse[line0 + h] : 0.0f;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) sum[e] += d.weight ? __expf(xs[e] - lse) : xs[e];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      if (v + e >= d.head && v + e < mid_end) keys[v + e] = order_key(sum[e] * inv);
+  }
+}
 
 __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   pdl_enter();
@@ -34,20 +70,11 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
 
   // 1. Scores of the middle, as keys.
   if (rank) {
-    const int lines = (d.n_rows > 0 ? d.n_rows : 1) * p.n_heads;
-    const float inv = 1.0f / static_cast<float>(lines);
-    const int64_t layer_lines = static_cast<int64_t>(layer) * p.cap_slots * p.n_heads;
-    for (int pos = d.head + threadIdx.x; pos < mid_end; pos += kThreads) {
-      float sum = 0.0f;
-      for (int r = 0; r < d.n_rows; ++r) {
-        const int64_t line0 = layer_lines + static_cast<int64_t>(d.first_slot + r) * p.n_heads;
-        for (int h = 0; h < p.n_heads; ++h) {
-          const float logit = p.cap_logits[(line0 + h) * p.cap_stride + pos];
-          sum += d.weight ? __expf(logit - p.cap_lse[line0 + h]) : logit;
-        }
-      }
-      keys[pos] = order_key(sum * inv);
-    }
+    const bool aligned = p.cap_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.cap_logits) % 16 == 0;
+    if (aligned)
+      score_middle<4>(p, d, layer, mid_end, keys);
+    else
+      score_middle<1>(p, d, layer, mid_end, keys);
   }
 
   // 2. Radix select: the key T of the scored-th best, how many of the chosen

@@ -371,8 +371,8 @@ cudaError_t paged_attention(const PagedAttentionParams &p, cudaStream_t stream) 
       (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
       (p.seq_sparse_off != nullptr &&
        (p.sparse_data == nullptr || p.layer < 0 || p.layer >= p.n_layers)) ||
-      (p.cap_logits != nullptr && (p.cap_lse == nullptr || p.row_cap_slot == nullptr ||
-                                   p.seq_cap_cand == nullptr || p.prefill_min_rows > 0)))
+      (p.cap_logits != nullptr &&
+       (p.cap_lse == nullptr || p.row_cap_slot == nullptr || p.seq_cap_cand == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_heads / p.n_kv_heads;
   // Small query tiles (decoding, short verification) keep shared memory low

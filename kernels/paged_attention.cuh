@@ -79,9 +79,10 @@ struct PagedAttentionParams {
   const int32_t *seq_cap_cand = nullptr;  // [n_seqs]
   int32_t cap_stride = 0;
 
-  // > 0: dense sequences with at least this many rows are left to
-  // prefill_attention (prefill_attention.cuh), which runs after this kernel;
-  // with n_splits > 1 the merge writes zeros to their rows. Needs no capture.
+  // > 0: dense sequences with at least this many rows and no capture
+  // (seq_cap_cand 0) are left to prefill_attention (prefill_attention.cuh),
+  // which runs after this kernel; with n_splits > 1 the merge writes zeros to
+  // their rows.
   int32_t prefill_min_rows = 0;
 
   // > 0: dense sequences of 2 .. verify_max_rows rows (not prefill_attention's)
@@ -96,7 +97,8 @@ struct PagedAttentionParams {
 __device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p, int seq,
                                                   int n_rows) {
   return p.prefill_min_rows > 0 && n_rows >= p.prefill_min_rows &&
-         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1);
+         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1) &&
+         (p.seq_cap_cand == nullptr || p.seq_cap_cand[seq] == 0);
 }
 
 // Whether sequence `seq` (with n_rows rows) is verify_attention's, not the paged kernel's.

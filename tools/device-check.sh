@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|vegas|sanitize|server|tune|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|sanitize|server|tune|profile|profile-phases|all] [test filter regex]
+#   phases: bench_cuda_phases (verify, selection and draft against the vanilla step).
+#   profile-phases: ncu kernel durations of a verify pass and a draft step.
 #   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
 #   and per prompt), and `vegas bench --report` sweeps, packed in tune-runs.tgz.
 #   sanitize: compute-sanitizer memcheck and racecheck over the correctness
@@ -36,15 +38,16 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     grep -E '^\[  (FAILED|PASSED) |Failure|Expected|Which is|rel_l2|error' "$OUT/$name.log" | head -40
     summary+=("$(printf '%-24s rc=%-3s %5ss  %s' "$name" "$rc" "$secs" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$name.log" | tr '\n' ' ')")")
   done
-  # Variants still off by default (kernels/cuda_utils.cuh, variant_opted_in),
-  # written without a GPU: the tests that exercise them, again with them on.
-  for entry in "VEGAS_CUDA_CANDIDATES test_cuda_vegas" "VEGAS_CUDA_CANDIDATES test_cuda_backend" \
-    "VEGAS_CUDA_CLUSTER_MERGE test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE test_cuda_backend"; do
+  # Variants with a switch (kernels/cuda_utils.cuh): the tests that exercise
+  # them, again with the switch the other way (candidates on by default,
+  # cluster merge opt-in).
+  for entry in "VEGAS_CUDA_CANDIDATES=0 test_cuda_vegas" "VEGAS_CUDA_CANDIDATES=0 test_cuda_backend" \
+    "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend"; do
     set -- $entry
     echo "$2" | grep -Eq "$FILTER" || continue
-    env "$1=1" "$DIR/bin/$2" > "$OUT/$2-$1.log" 2>&1
+    env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1
     rc=$?
-    summary+=("$(printf '%-24s rc=%-3s %s' "$2 $1=1" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$2-$1.log" | tr '\n' ' ')")")
+    summary+=("$(printf '%-24s rc=%-3s %s' "$2 $1" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$2-${1%=*}.log" | tr '\n' ' ')")")
   done
 fi
 if [ "$WHAT" = sanitize ]; then
@@ -85,10 +88,10 @@ if [ "$WHAT" = vegas ]; then
     --gamma 6 --ratio 0.07 --seed 1)
   sampled=(--temperature 0.6 --top-k 20 --top-p 0.95)
   for ctx in ${VEGAS_CONTEXTS:-8192}; do
-    # The last entry repeats the default with the logit candidates picked on
-    # the device (VEGAS_CUDA_CANDIDATES, opt-in until checked here).
+    # The last entry repeats the default with whole logit rows downloaded
+    # (VEGAS_CUDA_CANDIDATES=0, the host picks the candidates).
     for spec in "vegas 0.5" "vegas 0" "vegas 0.25" "streaming 0" "specextend 0" "vegas-all 0" "quest 0" \
-      "vegas 0.5 VEGAS_CUDA_CANDIDATES=1"; do
+      "vegas 0.5 VEGAS_CUDA_CANDIDATES=0"; do
       set -- $spec
       tag="$1-$2${3:+-candidates}"
       env ${3:-} "$DIR/bin/vegas" "${common[@]}" "${sampled[@]}" --context "$ctx" --policy "$1" --window-share "$2" \
@@ -170,6 +173,27 @@ PY
     --heatmap-policy vegas:0.5 --no-plot > "$OUT/report.out" 2> "$OUT/report.err" || tail -3 "$OUT/report.err"
   (cd "$OUT" && tar czf tune-runs.tgz --ignore-failed-read vegas-profile.json tune-sweep.json tune.err auto-*.json prompt-*.json report \
     && rm -rf prompt-*.json prompt-*.jsonl auto-*.json auto-*.err report)
+fi
+if [ "$WHAT" = phases ] || [ "$WHAT" = all ]; then
+  # The round's phases against the vanilla step (issue P0-5): device and wall
+  # time, floors, with the verify pass's rows cut down to candidates on the
+  # device (what a round does), for the embedded model and Qwen3-8B shapes.
+  "$DIR/bin/bench_cuda_phases" models/vegas-code-22m "$DIR/qwen3-8b.json" \
+    2>&1 | tee "$OUT/phases.log" | grep -v '^{'
+  summary+=("$(grep -E ' (verify|draft|select) ' "$OUT/phases.log" | awk '{printf "%s %s%s%s %s %s/van; ", $1, $2, $3, $4, $5, $9}')")
+fi
+if [ "$WHAT" = profile-phases ]; then
+  # ncu kernel durations of one verify pass and one draft step (5 of each,
+  # summed per kernel and divided by the passes; kernels serialised).
+  for shape in $(echo "${PROFILE_SHAPES:-8192x16,8192x64}" | tr , ' '); do
+    for phase in verify draft; do
+      VEGAS_PHASE_SHAPES=$shape VEGAS_PHASE_SYNTHETIC= VEGAS_PHASE_PROFILE=$phase \
+        ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv \
+        "$DIR/bin/bench_cuda_phases" models/vegas-code-22m > "$OUT/profile-$shape-$phase.csv" \
+        2> "$OUT/profile-$shape-$phase.err"
+      python3 tools/profile_summary.py "$OUT/profile-$shape-$phase.csv" "$shape $phase" | tee -a "$OUT/profile.txt"
+    done
+  done
 fi
 if [ "$WHAT" = profile ]; then
   # ncu serialises kernels (no PDL overlap): the per-kernel shares, not the step time.

@@ -10,7 +10,8 @@
 // step replayed back to back, timed by CUDA events: the host's share left
 // out). Floor = (weight bytes +
 // KV bytes read) / bandwidth, the bandwidth measured here by a device-to-device
-// copy timed with CUDA events (bytes read + written). "draft" rows are sparse
+// copy timed with CUDA events (bytes read + written; the library's
+// measure_copy_bandwidth, the one every floor uses). "draft" rows are sparse
 // draft steps of the same shape (kDraftRatio of the context per layer), and
 // their step time is also reported as a share of the dense step's.
 // VEGAS_BENCH_SHAPES="2048x1,8192x16,8192x16d" runs only those embedded-model
@@ -50,31 +51,6 @@ void cuda_ok(cudaError_t e, const char *what) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
     std::exit(1);
   }
-}
-
-// Device-to-device copy bandwidth, bytes read + written per second.
-double measure_bandwidth() {
-  const size_t bytes = size_t{2} << 30;
-  void *a = nullptr, *b = nullptr;
-  cuda_ok(cudaMalloc(&a, bytes), "malloc");
-  cuda_ok(cudaMalloc(&b, bytes), "malloc");
-  cudaMemset(a, 0x5a, bytes);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<double> t;
-  for (int i = 0; i < 23; ++i) {
-    cudaEventRecord(e0);
-    cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i >= 3) t.push_back(ms * 1e-3);
-  }
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * bytes / median(t);
 }
 
 // bf16 GEMM rate of cuBLASLt at 8192^3 (the prefill ceiling).
@@ -247,17 +223,19 @@ int main(int argc, char **argv) {
       argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
   const std::string qwen = argc > 2 ? argv[2] : "";
   try {
-    const double bw = measure_bandwidth();
-    const double peak = measure_gemm_flops();
-    std::printf("device-to-device bandwidth %.0f GB/s, cuBLASLt bf16 GEMM %.0f TFLOP/s\n", bw / 1e9,
-                peak / 1e12);
     std::vector<Row> rows;
     const std::vector<std::string> only = requested_shapes();
+    double bw = 0.0, peak = 0.0;
     {
       const ModelConfig config = load_model_config(dir + "/config.json");
       auto store = WeightStore::open(dir);
       const ModelWeights weights = bind_model_weights(config, *store);
       auto model = create_cuda_backend(config, weights, CudaBackendOptions{});
+      // The floor's bandwidth: the library's one measurement (as vegas bench).
+      bw = model->measure_copy_bandwidth();
+      peak = measure_gemm_flops();
+      std::printf("device-to-device bandwidth %.0f GB/s, cuBLASLt bf16 GEMM %.0f TFLOP/s\n",
+                  bw / 1e9, peak / 1e12);
       for (const std::string &shape : only) {
         int context = 0, batch = 0;
         char draft = 0;

@@ -122,6 +122,70 @@ BackendModel *CudaVsCpu::cuda_ = nullptr;
 
 using L = SeqRows::Logits;
 
+// Prefill chunks that capture scores (the last prompt row, DESIGN §3 step 1)
+// match the CPU backend in logits and captured logits and lse: a chunk whose
+// captured rows are its last (staged as a prefill front and a verify tail,
+// capture_split), one over a cached prefix capturing its last two rows, and
+// one whose captured rows are spread (staged whole, on the paged kernel), in
+// one batch. It fails if the split drops the tail's K/V or captures the
+// wrong rows (each row's lse is its own).
+TEST_F(CudaVsCpu, PrefillChunksCaptureScores) {
+  Seq a, b, c;
+  step({&b}, {random_tokens(130)}, {L::kLast}, "prefix of b");
+  struct Want {
+    Seq *seq;
+    std::vector<int32_t> rows;
+    int32_t n_tokens;
+  };
+  const std::vector<Want> wants = {{&a, {299}, 300}, {&b, {258, 259}, 260}, {&c, {100, 199}, 200}};
+  ForwardBatch batch;
+  std::vector<ScoreCapture> cpu_caps(wants.size()), cuda_caps(wants.size());
+  std::vector<std::vector<float>> logit_store(2 * wants.size()), lse_store(2 * wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    Seq &s = *wants[i].seq;
+    SeqRows r;
+    r.start_pos = static_cast<int32_t>(s.tokens.size());
+    const auto t = random_tokens(wants[i].n_tokens);
+    s.tokens.insert(s.tokens.end(), t.begin(), t.end());
+    pool_->reserve(s.table, static_cast<int64_t>(s.tokens.size()));
+    r.tokens = s.tokens.data() + r.start_pos;
+    r.n_tokens = wants[i].n_tokens;
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    r.logits = L::kLast;
+    // Candidates every captured row sees (as a round's verify rows do).
+    const int32_t n_cand = r.start_pos + wants[i].rows.front() + 1;
+    const size_t lines = size_t(config_->n_layers) * wants[i].rows.size() * config_->n_heads;
+    for (int backend = 0; backend < 2; ++backend) {
+      ScoreCapture &cap = backend == 0 ? cpu_caps[i] : cuda_caps[i];
+      logit_store[2 * i + backend].assign(lines * n_cand, 0.0f);
+      lse_store[2 * i + backend].assign(lines, 0.0f);
+      cap.n_candidates = n_cand;
+      cap.rows = wants[i].rows.data();
+      cap.n_rows = static_cast<int32_t>(wants[i].rows.size());
+      cap.logits = logit_store[2 * i + backend].data();
+      cap.lse = lse_store[2 * i + backend].data();
+    }
+    batch.seqs.push_back(r);
+  }
+  for (size_t i = 0; i < wants.size(); ++i) batch.seqs[i].capture = &cpu_caps[i];
+  const size_t n = size_t(batch.logit_rows()) * config_->vocab_size;
+  const float *ref = cpu_ctx_->forward(batch);
+  const std::vector<double> want(ref, ref + n);
+  for (size_t i = 0; i < wants.size(); ++i) batch.seqs[i].capture = &cuda_caps[i];
+  const float *got = cuda_ctx_->forward(batch);
+  EXPECT_LT(rel_l2(std::vector<float>(got, got + n), want), kTolerance) << "logits";
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const std::vector<float> &cpu_log = logit_store[2 * i], &cpu_lse = lse_store[2 * i];
+    EXPECT_LT(rel_l2(logit_store[2 * i + 1], std::vector<double>(cpu_log.begin(), cpu_log.end())),
+              kTolerance)
+        << "captured logits of sequence " << i;
+    EXPECT_LT(rel_l2(lse_store[2 * i + 1], std::vector<double>(cpu_lse.begin(), cpu_lse.end())),
+              kTolerance)
+        << "captured lse of sequence " << i;
+  }
+}
+
 // A prompt prefilled in one call (all rows' logits), then in chunks over the
 // cached prefix.
 TEST_F(CudaVsCpu, PrefillAndChunkedPrefill) {
@@ -263,10 +327,11 @@ TEST_F(CudaVsCpu, DeviceGreedySampling) {
 
 // forward_candidates returns, for a decode step (graph path) and for
 // verification rows (eager), exactly extract_candidates of the logits the
-// same batch gives through forward(). The device path is switched on here
-// (VEGAS_CUDA_CANDIDATES is read once per process, at the first call).
+// same batch gives through forward() (the device path is on unless
+// VEGAS_CUDA_CANDIDATES=0, which the test then skips).
 TEST_F(CudaVsCpu, DeviceLogitCandidatesMatchHost) {
-  setenv("VEGAS_CUDA_CANDIDATES", "1", 1);
+  if (const char *v = std::getenv("VEGAS_CUDA_CANDIDATES"); v && std::string(v) == "0")
+    GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: candidates are picked on the host";
   std::vector<Seq> seqs(3);
   std::vector<Seq *> ptrs;
   for (auto &s : seqs) ptrs.push_back(&s);

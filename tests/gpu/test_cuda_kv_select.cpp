@@ -103,11 +103,15 @@ TEST(CudaKvSelect, MatchesHostSelection) {
   };
   const int32_t layers = 3, heads = 4;
   int32_t mismatched_sets = 0;
-  for (size_t ci = 0; ci < cases.size(); ++ci) {
+  // Each case twice: a capture stride the kernel reads a float at a time
+  // (n + 5, odd for these n), and one it reads as float4 (a multiple of 4, as
+  // CudaContext pads it).
+  for (size_t run = 0; run < 2 * cases.size(); ++run) {
+    const size_t ci = run / 2;
     const Case &k = cases[ci];
     // Two sequences: captured rows of the second start after the first's.
     const int32_t rows = std::max(k.n_rows, 1);
-    const int32_t slots = 2 * rows, stride = k.n + 5;
+    const int32_t slots = 2 * rows, stride = run % 2 ? (k.n + 8) / 4 * 4 : k.n + 5;
     const Captures c = random_captures(layers, slots, heads, stride, k.integer_logits, rng);
     std::vector<kernels::KvSelectDesc> descs(2);
     const int32_t rec_stride = k.n + 3;

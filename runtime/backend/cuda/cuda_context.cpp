@@ -58,7 +58,7 @@ enum Field {
 
 constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits * rows
 constexpr int32_t kMaxSplits = 64;
-constexpr int64_t kPadRows = 16, kPadRowsBelow = 256;  // padded_rows()
+constexpr int64_t kPadRows = 16, kPadRowsBelow = 256, kPadRowsAbove = 64;  // padded_rows()
 constexpr int32_t kMinTokensPerSplit = 128;
 // Models up to this hidden size run few-row steps through kernels::small_gemm.
 constexpr int64_t kSmallModelHidden = 2048;
@@ -78,6 +78,24 @@ constexpr int32_t kSparseTokensPerSplit = 64;
 template <typename T>
 T *as(const DeviceBuffer &b) {
   return b.get<T>();
+}
+
+// Rows of a long dense sequence with captured rows to stage apart, in front
+// of its captured tail (0 = none). A prefill chunk that ends a prompt captures
+// its last row (DESIGN §3 step 1); staged whole, the chunk would run on the
+// paged kernel, which captures but has no tensor cores (H100, 22m: 2.7 ms a
+// layer for a 2048-row chunk). Split, the front goes to prefill_attention and
+// the tail of at least two rows to verify_attention, which captures; the tail
+// attends to the front's K/V, written by the same layer's qkv pass before any
+// attention runs.
+int32_t capture_split(const SeqRows &s) {
+  if (s.capture == nullptr || s.capture->n_rows == 0 || s.sparse != nullptr ||
+      s.quest != nullptr || s.device_sparse_key >= 0 || s.n_tokens <= kernels::kVerifyMaxRows)
+    return 0;
+  int32_t first = s.n_tokens;
+  for (int32_t k = 0; k < s.capture->n_rows; ++k) first = std::min(first, s.capture->rows[k]);
+  const int32_t tail = std::max(2, s.n_tokens - first);
+  return tail <= kernels::kVerifyMaxRows ? s.n_tokens - tail : 0;
 }
 
 // Smallest bucket >= n among powers of two, capped at max_rows.
@@ -331,11 +349,14 @@ int32_t *CudaContext::tables() const {
 // cuBLASLt picks an algorithm per GEMM shape on first use (milliseconds of
 // host time: H100, verification steps with a new row count took 5-7 ms
 // instead of 0.8). Row counts below kPadRowsBelow are rounded up to a multiple
-// of kPadRows, so a session meets a handful of shapes; the extra rows compute
-// on stale activations and are never read (rows are independent in a GEMM).
+// of kPadRows, larger ones to a multiple of kPadRowsAbove (verification of a
+// large batch: every round whose sequences draft a different number of
+// tokens, or one fewer sequence, was a new shape), so a session meets a
+// handful of shapes; the extra rows compute on stale activations and are never
+// read (rows are independent in a GEMM).
 int64_t CudaContext::padded_rows(int64_t rows) const {
-  if (rows >= kPadRowsBelow) return rows;
-  return std::min<int64_t>((rows + kPadRows - 1) / kPadRows * kPadRows, params_.max_rows);
+  const int64_t unit = rows < kPadRowsBelow ? kPadRows : kPadRowsAbove;
+  return std::min<int64_t>((rows + unit - 1) / unit * unit, params_.max_rows);
 }
 
 int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
@@ -373,10 +394,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_, PageEntries::kCallerChecks);
   int64_t pages = 0, extra = 0, quest_extra = 0;
-  int32_t cap_slots = 0, cap_stride = 0;
+  int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
+    n_staged += capture_split(s) > 0 ? 2 : 1;
     pages += s.n_pages;
     if (s.sparse) extra += 2 + int64_t{c.n_layers} * (1 + s.sparse->stride);
     if (s.quest)
@@ -388,6 +410,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
+  // Rows of captured scores start 16-byte aligned (kv_select reads them as float4).
+  cap_stride = (cap_stride + 3) / 4 * 4;
   if (pages + extra + quest_extra > INT32_MAX)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "forward batch: page tables and sparse sets exceed 2^31 entries");
@@ -403,7 +427,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.extra = static_cast<int32_t>(extra);
   st.cap_slots = cap_slots;
   st.cap_stride = cap_stride;
-  st.n_seqs = decode ? decode_bucket(n, params_.max_rows) : n;
+  st.n_seqs = decode ? decode_bucket(n, params_.max_rows) : n_staged;
   st.rows = decode ? st.n_seqs : batch.total_rows();
   st.real_logit_rows = batch.logit_rows();
   st.logit_rows = decode ? st.n_seqs : st.real_logit_rows;
@@ -440,12 +464,25 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   }
   int64_t useful_splits = 1;
   const int32_t ps = params_.page_size;
-  for (int32_t i = 0; i < n; ++i) {
+  int32_t si = 0;  // staged sequence: batch sequences, captured ones split (capture_split)
+  for (int32_t i = 0; i < n; ++i, ++si) {
     const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
-    page_off[i] = page;
-    row_start[i] = row;
-    n_rows[i] = s.n_tokens;
-    start_pos[i] = s.start_pos;
+    const int32_t front = capture_split(s);
+    if (front > 0) {  // the front: dense, no capture; the tail takes index si below
+      page_off[si] = page;
+      row_start[si] = row;
+      n_rows[si] = front;
+      start_pos[si] = s.start_pos;
+      sparse_off[si] = -1;
+      quest_prefix[si] = -1;
+      quest_budget[si] = 0;
+      cap_cand[si] = 0;
+      ++si;
+    }
+    page_off[si] = page;
+    row_start[si] = row + front;
+    n_rows[si] = s.n_tokens - front;
+    start_pos[si] = s.start_pos + front;
     // The entries kernels read: when the device holds them, checked, at this
     // offset, the table is neither checked again nor copied.
     const int64_t needed = pages_needed(s, params_);
@@ -460,18 +497,18 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       st.table_from = std::min(st.table_from, page);
       tables_staged_.push_back({page, needed});
     }
-    sparse_off[i] = -1;
+    sparse_off[si] = -1;
     if (s.device_sparse_key >= 0) {
       const auto found = sel_slot_.find(s.device_sparse_key);
       if (found == sel_slot_.end())
         fail(VEGAS_ERR_INVALID_ARGUMENT,
              "forward batch: sequence " + std::to_string(i) + " drafts with device set " +
                  std::to_string(s.device_sparse_key) + ", which no step selected");
-      sparse_off[i] = -2 - static_cast<int32_t>(found->second * sel_words_);
+      sparse_off[si] = -2 - static_cast<int32_t>(found->second * sel_words_);
     }
     if (s.sparse) {
       const SparseAttention &sp = *s.sparse;
-      sparse_off[i] = static_cast<int32_t>(pages) + extra_at;
+      sparse_off[si] = static_cast<int32_t>(pages) + extra_at;
       int32_t *rec = extra_data + extra_at;
       rec[0] = sp.prefix;
       rec[1] = sp.stride;
@@ -483,16 +520,16 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
                   pos + int64_t{l} * sp.stride);
       extra_at += 2 + c.n_layers * (1 + sp.stride);
     }
-    quest_prefix[i] = -1;
-    quest_budget[i] = 0;
+    quest_prefix[si] = -1;
+    quest_budget[si] = 0;
     if (s.quest) {  // the record is written per layer by kernels::quest_select
-      sparse_off[i] = static_cast<int32_t>(quest_at);
-      quest_prefix[i] = s.quest->prefix;
-      quest_budget[i] = s.quest->budget;
+      sparse_off[si] = static_cast<int32_t>(quest_at);
+      quest_prefix[si] = s.quest->prefix;
+      quest_budget[si] = s.quest->budget;
       quest_at += 2 + int64_t{c.n_layers} *
                           (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
     }
-    cap_cand[i] = s.capture ? s.capture->n_candidates : 0;
+    cap_cand[si] = s.capture ? s.capture->n_candidates : 0;
     std::fill(cap_slot + row, cap_slot + row + s.n_tokens, -1);
     if (s.device_select && s.capture) {  // the set is chosen on the device
       const DeviceSelection &ds = *s.device_select;
@@ -527,7 +564,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
         logit_index[lrow++] = row;
     }
     page += s.n_pages;
-    st.max_rows_per_seq = std::max(st.max_rows_per_seq, s.n_tokens);
+    st.max_rows_per_seq = std::max({st.max_rows_per_seq, front, s.n_tokens - front});
     // Splits the sequence can use: dense ranges of at least kMinTokensPerSplit
     // keys; a sparse set's few keys (drafting, latency-bound) down to one
     // 64-key tile per split.
@@ -551,7 +588,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     useful_splits = std::max(useful_splits, (n_keys + per_split - 1) / per_split);
   }
-  for (int32_t i = n; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
+  for (int32_t i = si; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
     page_off[i] = 0;
     row_start[i] = row;
     n_rows[i] = 0;
@@ -636,10 +673,11 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.seq_cap_cand = meta(s, kSeqCapCand);
   ap.cap_stride = s.cap_stride;
   // Dense sequences of many rows take the tensor-core kernel, launched after
-  // the paged one, which skips them; steps with captured rows stay paged.
+  // the paged one, which skips them; captured rows never are among them
+  // (stage splits them off: capture_split).
   bool paged_rows = true;   // whether the paged kernel has any sequence left
   bool merge_only = false;  // none, but verify_attention's splits need its merge
-  if (s.cap_slots == 0 && s.max_rows_per_seq >= kernels::kPrefillMinRows &&
+  if (s.max_rows_per_seq >= kernels::kPrefillMinRows &&
       kernels::prefill_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     ap.prefill_min_rows = kernels::kPrefillMinRows;
     const int32_t *h = meta_host_.get<int32_t>();
@@ -647,7 +685,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     paged_rows = false;
     for (int32_t i = 0; i < s.n_seqs; ++i)
       paged_rows = paged_rows || h[kSeqRows * R + i] < kernels::kPrefillMinRows ||
-                   h[kSeqSparseOff * R + i] != -1;
+                   h[kSeqSparseOff * R + i] != -1 || h[kSeqCapCand * R + i] != 0;
   }
   // Dense sequences of 2..64 rows (verification, captured or not) take the
   // tensor-core verify kernel, launched before the paged one, which skips them
@@ -660,7 +698,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
       const bool dense = h[kSeqSparseOff * R + i] == -1;
-      if (dense && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows) continue;
+      if (dense && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows &&
+          h[kSeqCapCand * R + i] == 0)
+        continue;
       const bool verify = dense && n >= 2 && n <= kernels::kVerifyMaxRows;
       verify_rows = verify_rows || verify;
       other_rows = other_rows || !verify;
@@ -774,8 +814,12 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     if (ap.verify_max_rows > 0) check(kernels::verify_attention(ap, stream_), "verify_attention");
     if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
     if (merge_only) check(kernels::paged_attention_merge(ap, stream_), "attention merge");
-    if (ap.prefill_min_rows > 0)
-      check(kernels::prefill_attention(ap, stream_), "prefill_attention");
+    if (ap.prefill_min_rows > 0) {
+      kernels::PagedAttentionParams pp = ap;  // its rows capture nothing
+      pp.cap_logits = nullptr;
+      pp.cap_lse = nullptr;
+      check(kernels::prefill_attention(pp, stream_), "prefill_attention");
+    }
     if (small) {
       linear(nullptr, nullptr, as<bf16>(attn_), L.wo, H, c.q_dim(), Epilogue::kAddF32,
              residual_.get());
@@ -824,6 +868,7 @@ void CudaContext::launch(const Step &s, bool with_argmax) {
   const int64_t fields = kFields * int64_t{params_.max_rows};  // where the tables start
   const int64_t table_end = int64_t{s.pages} + s.extra;
   grow_capture(s);
+  if (trace_) check(cudaEventRecord(trace_begin_, stream_), "cudaEventRecord");
   check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(),
                         kFields * int64_t{s.field_stride} * sizeof(int32_t), cudaMemcpyHostToDevice,
                         stream_),
@@ -841,6 +886,7 @@ void CudaContext::launch(const Step &s, bool with_argmax) {
   else
     enqueue(s, with_argmax);
   launch_select(sel_step_, s.cap_slots, s.cap_stride);
+  if (trace_) check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
   if (pending_.empty()) return;  // no host-side capture
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
   // Pinned host copies only for host-side selection (device selection needs none).
@@ -891,9 +937,7 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
   const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
   const auto t1 = std::chrono::steady_clock::now();
-  if (trace_) check(cudaEventRecord(trace_begin_, stream_), "cudaEventRecord");
   launch(s, false);
-  if (trace_) check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
   const int64_t vocab = model_.config().vocab_size;
   const size_t bytes = static_cast<size_t>(s.real_logit_rows * vocab) * sizeof(float);
   logits_host_.reserve(std::max<size_t>(bytes, 4), "host logits");
@@ -903,22 +947,26 @@ const float *CudaContext::forward(const ForwardBatch &batch) {
         "logits download");
   check(cudaStreamSynchronize(stream_), "forward");
   deliver_captures(s);
-  if (trace_) {
-    float device_ms = 0.0f;
-    check(cudaEventElapsedTime(&device_ms, trace_begin_, trace_end_), "trace");
-    const auto t2 = std::chrono::steady_clock::now();
-    std::fprintf(stderr,
-                 "[vegas-cuda] rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
-                 "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
-                 s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0, s.cap_slots,
-                 std::chrono::duration<double, std::milli>(t1 - t0).count(), device_ms,
-                 std::chrono::duration<double, std::milli>(t2 - t0).count(),
-                 trace_last_end_.time_since_epoch().count() == 0
-                     ? 0.0
-                     : std::chrono::duration<double, std::milli>(t0 - trace_last_end_).count());
-    trace_last_end_ = t2;
-  }
+  trace_step(s, "logits", t0, t1);
   return logits_host_.get<float>();
+}
+
+void CudaContext::trace_step(const Step &s, const char *kind,
+                             std::chrono::steady_clock::time_point t0,
+                             std::chrono::steady_clock::time_point t1) {
+  if (!trace_) return;
+  float device_ms = 0.0f;
+  check(cudaEventElapsedTime(&device_ms, trace_begin_, trace_end_), "trace");
+  const auto t2 = std::chrono::steady_clock::now();
+  using ms = std::chrono::duration<double, std::milli>;
+  std::fprintf(stderr,
+               "[vegas-cuda] %s rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
+               "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
+               kind, s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0,
+               s.cap_slots, ms(t1 - t0).count(), device_ms, ms(t2 - t0).count(),
+               trace_last_end_.time_since_epoch().count() == 0 ? 0.0
+                                                                : ms(t0 - trace_last_end_).count());
+  trace_last_end_ = t2;
 }
 
 bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *rows,
@@ -946,7 +994,9 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
   if (n_edits > INT32_MAX)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_sample: too many penalty edits");
   model_.activate();
+  const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
+  const auto t1 = std::chrono::steady_clock::now();
   // All greedy without penalties: the argmax runs inside the step (and its
   // graph). Otherwise penalties and kernels::sample run after it, on the
   // rules staged here.
@@ -1002,6 +1052,7 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
           "sampled ids download");
   check(cudaStreamSynchronize(stream_), "forward_sample");
   deliver_captures(s);
+  trace_step(s, "sample", t0, t1);
   std::copy(sampled_host_.get<int32_t>(), sampled_host_.get<int32_t>() + n, tokens_out);
   for (int32_t i = 0; i < n; ++i) {  // the host's errors for the same rows
     if (tokens_out[i] >= 0) continue;
@@ -1017,7 +1068,7 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
 
 bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k,
                                      std::vector<LogitCandidates> *out) {
-  static const bool enabled = kernels::variant_opted_in("VEGAS_CUDA_CANDIDATES");
+  static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES");
   if (!enabled) return false;
   const int32_t n = batch.logit_rows();
   for (int32_t i = 0; i < n; ++i)
@@ -1025,7 +1076,9 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
       fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_candidates: k of logit row " + std::to_string(i) +
                                            " is " + std::to_string(k[i]) + ", not >= 1");
   model_.activate();
+  const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
+  const auto t1 = std::chrono::steady_clock::now();
   launch(s, false);
   constexpr int32_t cap = kMaxCandidateTopK;
   const int64_t out_ints = int64_t{n} * (1 + 2 * cap);
@@ -1051,6 +1104,7 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
   }
   check(cudaStreamSynchronize(stream_), "forward_candidates");
   deliver_captures(s);
+  trace_step(s, "candidates", t0, t1);
   const int32_t *host = cand_out_host_.get<int32_t>();
   const int32_t *ids = host + n;
   const float *values = reinterpret_cast<const float *>(host + n + int64_t{n} * cap);

@@ -42,9 +42,8 @@ class CudaContext : public BackendContext {
   // Logit candidates picked on the device (kernels/logit_candidates.cuh):
   // per row a count and up to kMaxCandidateTopK (id, logit) pairs come back
   // instead of the row; a row with more (ties) or a bad logit is downloaded
-  // and cut down by the host. Off (false) unless VEGAS_CUDA_CANDIDATES=1:
-  // written in a session without a GPU, it stays off until its gpu tests
-  // have run.
+  // and cut down by the host. On unless VEGAS_CUDA_CANDIDATES=0 (then
+  // false: the caller downloads whole rows).
   bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
                           std::vector<LogitCandidates> *out) override;
 
@@ -104,6 +103,10 @@ class CudaContext : public BackendContext {
   void enqueue_quest_bounds(const int32_t *pages, int32_t n_listed);
   // After the step's sync: scatters the downloaded scores into the callers' arrays.
   void deliver_captures(const Step &s);
+  // VEGAS_CUDA_TRACE=1, after the step's sync: one line on stderr (launch
+  // shape, host staging t0..t1, device time of launch(), wall time, host gap).
+  void trace_step(const Step &s, const char *kind, std::chrono::steady_clock::time_point t0,
+                  std::chrono::steady_clock::time_point t1);
 
   const CudaBackendModel &model_;
   ContextParams params_;

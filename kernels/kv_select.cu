@@ -19,8 +19,8 @@ constexpr int kThreads = 512;
 // multiple of 4 and an aligned base; candidates outside [head, mid_end) in a
 // vector are read but not written.
 template <int VEC>
-__device__ void score_middle(const KvSelectParams &p, const KvSelectDesc &d, int layer,
-                             int mid_end, uint32_t *keys) {
+__device__ void score_middle(const KvSelectParams &p, const KvSelectDesc &d, int layer, int mid_end,
+                             uint32_t *keys) {
   using Vec = typename std::conditional<VEC == 4, float4, float>::type;
   const int lines = (d.n_rows > 0 ? d.n_rows : 1) * p.n_heads;
   const float inv = 1.0f / static_cast<float>(lines);
@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
 
   // 1. Scores of the middle, as keys.
   if (rank) {
-    const bool aligned = p.cap_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.cap_logits) % 16 == 0;
+    const bool aligned =
+        p.cap_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.cap_logits) % 16 == 0;
     if (aligned)
       score_middle<4>(p, d, layer, mid_end, keys);
     else

@@ -168,6 +168,30 @@ class BackendContext {
     return false;
   }
 
+  // Optional: a speculative round's `steps` draft passes in one call, the
+  // host reading their results once. `first` is pass 0: one row per
+  // sequence, Logits::kLast, no quest, host sparse record or capture. Pass j
+  // runs each row at start_pos + j (device_sparse_span + j) on the token pass
+  // j - 1 drew for it (fed on the device), draws the row's token with
+  // rows[i]'s rule as forward_sample does (a sampled row's draw j at
+  // rng_counter + j; greedy rows draw nothing random) and picks its
+  // candidates for k[i] as forward_candidates does. Writes tokens_out
+  // [steps][rows] and (*cands)[j * rows + i]. Returns false when it cannot
+  // (rule, shape, or a candidate overflow found afterwards); the K/V it may
+  // have written is what the same passes run one by one write, so the caller
+  // then runs them so. Throws as forward_sample for a bad row.
+  virtual bool forward_draft_chain(const ForwardBatch &first, int32_t steps,
+                                   const RowSampling *rows, const int32_t *k, int32_t *tokens_out,
+                                   std::vector<LogitCandidates> *cands) {
+    (void)first;
+    (void)steps;
+    (void)rows;
+    (void)k;
+    (void)tokens_out;
+    (void)cands;
+    return false;
+  }
+
   // Whether SeqRows::device_select / device_sparse_key are supported.
   virtual bool device_selection() const { return false; }
   // For sets whose forward pass had deferred=true: select from captured row

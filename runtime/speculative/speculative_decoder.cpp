@@ -74,6 +74,11 @@ class PassCandidates {
   bool picked_ = false;
 };
 
+// Rows built from picked candidates cost ~0.3 us each: threads pay only from
+// this many sequences on (a round of 64 builds ~830 distributions; at 16 the
+// team's wake-up cost more than the rows on the 2-core machine that measured it).
+constexpr size_t kThreadedRoundSeqs = 32;
+
 FixedKnobs fixed_knobs(const SpeculativeParams &p) {
   FixedKnobs f;
   f.policy = p.policy;
@@ -298,31 +303,84 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   int32_t max_gamma = 0;
   for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
   std::vector<int32_t> inputs(work.size());
-  for (int32_t j = 0; j < max_gamma; ++j) {
+  // Draft pass j's row of a sequence, on *token.
+  auto draft_row = [&](const Work &w, int32_t j, const int32_t *token) {
+    SeqRows r;
+    r.tokens = token;
+    r.n_tokens = 1;
+    r.start_pos = w.seq->kv_len + j;
+    r.page_table = w.seq->page_table.data();
+    r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
+    r.logits = SeqRows::Logits::kLast;
+    if (device_) {
+      const DeviceSelection &ds = w.st->device_select;
+      r.device_sparse_key = w.seq->id;
+      r.device_sparse_span =
+          ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
+    } else if (query_aware_) {
+      r.quest = &w.st->quest;
+    } else {
+      r.sparse = &w.st->sparse;
+    }
+    return r;
+  };
+  // Every sequence drafting max_gamma tokens by a rule without penalties on a
+  // device-selected set: the passes run in one backend call, each fed the
+  // previous pass's draws on the device, and the host reads them once.
+  auto run_chain = [&]() -> bool {
+    if (!by_candidates || !device_ || max_gamma == 0) return false;
+    ForwardBatch first;
+    std::vector<RowSampling> rules;
+    cand_k.clear();
+    for (size_t i = 0; i < work.size(); ++i) {
+      const Work &w = work[i];
+      if (w.gamma != max_gamma || w.seq->req.sampling.has_penalties()) return false;
+      inputs[i] = w.seq->tokens.back();
+      first.seqs.push_back(draft_row(w, 0, &inputs[i]));
+      RowSampling rule;
+      rule.params = &w.seq->req.sampling;
+      rule.rng_counter = w.seq->rng.counter();
+      rules.push_back(rule);
+      cand_k.push_back(w.k);
+    }
+    const size_t n = work.size();
+    std::vector<int32_t> tokens(n * static_cast<size_t>(max_gamma));
+    std::vector<LogitCandidates> rows;
+    if (!context.forward_draft_chain(first, max_gamma, rules.data(), cand_k.data(), tokens.data(),
+                                     &rows))
+      return false;
+    parallel_rows(
+        static_cast<int64_t>(n),
+        [&](int64_t wi) {
+          const size_t i = static_cast<size_t>(wi);
+          Work &w = work[i];
+          const SamplingParams &rule = w.seq->req.sampling;
+          for (size_t j = 0; j < static_cast<size_t>(max_gamma); ++j) {
+            TokenDistribution &q = w.q[j];
+            build_distribution_from_candidates(rows[j * n + i], rule, &q);
+            const int32_t token = tokens[j * n + i];
+            // The device drew from this very distribution (kernels::sample is the
+            // host's rule bit for bit): a token outside it is a fault, not a draw.
+            if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
+              fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
+                                           std::to_string(w.seq->id) + ": the device drew token " +
+                                           std::to_string(token) + ", outside its distribution");
+            w.drafts[j] = token;
+          }
+          if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + max_gamma);
+        },
+        n >= kThreadedRoundSeqs);
+    return true;
+  };
+  const bool chained = run_chain();
+  for (int32_t j = chained ? max_gamma : 0; j < max_gamma; ++j) {
     ForwardBatch batch;
     std::vector<Work *> in_batch;
     for (size_t i = 0; i < work.size(); ++i) {
       Work &w = work[i];
       if (j >= w.gamma) continue;
       inputs[i] = j == 0 ? w.seq->tokens.back() : w.drafts[static_cast<size_t>(j - 1)];
-      SeqRows r;
-      r.tokens = &inputs[i];
-      r.n_tokens = 1;
-      r.start_pos = w.seq->kv_len + j;
-      r.page_table = w.seq->page_table.data();
-      r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
-      r.logits = SeqRows::Logits::kLast;
-      if (device_) {
-        const DeviceSelection &ds = w.st->device_select;
-        r.device_sparse_key = w.seq->id;
-        r.device_sparse_span =
-            ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
-      } else if (query_aware_) {
-        r.quest = &w.st->quest;
-      } else {
-        r.sparse = &w.st->sparse;
-      }
-      batch.seqs.push_back(r);
+      batch.seqs.push_back(draft_row(w, j, &inputs[i]));
       in_batch.push_back(&w);
     }
     const float *logits = nullptr;
@@ -350,7 +408,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
           w.drafts[static_cast<size_t>(j)] =
               w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
         },
-        !(by_candidates && cands.picked()));
+        !(by_candidates && cands.picked()) || in_batch.size() >= kThreadedRoundSeqs);
   }
   double draft_seconds = now_seconds() - t_draft;
   if (query_aware_) {  // the selection ran inside the draft passes: count it apart
@@ -446,7 +504,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
                                                        : ResidualRule::kLossless);
         }
       },
-      !(by_candidates && cands.picked()));
+      !(by_candidates && cands.picked()) || work.size() >= kThreadedRoundSeqs);
 
   // Commit (session callbacks: one thread, in order), then select.
   std::vector<BackendContext::DeferredSelect> deferred;

@@ -13,7 +13,9 @@
 //            device selection (what a round's verification pass runs);
 //   select   the selection kernel alone (its CUDA events inside verify);
 //   draft    one row per sequence attending to the set that verify selected
-//            (device_sparse_key, graph).
+//            (device_sparse_key, graph);
+//   draftchain the round's gamma draft passes in one forward_draft_chain call
+//            (each fed the previous draws on the device), wall time per pass.
 // "device" is the step replayed back to back and timed with CUDA events
 // (median), the host's share left out; "wall" is the host clock around one
 // call that ends in its sync (median): for verify the call a round makes,
@@ -99,18 +101,19 @@ struct RoundSetup {
 };
 
 void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
-            const DevicePlan &plan, const Phase &vanilla, const Phase &verify,
-            const Phase &select, const Phase &draft) {
+            const DevicePlan &plan, const Phase &vanilla, const Phase &verify, const Phase &select,
+            const Phase &draft, const Phase &chain) {
   auto line = [&](const char *name, const Phase &p) {
-    std::printf("%-22s %6d x %-3d %-9s %9.3f %9.3f %9.3f %7.1f%% %8.3f %8.3f\n",
-                model_name.c_str(), sh.context, sh.batch, name, p.device_s * 1e3,
-                p.wall_s * 1e3, p.floor_s * 1e3, 100 * p.floor_s / p.device_s,
-                p.device_s / vanilla.device_s, p.wall_s > 0 ? p.wall_s / vanilla.wall_s : 0.0);
+    std::printf("%-22s %6d x %-3d %-9s %9.3f %9.3f %9.3f %7.1f%% %8.3f %8.3f\n", model_name.c_str(),
+                sh.context, sh.batch, name, p.device_s * 1e3, p.wall_s * 1e3, p.floor_s * 1e3,
+                100 * p.floor_s / p.device_s, p.device_s / vanilla.device_s,
+                p.wall_s > 0 ? p.wall_s / vanilla.wall_s : 0.0);
   };
   line("vanilla", vanilla);
   line("verify", verify);
   line("select", select);
   line("draft", draft);
+  if (chain.wall_s > 0) line("draftchain", chain);
   std::printf(
       "{\"model\":\"%s\",\"context\":%d,\"batch\":%d,\"gamma\":%d,\"ratio\":%.3f,"
       "\"policy\":\"%s\",\"selected\":%d,"
@@ -118,15 +121,17 @@ void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
       "\"verify_device_ms\":%.4f,\"verify_wall_ms\":%.4f,\"verify_floor_ms\":%.4f,"
       "\"select_device_ms\":%.4f,\"select_floor_ms\":%.4f,"
       "\"draft_device_ms\":%.4f,\"draft_wall_ms\":%.4f,\"draft_floor_ms\":%.4f,"
+      "\"draft_chain_wall_ms_per_pass\":%.4f,"
       "\"verify_over_vanilla\":%.3f,\"verify_over_vanilla_wall\":%.3f,"
-      "\"select_over_vanilla\":%.3f,\"draft_over_vanilla\":%.3f,\"draft_over_vanilla_wall\":%.3f}\n",
+      "\"select_over_vanilla\":%.3f,\"draft_over_vanilla\":%.3f,\"draft_over_vanilla_wall\":%.3f}"
+      "\n",
       model_name.c_str(), sh.context, sh.batch, r.gamma, r.ratio, r.policy.c_str(),
       plan.head + plan.tail + plan.scored, vanilla.device_s * 1e3, vanilla.wall_s * 1e3,
       vanilla.floor_s * 1e3, verify.device_s * 1e3, verify.wall_s * 1e3, verify.floor_s * 1e3,
       select.device_s * 1e3, select.floor_s * 1e3, draft.device_s * 1e3, draft.wall_s * 1e3,
-      draft.floor_s * 1e3, verify.device_s / vanilla.device_s, verify.wall_s / vanilla.wall_s,
-      select.device_s / vanilla.device_s, draft.device_s / vanilla.device_s,
-      draft.wall_s / vanilla.wall_s);
+      draft.floor_s * 1e3, chain.wall_s * 1e3, verify.device_s / vanilla.device_s,
+      verify.wall_s / vanilla.wall_s, select.device_s / vanilla.device_s,
+      draft.device_s / vanilla.device_s, draft.wall_s / vanilla.wall_s);
   std::fflush(stdout);
 }
 
@@ -255,7 +260,22 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   dr.wall_s = wall_median(reps, [&] { ctx->forward_sample(draft, rules.data(), out.data()); });
   dr.device_s = cctx->replay_seconds(draft, reps);
   dr.floor_s = (weights + double(B) * (selected + 2) * kv_token) / bandwidth;
-  report(model_name, sh, r, plan, van, ver, sel, dr);
+  // The round's gamma draft passes in one call (forward_draft_chain: each
+  // pass fed the previous draws on the device): wall time per pass.
+  Phase chain;
+  chain.floor_s = dr.floor_s;
+  std::vector<int32_t> chain_tokens(size_t(B) * gamma), chain_k(B, 20);
+  std::vector<LogitCandidates> chain_cands;
+  auto chain_call = [&] {
+    return ctx->forward_draft_chain(draft, gamma, rules.data(), chain_k.data(), chain_tokens.data(),
+                                    &chain_cands);
+  };
+  if (chain_call()) {
+    chain_call();
+    chain.wall_s = wall_median(reps, chain_call) / gamma;
+    chain.device_s = chain.wall_s;  // no device-only timing: wall per pass
+  }
+  report(model_name, sh, r, plan, van, ver, sel, dr, chain);
 }
 
 }  // namespace
@@ -273,8 +293,8 @@ int main(int argc, char **argv) {
   std::vector<Shape> synthetic = shapes_from_env("VEGAS_PHASE_SYNTHETIC");
   if (std::getenv("VEGAS_PHASE_SYNTHETIC") == nullptr) synthetic = {{32768, 4}};
   try {
-    std::printf("%-22s %12s %-9s %9s %9s %9s %8s %8s %8s\n", "model", "shape", "phase",
-                "device_ms", "wall_ms", "floor_ms", "of_floor", "/van_dev", "/van_wall");
+    std::printf("%-22s %12s %-9s %9s %9s %9s %8s %8s %8s\n", "model", "shape", "phase", "device_ms",
+                "wall_ms", "floor_ms", "of_floor", "/van_dev", "/van_wall");
     {
       const ModelConfig config = load_model_config(dir + "/config.json");
       auto store = WeightStore::open(dir);
@@ -288,7 +308,8 @@ int main(int argc, char **argv) {
       const ModelConfig config = load_model_config(synthetic_config);
       auto model = create_cuda_backend_synthetic(config, 42, CudaBackendOptions{});
       const double bw = model->measure_copy_bandwidth();
-      for (const Shape &sh : synthetic) bench_round(*model, "qwen3-8b-shapes (synthetic)", sh, r, bw);
+      for (const Shape &sh : synthetic)
+        bench_round(*model, "qwen3-8b-shapes (synthetic)", sh, r, bw);
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "bench_cuda_phases: %s\n", e.what());

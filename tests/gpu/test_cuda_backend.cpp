@@ -362,6 +362,73 @@ TEST_F(CudaVsCpu, DeviceLogitCandidatesMatchHost) {
 }
 
 // A bad batch is an error, not a fault on the device.
+// forward_draft_chain (a round's draft passes, each fed the previous pass's
+// draws on the device) gives, pass for pass, the tokens forward_sample and the
+// candidates forward_candidates give when the host feeds the same tokens one
+// pass at a time: greedy and sampled rules (rng counter + pass) in one batch.
+// It fails if a pass reads the wrong token, position or counter.
+TEST_F(CudaVsCpu, DraftChainMatchesPassByPass) {
+  if (const char *v = std::getenv("VEGAS_CUDA_CANDIDATES"); v && std::string(v) == "0")
+    GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: no device candidates, no chain";
+  std::vector<Seq> seqs(3);
+  std::vector<Seq *> ptrs;
+  for (auto &s : seqs) ptrs.push_back(&s);
+  step(ptrs, {random_tokens(50), random_tokens(200), random_tokens(7)}, std::vector<L>(3, L::kLast),
+       "prefill");
+  const int32_t steps = 5, n = 3;
+  std::vector<SamplingParams> rules(3);
+  rules[1].temperature = 0.8f;
+  rules[1].top_k = 20;
+  rules[1].seed = 5;
+  rules[2].temperature = 0.6f;
+  rules[2].top_k = 50;
+  rules[2].top_p = 0.9f;
+  rules[2].seed = 9;
+  std::vector<RowSampling> rows(3);
+  const std::vector<int32_t> k = {1, 20, 50};
+  std::vector<int32_t> first_tokens(3);
+  ForwardBatch first;
+  for (int32_t i = 0; i < n; ++i) {
+    Seq &s = seqs[i];
+    pool_->reserve(s.table, static_cast<int64_t>(s.tokens.size()) + steps);
+    first_tokens[i] = s.tokens.back();
+    SeqRows r;
+    r.tokens = &first_tokens[i];
+    r.n_tokens = 1;
+    r.start_pos = static_cast<int32_t>(s.tokens.size());
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    first.seqs.push_back(r);
+    rows[i].params = &rules[i];
+    rows[i].rng_counter = 100 + i;
+  }
+  std::vector<int32_t> chain_tokens(size_t(steps) * n);
+  std::vector<LogitCandidates> chain_cands;
+  ASSERT_TRUE(cuda_ctx_->forward_draft_chain(first, steps, rows.data(), k.data(),
+                                             chain_tokens.data(), &chain_cands));
+  ASSERT_EQ(chain_cands.size(), size_t(steps) * n);
+  ForwardBatch pass = first;
+  std::vector<int32_t> fed = first_tokens, got(3);
+  for (int32_t j = 0; j < steps; ++j) {
+    std::vector<RowSampling> pass_rows = rows;
+    for (int32_t i = 0; i < n; ++i) {
+      pass.seqs[i].start_pos = first.seqs[i].start_pos + j;
+      pass.seqs[i].tokens = &fed[i];
+      if (!rules[i].greedy()) pass_rows[i].rng_counter += j;
+    }
+    std::vector<LogitCandidates> cands;
+    ASSERT_TRUE(cuda_ctx_->forward_candidates(pass, k.data(), &cands));
+    ASSERT_TRUE(cuda_ctx_->forward_sample(pass, pass_rows.data(), got.data()));
+    for (int32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(got[i], chain_tokens[size_t(j) * n + i]) << "pass " << j << " row " << i;
+      EXPECT_EQ(cands[i].ids, chain_cands[size_t(j) * n + i].ids) << "pass " << j << " row " << i;
+      EXPECT_EQ(cands[i].logits, chain_cands[size_t(j) * n + i].logits)
+          << "pass " << j << " row " << i;
+      fed[i] = chain_tokens[size_t(j) * n + i];
+    }
+  }
+}
+
 TEST_F(CudaVsCpu, BadBatchIsAnError) {
   Seq a;
   a.tokens = {config_->vocab_size + 5};

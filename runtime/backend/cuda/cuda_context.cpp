@@ -14,6 +14,7 @@
 #include "backend/forward_batch_check.h"
 #include "decode_attention.cuh"
 #include "embedding.cuh"
+#include "feed_tokens.cuh"
 #include "logit_candidates.cuh"
 #include "model/rope.h"
 #include "paged_attention.cuh"
@@ -89,8 +90,8 @@ T *as(const DeviceBuffer &b) {
 // attends to the front's K/V, written by the same layer's qkv pass before any
 // attention runs.
 int32_t capture_split(const SeqRows &s) {
-  if (s.capture == nullptr || s.capture->n_rows == 0 || s.sparse != nullptr ||
-      s.quest != nullptr || s.device_sparse_key >= 0 || s.n_tokens <= kernels::kVerifyMaxRows)
+  if (s.capture == nullptr || s.capture->n_rows == 0 || s.sparse != nullptr || s.quest != nullptr ||
+      s.device_sparse_key >= 0 || s.n_tokens <= kernels::kVerifyMaxRows)
     return 0;
   int32_t first = s.n_tokens;
   for (int32_t k = 0; k < s.capture->n_rows; ++k) first = std::min(first, s.capture->rows[k]);
@@ -864,15 +865,22 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   }
 }
 
-void CudaContext::launch(const Step &s, bool with_argmax) {
+void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) {
   const int64_t fields = kFields * int64_t{params_.max_rows};  // where the tables start
   const int64_t table_end = int64_t{s.pages} + s.extra;
   grow_capture(s);
   if (trace_) check(cudaEventRecord(trace_begin_, stream_), "cudaEventRecord");
-  check(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(),
+  check(cudaMemcpyAsync(meta_dev_.get(), feed ? feed->fields : meta_host_.get<int32_t>(),
                         kFields * int64_t{s.field_stride} * sizeof(int32_t), cudaMemcpyHostToDevice,
                         stream_),
         "upload of staged indices");
+  if (feed && feed->ids != nullptr) {
+    kernels::FeedTokensParams fp;
+    fp.ids = feed->ids;
+    fp.tokens = meta(s, kTokens);
+    fp.n = feed->n;
+    check(kernels::feed_tokens(fp, stream_), "feed_tokens");
+  }
   if (s.table_from < table_end)
     check(cudaMemcpyAsync(meta_dev_.get<int32_t>() + fields + s.table_from,
                           meta_host_.get<int32_t>() + fields + s.table_from,
@@ -959,13 +967,13 @@ void CudaContext::trace_step(const Step &s, const char *kind,
   check(cudaEventElapsedTime(&device_ms, trace_begin_, trace_end_), "trace");
   const auto t2 = std::chrono::steady_clock::now();
   using ms = std::chrono::duration<double, std::milli>;
-  std::fprintf(stderr,
-               "[vegas-cuda] %s rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
-               "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
-               kind, s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0,
-               s.cap_slots, ms(t1 - t0).count(), device_ms, ms(t2 - t0).count(),
-               trace_last_end_.time_since_epoch().count() == 0 ? 0.0
-                                                                : ms(t0 - trace_last_end_).count());
+  std::fprintf(
+      stderr,
+      "[vegas-cuda] %s rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
+      "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
+      kind, s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0, s.cap_slots,
+      ms(t1 - t0).count(), device_ms, ms(t2 - t0).count(),
+      trace_last_end_.time_since_epoch().count() == 0 ? 0.0 : ms(t0 - trace_last_end_).count());
   trace_last_end_ = t2;
 }
 
@@ -1003,23 +1011,8 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
   const bool in_graph_argmax = all_greedy && n_edits == 0;
   launch(s, in_graph_argmax);
   if (!in_graph_argmax && n > 0) {
-    kernels::SamplingRow *rules = sample_rules_host_.get<kernels::SamplingRow>();
-    for (int32_t i = 0; i < n; ++i) {
-      const SamplingParams &p = *rows[i].params;
-      kernels::SamplingRow &rule = rules[i];
-      rule.temperature = p.temperature;
-      rule.top_k = p.top_k;
-      rule.top_p = p.top_p;
-      rule.min_p = p.min_p;
-      rule.seed = p.seed;
-      rule.counter = rows[i].rng_counter;  // the host advances it after the draw
-      rule.repetition_penalty = p.repetition_penalty;
-      rule.presence_penalty = p.presence_penalty;
-      rule.frequency_penalty = p.frequency_penalty;
-    }
-    check(cudaMemcpyAsync(sample_rules_.get(), rules, n * sizeof(kernels::SamplingRow),
-                          cudaMemcpyHostToDevice, stream_),
-          "upload of sampling rules");
+    upload_rules(rows, n, 0, sample_rules_host_.get<kernels::SamplingRow>(),
+                 sample_rules_.get<kernels::SamplingRow>());
     if (n_edits > 0) {
       const size_t bytes = static_cast<size_t>(n_edits) * sizeof(kernels::PenaltyEdit);
       if (bytes > penalty_edits_.bytes()) penalty_edits_.allocate(2 * bytes, "penalty edits");
@@ -1088,16 +1081,7 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
                           cudaMemcpyHostToDevice, stream_),
           "upload of candidate counts");
     int32_t *dev = cand_out_.get<int32_t>();
-    kernels::CandidateParams cp;
-    cp.logits = as<float>(logits_);
-    cp.k = cand_k_.get<int32_t>();
-    cp.count = dev;
-    cp.ids = dev + n;
-    cp.values = reinterpret_cast<float *>(dev + n + int64_t{n} * cap);
-    cp.rows = n;
-    cp.vocab = model_.config().vocab_size;
-    cp.cap = cap;
-    check(kernels::logit_candidates(cp, stream_), "logit_candidates");
+    enqueue_candidates(n, dev);
     check(cudaMemcpyAsync(cand_out_host_.get(), dev, out_ints * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, stream_),
           "logit candidates download");
@@ -1128,6 +1112,146 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
     check(cudaStreamSynchronize(stream_), "forward_candidates");
     extract_candidates(logits_host_.get<float>(), static_cast<int32_t>(vocab), k[i], &c);
   }
+  return true;
+}
+
+void CudaContext::upload_rules(const RowSampling *rows, int32_t n, uint64_t draws,
+                               kernels::SamplingRow *host, kernels::SamplingRow *device) {
+  for (int32_t i = 0; i < n; ++i) {
+    const SamplingParams &p = *rows[i].params;
+    kernels::SamplingRow &rule = host[i];
+    rule.temperature = p.temperature;
+    rule.top_k = p.top_k;
+    rule.top_p = p.top_p;
+    rule.min_p = p.min_p;
+    rule.seed = p.seed;
+    // The host advances its counter after each draw it is told of.
+    rule.counter = rows[i].rng_counter + (p.greedy() ? 0 : draws);
+    rule.repetition_penalty = p.repetition_penalty;
+    rule.presence_penalty = p.presence_penalty;
+    rule.frequency_penalty = p.frequency_penalty;
+  }
+  check(cudaMemcpyAsync(device, host, n * sizeof(kernels::SamplingRow), cudaMemcpyHostToDevice,
+                        stream_),
+        "upload of sampling rules");
+}
+
+void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
+  constexpr int32_t cap = kMaxCandidateTopK;
+  kernels::CandidateParams cp;
+  cp.logits = as<float>(logits_);
+  cp.k = cand_k_.get<int32_t>();
+  cp.count = out;
+  cp.ids = out + n;
+  cp.values = reinterpret_cast<float *>(out + n + int64_t{n} * cap);
+  cp.rows = n;
+  cp.vocab = model_.config().vocab_size;
+  cp.cap = cap;
+  check(kernels::logit_candidates(cp, stream_), "logit_candidates");
+}
+
+bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
+                                      const RowSampling *rows, const int32_t *k,
+                                      int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
+  static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES") &&
+                              kernels::variant_enabled("VEGAS_CUDA_DRAFT_CHAIN");
+  const int32_t n = static_cast<int32_t>(first.seqs.size());
+  if (!enabled || steps < 1 || n == 0 || !model_.options().use_graphs) return false;
+  for (int32_t i = 0; i < n; ++i) {
+    const SeqRows &r = first.seqs[static_cast<size_t>(i)];
+    const SamplingParams *p = rows[i].params;
+    if (r.n_tokens != 1 || r.logits != SeqRows::Logits::kLast || r.quest || r.sparse || r.capture ||
+        p == nullptr || p->has_penalties())
+      return false;
+    validate_sampling_params(*p);
+    if (k[i] < 1)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_draft_chain: k of row " + std::to_string(i) +
+                                           " is " + std::to_string(k[i]) + ", not >= 1");
+  }
+  model_.activate();
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int32_t cap = kMaxCandidateTopK;
+  const int64_t pass_ints = int64_t{n} * (1 + 2 * cap);  // one pass's candidates
+  const int64_t out_ints = int64_t{steps} * (n + pass_ints);
+  const int64_t field_ints = kFields * int64_t{decode_bucket(n, params_.max_rows)};
+  chain_fields_host_.reserve(steps * field_ints * sizeof(int32_t), "draft chain");
+  chain_rules_host_.reserve(steps * n * sizeof(kernels::SamplingRow), "draft chain");
+  chain_out_host_.reserve(out_ints * sizeof(int32_t), "draft chain");
+  const size_t rule_bytes = static_cast<size_t>(steps) * n * sizeof(kernels::SamplingRow);
+  const size_t out_bytes = static_cast<size_t>(out_ints) * sizeof(int32_t);
+  if (chain_rules_.bytes() < rule_bytes || chain_out_.bytes() < out_bytes) {
+    check(cudaStreamSynchronize(stream_), "stream sync");
+    chain_rules_.allocate(std::max(chain_rules_.bytes(), rule_bytes), "draft chain");
+    chain_out_.allocate(std::max(chain_out_.bytes(), out_bytes), "draft chain");
+  }
+  std::copy(k, k + n, cand_k_host_.get<int32_t>());
+  check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, stream_),
+        "upload of candidate counts");
+  int32_t *ids = chain_out_.get<int32_t>();  // [steps][n], then each pass's candidates
+  ForwardBatch pass = first;
+  Step s;
+  for (int32_t j = 0; j < steps; ++j) {
+    for (size_t i = 0; i < pass.seqs.size(); ++i) {
+      pass.seqs[i].start_pos = first.seqs[i].start_pos + j;
+      if (first.seqs[i].device_sparse_span > 0)
+        pass.seqs[i].device_sparse_span = first.seqs[i].device_sparse_span + j;
+    }
+    s = stage(pass);
+    if (!s.graph || kFields * int64_t{s.field_stride} > field_ints)
+      fail(VEGAS_ERR_INTERNAL, "forward_draft_chain: a draft pass is not a decode step");
+    // Each pass keeps its own pinned fields: the uploads run after later passes are staged.
+    int32_t *fields = chain_fields_host_.get<int32_t>() + j * field_ints;
+    std::copy(meta_host_.get<int32_t>(), meta_host_.get<int32_t>() + kFields * s.field_stride,
+              fields);
+    StepFeed feed;
+    feed.fields = fields;
+    feed.ids = j > 0 ? ids + int64_t{j - 1} * n : nullptr;
+    feed.n = n;
+    launch(s, false, &feed);
+    kernels::SamplingRow *rules = chain_rules_.get<kernels::SamplingRow>() + int64_t{j} * n;
+    upload_rules(rows, n, static_cast<uint64_t>(j),
+                 chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n, rules);
+    kernels::SampleParams sp;
+    sp.logits = as<float>(logits_);
+    sp.rules = rules;
+    sp.out = ids + int64_t{j} * n;
+    sp.rows = n;
+    sp.vocab = model_.config().vocab_size;
+    check(kernels::sample(sp, stream_), "sample");
+    enqueue_candidates(n, ids + int64_t{steps} * n + j * pass_ints);
+  }
+  check(cudaMemcpyAsync(chain_out_host_.get(), ids, out_ints * sizeof(int32_t),
+                        cudaMemcpyDeviceToHost, stream_),
+        "draft chain download");
+  check(cudaStreamSynchronize(stream_), "forward_draft_chain");
+  trace_step(s, "draft-chain (last pass)", t0, t0);
+  const int32_t *host = chain_out_host_.get<int32_t>();
+  for (int64_t i = 0; i < int64_t{steps} * n; ++i) {
+    if (host[i] >= 0) continue;
+    const std::string row =
+        "device draft pass " + std::to_string(i / n) + ", row " + std::to_string(i % n) + ": ";
+    if (host[i] == kernels::kSampleBadLogit)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf");
+    if (host[i] == kernels::kSampleAllMasked)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
+    fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
+  }
+  cands->resize(static_cast<size_t>(steps) * n);
+  for (int32_t j = 0; j < steps; ++j) {
+    const int32_t *counts = host + int64_t{steps} * n + j * pass_ints;
+    const int32_t *cid = counts + n;
+    const float *cval = reinterpret_cast<const float *>(cid + int64_t{n} * cap);
+    for (int32_t i = 0; i < n; ++i) {
+      // More ties than the buffer holds: the row is gone (later passes
+      // reused the logits), so the caller runs the passes one by one.
+      if (counts[i] < 0) return false;
+      LogitCandidates &c = (*cands)[static_cast<size_t>(j) * n + i];
+      c.ids.assign(cid + int64_t{i} * cap, cid + int64_t{i} * cap + counts[i]);
+      c.logits.assign(cval + int64_t{i} * cap, cval + int64_t{i} * cap + counts[i]);
+    }
+  }
+  std::copy(host, host + int64_t{steps} * n, tokens_out);
   return true;
 }
 

@@ -47,6 +47,11 @@ class CudaContext : public BackendContext {
   bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
                           std::vector<LogitCandidates> *out) override;
 
+  // Off with VEGAS_CUDA_DRAFT_CHAIN=0 (or without device candidates).
+  bool forward_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
+                           const int32_t *k, int32_t *tokens_out,
+                           std::vector<LogitCandidates> *cands) override;
+
   bool device_selection() const override { return true; }
   void select_deferred(const std::vector<DeferredSelect> &items) override;
   void forget_selection(int32_t key) override;
@@ -91,8 +96,23 @@ class CudaContext : public BackendContext {
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);
+  // Device-fed steps (forward_draft_chain): the staged fields come from
+  // `fields` (pinned, kept until the step ran) instead of meta_host_, and the
+  // input tokens of the first `n` rows from device ids (a previous draw).
+  struct StepFeed {
+    const int32_t *fields = nullptr;
+    const int32_t *ids = nullptr;
+    int32_t n = 0;
+  };
   // Uploads the staged indices and runs the step (graph replay or eager).
-  void launch(const Step &s, bool with_argmax);
+  void launch(const Step &s, bool with_argmax, const StepFeed *feed = nullptr);
+  // Copies the rules of n rows into pinned `host`, counters advanced by
+  // `draws` for sampled rows, and uploads them to `device`.
+  void upload_rules(const RowSampling *rows, int32_t n, uint64_t draws, kernels::SamplingRow *host,
+                    kernels::SamplingRow *device);
+  // Picks the candidates of the n logit rows (k per row in cand_k_) into `out`
+  // as [count: n][ids: n x cap][logits: n x cap].
+  void enqueue_candidates(int32_t n, int32_t *out);
   void grow_page_table(int64_t pages);
   int32_t *meta(const Step &s, int field) const;  // the step's field of the staged indices
   int32_t *tables() const;                        // the staged page tables and records
@@ -141,6 +161,10 @@ class CudaContext : public BackendContext {
   // cap][logits: rows x cap] for its rows, downloaded in one copy.
   DeviceBuffer cand_k_, cand_out_;
   PinnedBuffer cand_k_host_, cand_out_host_;
+  // forward_draft_chain: per pass its staged fields and rules (pinned), and
+  // [tokens: steps x rows][candidates of each pass] on the device and host.
+  PinnedBuffer chain_fields_host_, chain_rules_host_, chain_out_host_;
+  DeviceBuffer chain_rules_, chain_out_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;
   // Penalty edits of forward_sample (grown on demand) and their host scratch.

@@ -324,17 +324,33 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
     return r;
   };
-  // Every sequence drafting max_gamma tokens by a rule without penalties on a
-  // device-selected set: the passes run in one backend call, each fed the
-  // previous pass's draws on the device, and the host reads them once.
+  // Every drafting sequence with a rule without penalties on a device-selected
+  // set: the passes run in one backend call, each fed the previous pass's
+  // draws on the device, and the host reads them once. A sequence with a
+  // shorter gamma (its last tokens) drafts max_gamma too, into slots reserved
+  // for them, and its extra drafts are dropped.
   auto run_chain = [&]() -> bool {
     if (!by_candidates || !device_ || max_gamma == 0) return false;
+    std::vector<Work *> chained;
+    for (Work &w : work) {
+      if (w.gamma == 0) continue;
+      if (w.seq->req.sampling.has_penalties()) return false;
+      chained.push_back(&w);
+    }
+    if (chained.empty()) return false;
+    for (Work *w : chained) {
+      try {
+        pool.reserve(w->seq->page_table, int64_t{w->seq->kv_len} + max_gamma + 1);
+      } catch (const Error &e) {
+        if (e.status() != VEGAS_ERR_KV_FULL) throw;
+        return false;  // no room for the extra drafts: one pass at a time
+      }
+    }
     ForwardBatch first;
     std::vector<RowSampling> rules;
     cand_k.clear();
-    for (size_t i = 0; i < work.size(); ++i) {
-      const Work &w = work[i];
-      if (w.gamma != max_gamma || w.seq->req.sampling.has_penalties()) return false;
+    for (size_t i = 0; i < chained.size(); ++i) {
+      const Work &w = *chained[i];
       inputs[i] = w.seq->tokens.back();
       first.seqs.push_back(draft_row(w, 0, &inputs[i]));
       RowSampling rule;
@@ -343,7 +359,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       rules.push_back(rule);
       cand_k.push_back(w.k);
     }
-    const size_t n = work.size();
+    const size_t n = chained.size();
     std::vector<int32_t> tokens(n * static_cast<size_t>(max_gamma));
     std::vector<LogitCandidates> rows;
     if (!context.forward_draft_chain(first, max_gamma, rules.data(), cand_k.data(), tokens.data(),
@@ -353,9 +369,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
         static_cast<int64_t>(n),
         [&](int64_t wi) {
           const size_t i = static_cast<size_t>(wi);
-          Work &w = work[i];
+          Work &w = *chained[i];
           const SamplingParams &rule = w.seq->req.sampling;
-          for (size_t j = 0; j < static_cast<size_t>(max_gamma); ++j) {
+          for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
             TokenDistribution &q = w.q[j];
             build_distribution_from_candidates(rows[j * n + i], rule, &q);
             const int32_t token = tokens[j * n + i];
@@ -367,7 +383,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
                                            std::to_string(token) + ", outside its distribution");
             w.drafts[j] = token;
           }
-          if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + max_gamma);
+          if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
         },
         n >= kThreadedRoundSeqs);
     return true;

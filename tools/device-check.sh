@@ -96,7 +96,7 @@ if [ "$WHAT" = vegas ]; then
       tag="$1-$2${3:+-candidates}"
       env ${3:-} "$DIR/bin/vegas" "${common[@]}" "${sampled[@]}" --context "$ctx" --policy "$1" --window-share "$2" \
         > "$OUT/vegas-$ctx-$tag.json" 2> "$OUT/vegas-$ctx-$tag.err"
-      python3 - "$OUT/vegas-$ctx-$tag.json" "$ctx" "$1" "$2${3:+ (device candidates)}" <<'PY' || tail -3 "$OUT/vegas-$ctx-$tag.err"
+      python3 - "$OUT/vegas-$ctx-$tag.json" "$ctx" "$1" "$2${3:+ (host candidates)}" <<'PY' || tail -3 "$OUT/vegas-$ctx-$tag.err"
 import json, sys
 j = json.load(open(sys.argv[1])); v = j["vegas"]; s = v.get("stats", v)
 print(f"vegas ctx {sys.argv[2]:>5} {sys.argv[3]:<10} ws {sys.argv[4]:<4} tau {s.get('tau', 0):5.2f} "

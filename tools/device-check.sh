@@ -109,7 +109,7 @@ PY
     # Greedy: the tokens must equal vanilla's (lossless), device selection included.
     "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --policy vegas --window-share 0.5 \
       --temperature 0 > "$OUT/vegas-$ctx-greedy.json" 2> "$OUT/vegas-$ctx-greedy.err"
-    python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
+    python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'first difference', v.get('first_difference'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
   done
   (cd "$OUT" && tar czf vegas-runs.tgz vegas-*.json vegas-*.err && rm -f vegas-*.json vegas-*.err)
 fi

@@ -24,6 +24,35 @@ namespace vegas_cli {
 
 namespace {
 
+// Where greedy Vegas first left vanilla's tokens: the first sequence that
+// differs, the index among its generated tokens and both tokens there (a
+// token missing at the end is -1); null when every sequence is identical.
+// The logit margin there is not visible through vegas.h: it takes the device
+// golden test's fixtures (transformers' logits) to tell a near tie from a bug.
+nlohmann::json first_difference(const Prompts &vanilla, const Prompts &vegas) {
+  const size_t n = std::max(vanilla.size(), vegas.size());
+  for (size_t s = 0; s < n; ++s) {
+    const std::vector<int32_t> none;
+    const std::vector<int32_t> &a = s < vanilla.size() ? vanilla[s] : none;
+    const std::vector<int32_t> &b = s < vegas.size() ? vegas[s] : none;
+    if (a == b) continue;
+    size_t k = 0;
+    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+    nlohmann::json d;
+    d["sequence"] = s;
+    d["position"] = k;
+    d["vanilla_token"] = k < a.size() ? a[k] : -1;
+    d["vegas_token"] = k < b.size() ? b[k] : -1;
+    int64_t identical = 0;
+    for (size_t t = 0; t < n; ++t)
+      identical += t < vanilla.size() && t < vegas.size() && vanilla[t] == vegas[t];
+    d["sequences_identical"] = identical;
+    d["sequences"] = n;
+    return d;
+  }
+  return nullptr;
+}
+
 struct BenchArgs {
   RunArgs run;  // --policy, --gamma, --ratio, ... are run.spec (--mode vegas)
   std::string mode = "vanilla";
@@ -141,8 +170,10 @@ void run_bench(const BenchArgs &a) {
     if (with_vanilla) {
       v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;
       // Greedy speculative decoding must reproduce vanilla exactly.
-      if (r.sampling.temperature <= 0.0f)
+      if (r.sampling.temperature <= 0.0f) {
         v["identical_to_vanilla"] = vegas.tokens == vanilla.tokens;
+        v["first_difference"] = first_difference(vanilla.tokens, vegas.tokens);
+      }
     }
     j["vegas"] = v;
   }

@@ -179,3 +179,18 @@ def test_tune_contexts_in_one_bucket_fail(tmp_path):
     r = run("tune", "--backend", "cpu", "--quick", "--contexts", "128,256",
             "--out", str(tmp_path / "p.json"))
     assert r.returncode != 0 and "one context per bucket" in r.stderr
+
+
+def test_greedy_bench_reports_where_vegas_differs(tmp_path):
+    """A greedy `vegas bench --mode vegas` says whether the tokens equal
+    vanilla's and, when they do not, where they first differ; on the CPU they
+    are identical (lossless), so first_difference is null."""
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    r = run("bench", "--backend", "cpu", "--mode", "vegas", "--prompts", str(prompts),
+            "--context", "96", "--batch", "2", "--new-tokens", "8", "--gamma", "3",
+            "--temperature", "0")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)["vegas"]
+    assert v["identical_to_vanilla"] is True
+    assert "first_difference" in v and v["first_difference"] is None

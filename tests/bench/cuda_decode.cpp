@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/lt_gemm.h"
+#include "decode_rows.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/weight_store.h"
@@ -105,8 +106,6 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
   auto ctx = model.create_context(p);
   auto *cctx = dynamic_cast<cuda::CudaContext *>(ctx.get());
   cctx->randomize_kv(1234);
-  std::vector<std::vector<int32_t>> tables(batch);
-  std::vector<int32_t> tokens(batch);
   const int n_layers = model.config().n_layers;
   const int selected =
       sparse_ratio > 0 ? std::min(context, std::max(256, int(std::ceil(sparse_ratio * context))))
@@ -121,19 +120,12 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
   sparse.positions = positions.data();
   sparse.counts = counts.data();
   sparse.stride = selected;
-  ForwardBatch b;
-  for (int s = 0; s < batch; ++s) {
-    for (int i = 0; i < pages_per_seq; ++i) tables[s].push_back(s * pages_per_seq + i);
-    tokens[s] = (s * 7919 + 13) % model.config().vocab_size;
-    SeqRows r;
-    r.tokens = &tokens[s];
-    r.n_tokens = 1;
-    r.start_pos = context;
-    r.page_table = tables[s].data();
-    r.n_pages = pages_per_seq;
-    if (selected > 0) r.sparse = &sparse;
-    b.seqs.push_back(r);
-  }
+  bench::DecodeRows rows_in;
+  bench::make_decode_rows(batch, pages_per_seq, context, model.config().vocab_size, &rows_in);
+  ForwardBatch &b = rows_in.batch;
+  std::vector<int32_t> &tokens = rows_in.tokens;
+  if (selected > 0)
+    for (SeqRows &r : b.seqs) r.sparse = &sparse;
   SamplingParams greedy;
   std::vector<RowSampling> rows(batch, RowSampling{&greedy, 0});
   std::vector<int32_t> out(batch);

@@ -39,6 +39,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
+#include "decode_rows.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/weight_store.h"
@@ -170,22 +171,16 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
     cap_rows.push_back(gamma);
   if (plan.scored == 0) cap_rows.clear();
 
-  std::vector<std::vector<int32_t>> tables(B), verify_tokens(B);
-  std::vector<int32_t> tokens(B);
+  std::vector<std::vector<int32_t>> verify_tokens(B);
   std::vector<ScoreCapture> caps(B);
   std::vector<DeviceSelection> sels(B);
-  ForwardBatch vanilla, verify, draft;
+  bench::DecodeRows rows_in;
+  bench::make_decode_rows(B, pages_per_seq, ctx_len, c.vocab_size, &rows_in);
+  const ForwardBatch &vanilla = rows_in.batch;
+  ForwardBatch verify, draft;
   for (int s = 0; s < B; ++s) {
-    for (int i = 0; i < pages_per_seq; ++i) tables[s].push_back(s * pages_per_seq + i);
-    tokens[s] = (s * 7919 + 13) % c.vocab_size;
     for (int k = 0; k <= gamma; ++k) verify_tokens[s].push_back((s * 31 + k * 977) % c.vocab_size);
-    SeqRows row;
-    row.tokens = &tokens[s];
-    row.n_tokens = 1;
-    row.start_pos = ctx_len;
-    row.page_table = tables[s].data();
-    row.n_pages = pages_per_seq;
-    vanilla.seqs.push_back(row);
+    const SeqRows &row = vanilla.seqs[s];
 
     SeqRows v = row;
     v.tokens = verify_tokens[s].data();

@@ -92,6 +92,25 @@ class CudaVsCpu : public ::testing::Test {
     last_batch_ = b;
   }
 
+  // Whether VEGAS_CUDA_CANDIDATES=0 turned the device candidates off.
+  static bool device_candidates_off() {
+    const char *v = std::getenv("VEGAS_CUDA_CANDIDATES");
+    return v != nullptr && std::string(v) == "0";
+  }
+
+  // Prefilled sequences with these prompt lengths, and pointers to them.
+  void prefill(std::vector<Seq> *seqs, std::vector<Seq *> *ptrs, const std::vector<int> &lengths) {
+    seqs->assign(lengths.size(), Seq{});
+    ptrs->clear();
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      ptrs->push_back(&(*seqs)[i]);
+      prompts.push_back(random_tokens(lengths[i]));
+    }
+    step(*ptrs, prompts, std::vector<SeqRows::Logits>(lengths.size(), SeqRows::Logits::kLast),
+         "prefill");
+  }
+
   // A batch of `s` alone: all its tokens from position 0, its whole page table.
   static ForwardBatch alone(const Seq &s) {
     SeqRows r;
@@ -330,13 +349,10 @@ TEST_F(CudaVsCpu, DeviceGreedySampling) {
 // same batch gives through forward() (the device path is on unless
 // VEGAS_CUDA_CANDIDATES=0, which the test then skips).
 TEST_F(CudaVsCpu, DeviceLogitCandidatesMatchHost) {
-  if (const char *v = std::getenv("VEGAS_CUDA_CANDIDATES"); v && std::string(v) == "0")
-    GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: candidates are picked on the host";
-  std::vector<Seq> seqs(3);
+  if (device_candidates_off()) GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: picked on the host";
+  std::vector<Seq> seqs;
   std::vector<Seq *> ptrs;
-  for (auto &s : seqs) ptrs.push_back(&s);
-  step(ptrs, {random_tokens(40), random_tokens(90), random_tokens(3)}, std::vector<L>(3, L::kLast),
-       "prefill");
+  prefill(&seqs, &ptrs, {40, 90, 3});
   const int32_t vocab = config_->vocab_size;
   for (const L mode : {L::kLast, L::kAll}) {
     const int n_new = mode == L::kLast ? 1 : 4;
@@ -368,13 +384,10 @@ TEST_F(CudaVsCpu, DeviceLogitCandidatesMatchHost) {
 // pass at a time: greedy and sampled rules (rng counter + pass) in one batch.
 // It fails if a pass reads the wrong token, position or counter.
 TEST_F(CudaVsCpu, DraftChainMatchesPassByPass) {
-  if (const char *v = std::getenv("VEGAS_CUDA_CANDIDATES"); v && std::string(v) == "0")
-    GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: no device candidates, no chain";
-  std::vector<Seq> seqs(3);
+  if (device_candidates_off()) GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: no chain";
+  std::vector<Seq> seqs;
   std::vector<Seq *> ptrs;
-  for (auto &s : seqs) ptrs.push_back(&s);
-  step(ptrs, {random_tokens(50), random_tokens(200), random_tokens(7)}, std::vector<L>(3, L::kLast),
-       "prefill");
+  prefill(&seqs, &ptrs, {50, 200, 7});
   const int32_t steps = 5, n = 3;
   std::vector<SamplingParams> rules(3);
   rules[1].temperature = 0.8f;

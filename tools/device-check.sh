@@ -180,7 +180,10 @@ if [ "$WHAT" = phases ] || [ "$WHAT" = all ]; then
   # device (what a round does), for the embedded model and Qwen3-8B shapes.
   "$DIR/bin/bench_cuda_phases" models/vegas-code-22m "$DIR/qwen3-8b.json" \
     2>&1 | tee "$OUT/phases.log" | grep -v '^{'
-  summary+=("$(grep -E ' (verify|draft|select) ' "$OUT/phases.log" | awk '{printf "%s %s%s%s %s %s/van; ", $1, $2, $3, $4, $5, $9}')")
+  summary+=("$(grep '^{' "$OUT/phases.log" | python3 -c 'import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    print("%s %dx%d: verify %.2f, select %.2f, draft %.2f, chained draft %.2f x vanilla" % (j["model"], j["context"], j["batch"], j["verify_over_vanilla"], j["select_over_vanilla"], j["draft_over_vanilla"], j["draft_chain_wall_ms_per_pass"] / j["vanilla_wall_ms"]))')")
 fi
 if [ "$WHAT" = profile-phases ]; then
   # ncu kernel durations of one verify pass and one draft step (5 of each,

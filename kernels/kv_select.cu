@@ -86,6 +86,9 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   if (rank) pick = block_radix_select<kThreads>(keys, d.head, mid_end, d.scored, radix);
   const uint32_t threshold = pick.threshold;
   const int take_equal = pick.take_equal, n_equal = pick.n_equal;
+  // Block-uniform: without ties at T every key equal to it is kept, and the
+  // compaction needs one block scan per chunk instead of two.
+  const bool some_equal_dropped = rank && take_equal < n_equal;
 
   // 3. Ordered compaction over [0, n): keep the head, the tail, keys above T,
   // and the last take_equal of the keys equal to T.
@@ -100,14 +103,17 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
         keep = d.scored >= m;
       } else {
         const uint32_t k = keys[pos];
-        keep = k > threshold;
+        keep = k > threshold || (!some_equal_dropped && k == threshold);
         equal = k == threshold;
       }
     }
-    int equal_before, equal_chunk;
-    Scan(scan_tmp).ExclusiveSum(equal ? 1 : 0, equal_before, equal_chunk);
-    __syncthreads();
-    if (equal && equal_seen + equal_before >= n_equal - take_equal) keep = true;
+    int equal_chunk = 0;
+    if (some_equal_dropped) {  // which of the keys equal to T are the last take_equal
+      int equal_before;
+      Scan(scan_tmp).ExclusiveSum(equal ? 1 : 0, equal_before, equal_chunk);
+      __syncthreads();
+      if (equal && equal_seen + equal_before >= n_equal - take_equal) keep = true;
+    }
     int keep_before, keep_chunk;
     Scan(scan_tmp).ExclusiveSum(keep ? 1 : 0, keep_before, keep_chunk);
     __syncthreads();

@@ -168,6 +168,18 @@ class BackendContext {
     return false;
   }
 
+  // Optional: forward_candidates in two halves, so the caller can work while
+  // the pass runs. begin_candidates enqueues the pass and returns at once
+  // (false, having done nothing, when this backend cannot); end_candidates
+  // waits for it and gives what forward_candidates would. Nothing else may be
+  // called on the context in between.
+  virtual bool begin_candidates(const ForwardBatch &batch, const int32_t *k) {
+    (void)batch;
+    (void)k;
+    return false;
+  }
+  virtual void end_candidates(std::vector<LogitCandidates> *out) { (void)out; }
+
   // Optional: a speculative round's `steps` draft passes in one call, the
   // host reading their results once. `first` is pass 0: one row per
   // sequence, Logits::kLast, no quest, host sparse record or capture. Pass j

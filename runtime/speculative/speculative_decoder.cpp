@@ -43,12 +43,22 @@ std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
 // never are). Rows may be read from several threads, each row by one.
 class PassCandidates {
  public:
+  // `meanwhile` (may be empty; it must not use `context`) runs while the
+  // pass runs on a backend that can begin it and wait later, else before it.
   void run(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
-           int32_t vocab) {
+           int32_t vocab, const std::function<void()> &meanwhile = {}) {
     k_ = std::move(k);
     vocab_ = vocab;
     logits_ = nullptr;
-    const bool picked = context.forward_candidates(batch, k_.data(), &cands_);
+    bool picked = false;
+    if (meanwhile && context.begin_candidates(batch, k_.data())) {
+      meanwhile();
+      context.end_candidates(&cands_);
+      picked = true;
+    } else {
+      if (meanwhile) meanwhile();
+      picked = context.forward_candidates(batch, k_.data(), &cands_);
+    }
     if (!picked) logits_ = context.forward(batch);
     cands_.resize(k_.size());
     ready_.assign(k_.size(), picked ? 1 : 0);
@@ -328,10 +338,14 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   // set: the passes run in one backend call, each fed the previous pass's
   // draws on the device, and the host reads them once. A sequence with a
   // shorter gamma (its last tokens) drafts max_gamma too, into slots reserved
-  // for them, and its extra drafts are dropped.
+  // for them, and its extra drafts are dropped. Each q is built from the
+  // chain's candidates (chain_rows, by pass and chained sequence) while the
+  // verify pass runs (build_chain_q).
+  std::vector<Work *> chained;
+  std::vector<int32_t> chain_tokens;
+  std::vector<LogitCandidates> chain_rows;
   auto run_chain = [&]() -> bool {
     if (!by_candidates || !device_ || max_gamma == 0) return false;
-    std::vector<Work *> chained;
     for (Work &w : work) {
       if (w.gamma == 0) continue;
       if (w.seq->req.sampling.has_penalties()) return false;
@@ -360,11 +374,17 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       cand_k.push_back(w.k);
     }
     const size_t n = chained.size();
-    std::vector<int32_t> tokens(n * static_cast<size_t>(max_gamma));
-    std::vector<LogitCandidates> rows;
-    if (!context.forward_draft_chain(first, max_gamma, rules.data(), cand_k.data(), tokens.data(),
-                                     &rows))
+    chain_tokens.resize(n * static_cast<size_t>(max_gamma));
+    if (!context.forward_draft_chain(first, max_gamma, rules.data(), cand_k.data(),
+                                     chain_tokens.data(), &chain_rows))
       return false;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < static_cast<size_t>(chained[i]->gamma); ++j)
+        chained[i]->drafts[j] = chain_tokens[j * n + i];
+    return true;
+  };
+  auto build_chain_q = [&] {
+    const size_t n = chained.size();
     parallel_rows(
         static_cast<int64_t>(n),
         [&](int64_t wi) {
@@ -373,23 +393,21 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
           const SamplingParams &rule = w.seq->req.sampling;
           for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
             TokenDistribution &q = w.q[j];
-            build_distribution_from_candidates(rows[j * n + i], rule, &q);
-            const int32_t token = tokens[j * n + i];
+            build_distribution_from_candidates(chain_rows[j * n + i], rule, &q);
+            const int32_t token = w.drafts[j];
             // The device drew from this very distribution (kernels::sample is the
             // host's rule bit for bit): a token outside it is a fault, not a draw.
             if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
               fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
                                            std::to_string(w.seq->id) + ": the device drew token " +
                                            std::to_string(token) + ", outside its distribution");
-            w.drafts[j] = token;
           }
           if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
         },
         n >= kThreadedRoundSeqs);
-    return true;
   };
-  const bool chained = run_chain();
-  for (int32_t j = chained ? max_gamma : 0; j < max_gamma; ++j) {
+  const bool drafts_chained = run_chain();
+  for (int32_t j = drafts_chained ? max_gamma : 0; j < max_gamma; ++j) {
     ForwardBatch batch;
     std::vector<Work *> in_batch;
     for (size_t i = 0; i < work.size(); ++i) {
@@ -464,7 +482,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   if (by_candidates) {
     cand_k.clear();
     for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
-    cands.run(context, verify, cand_k, vocab);
+    // The chained drafts' q are built while the verify pass runs.
+    cands.run(context, verify, cand_k, vocab,
+              drafts_chained ? std::function<void()>(build_chain_q) : std::function<void()>());
   } else {
     vlogits = context.forward(verify);
   }

@@ -1063,6 +1063,12 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
 
 bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k,
                                      std::vector<LogitCandidates> *out) {
+  if (!begin_candidates(batch, k)) return false;
+  end_candidates(out);
+  return true;
+}
+
+bool CudaContext::begin_candidates(const ForwardBatch &batch, const int32_t *k) {
   static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES");
   if (!enabled) return false;
   const int32_t n = batch.logit_rows();
@@ -1088,9 +1094,20 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
                           cudaMemcpyDeviceToHost, stream_),
           "logit candidates download");
   }
+  pending_cand_ = PendingCandidates{s, t0, t1, std::vector<int32_t>(k, k + n)};
+  return true;
+}
+
+void CudaContext::end_candidates(std::vector<LogitCandidates> *out) {
+  if (!pending_cand_)
+    fail(VEGAS_ERR_INTERNAL, "end_candidates without a pass begun by begin_candidates");
+  const PendingCandidates pc = std::move(*pending_cand_);
+  pending_cand_.reset();
   check(cudaStreamSynchronize(stream_), "forward_candidates");
-  deliver_captures(s);
-  trace_step(s, "candidates", t0, t1);
+  deliver_captures(pc.step);
+  trace_step(pc.step, "candidates", pc.t0, pc.t1);
+  constexpr int32_t cap = kMaxCandidateTopK;
+  const int32_t n = static_cast<int32_t>(pc.k.size());
   const int32_t *host = cand_out_host_.get<int32_t>();
   const int32_t *ids = host + n;
   const float *values = reinterpret_cast<const float *>(host + n + int64_t{n} * cap);
@@ -1112,9 +1129,9 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
                           stream_),
           "logits row download");
     check(cudaStreamSynchronize(stream_), "forward_candidates");
-    extract_candidates(logits_host_.get<float>(), static_cast<int32_t>(vocab), k[i], &c);
+    extract_candidates(logits_host_.get<float>(), static_cast<int32_t>(vocab),
+                       pc.k[static_cast<size_t>(i)], &c);
   }
-  return true;
 }
 
 void CudaContext::upload_rules(const RowSampling *rows, int32_t n, uint64_t draws,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,8 @@ class CudaContext : public BackendContext {
   // false: the caller downloads whole rows).
   bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
                           std::vector<LogitCandidates> *out) override;
+  bool begin_candidates(const ForwardBatch &batch, const int32_t *k) override;
+  void end_candidates(std::vector<LogitCandidates> *out) override;
 
   // Off with VEGAS_CUDA_DRAFT_CHAIN=0 (or without device candidates).
   bool forward_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
@@ -178,6 +181,13 @@ class CudaContext : public BackendContext {
   PinnedBuffer cap_logits_host_, cap_lse_host_;
   int64_t cap_capacity_ = 0;  // floats of cap_logits_
   std::vector<PendingCapture> pending_;
+  // A pass begun by begin_candidates and not yet ended.
+  struct PendingCandidates {
+    Step step;
+    std::chrono::steady_clock::time_point t0, t1;
+    std::vector<int32_t> k;
+  };
+  std::optional<PendingCandidates> pending_cand_;
 
   // Device selection (kernels/kv_select.cuh). Each key owns a slot of
   // sel_words_ ints in sel_records_ holding its sparse record; the step's

@@ -252,18 +252,97 @@ void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
   totals_.select_seconds += now_seconds() - t0;
 }
 
+SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32_t *token) const {
+  SeqRows r;
+  r.tokens = token;
+  r.n_tokens = 1;
+  r.start_pos = w.seq->kv_len + j;
+  r.page_table = w.seq->page_table.data();
+  r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
+  r.logits = SeqRows::Logits::kLast;
+  if (device_) {
+    const DeviceSelection &ds = w.st->device_select;
+    r.device_sparse_key = w.seq->id;
+    r.device_sparse_span =
+        ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
+  } else if (query_aware_) {
+    r.quest = &w.st->quest;
+  } else {
+    r.sparse = &w.st->sparse;
+  }
+  return r;
+}
+
+bool SpeculativeDecoder::draft_chained(std::vector<RoundWork> &work, int32_t max_gamma,
+                                       BackendContext &context, KvPool &pool,
+                                       ChainedDrafts *chain) {
+  if (!device_ || max_gamma == 0) return false;
+  for (RoundWork &w : work) {
+    if (w.gamma == 0) continue;
+    if (w.seq->req.sampling.has_penalties()) return false;
+    chain->seqs.push_back(&w);
+  }
+  if (chain->seqs.empty()) return false;
+  for (RoundWork *w : chain->seqs) {
+    try {
+      pool.reserve(w->seq->page_table, int64_t{w->seq->kv_len} + max_gamma + 1);
+    } catch (const Error &e) {
+      if (e.status() != VEGAS_ERR_KV_FULL) throw;
+      return false;  // no room for the extra drafts: one pass at a time
+    }
+  }
+  const size_t n = chain->seqs.size();
+  ForwardBatch first;
+  std::vector<RowSampling> rules(n);
+  std::vector<int32_t> k(n);
+  chain->first_tokens.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const RoundWork &w = *chain->seqs[i];
+    chain->first_tokens[i] = w.seq->tokens.back();
+    first.seqs.push_back(draft_row(w, 0, &chain->first_tokens[i]));
+    rules[i].params = &w.seq->req.sampling;
+    rules[i].rng_counter = w.seq->rng.counter();
+    k[i] = w.k;
+  }
+  chain->tokens.resize(n * static_cast<size_t>(max_gamma));
+  if (!context.forward_draft_chain(first, max_gamma, rules.data(), k.data(), chain->tokens.data(),
+                                   &chain->rows))
+    return false;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < static_cast<size_t>(chain->seqs[i]->gamma); ++j)
+      chain->seqs[i]->drafts[j] = chain->tokens[j * n + i];
+  return true;
+}
+
+void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
+  const size_t n = chain.seqs.size();
+  parallel_rows(
+      static_cast<int64_t>(n),
+      [&](int64_t wi) {
+        const size_t i = static_cast<size_t>(wi);
+        RoundWork &w = *chain.seqs[i];
+        const SamplingParams &rule = w.seq->req.sampling;
+        for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
+          TokenDistribution &q = w.q[j];
+          build_distribution_from_candidates(chain.rows[j * n + i], rule, &q);
+          const int32_t token = w.drafts[j];
+          // The device drew from this very distribution (kernels::sample is the
+          // host's rule bit for bit): a token outside it is a fault, not a draw.
+          if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
+            fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
+                                         std::to_string(w.seq->id) + ": the device drew token " +
+                                         std::to_string(token) + ", outside its distribution");
+        }
+        if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
+      },
+      n >= kThreadedRoundSeqs);
+}
+
 void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
                                KvPool &pool, const CommitFn &commit, const FailFn &fail_seq) {
   const int32_t vocab = config_.vocab_size;
   // Per sequence: how many drafts this round (never more than max_tokens allows).
-  struct Work {
-    Sequence *seq;
-    SeqState *st;
-    int32_t gamma;
-    int32_t k;  // candidate_k of the sequence's rule
-    std::vector<int32_t> drafts;
-    std::vector<TokenDistribution> q;
-  };
+  using Work = RoundWork;
   std::vector<Work> work;
   for (Sequence *seq : seqs) {
     const int32_t remaining = seq->req.max_tokens - seq->n_generated();
@@ -313,100 +392,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   int32_t max_gamma = 0;
   for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
   std::vector<int32_t> inputs(work.size());
-  // Draft pass j's row of a sequence, on *token.
-  auto draft_row = [&](const Work &w, int32_t j, const int32_t *token) {
-    SeqRows r;
-    r.tokens = token;
-    r.n_tokens = 1;
-    r.start_pos = w.seq->kv_len + j;
-    r.page_table = w.seq->page_table.data();
-    r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
-    r.logits = SeqRows::Logits::kLast;
-    if (device_) {
-      const DeviceSelection &ds = w.st->device_select;
-      r.device_sparse_key = w.seq->id;
-      r.device_sparse_span =
-          ds.head + ds.tail + ds.scored + (r.start_pos + 1 - w.st->capture.n_candidates);
-    } else if (query_aware_) {
-      r.quest = &w.st->quest;
-    } else {
-      r.sparse = &w.st->sparse;
-    }
-    return r;
-  };
-  // Every drafting sequence with a rule without penalties on a device-selected
-  // set: the passes run in one backend call, each fed the previous pass's
-  // draws on the device, and the host reads them once. A sequence with a
-  // shorter gamma (its last tokens) drafts max_gamma too, into slots reserved
-  // for them, and its extra drafts are dropped. Each q is built from the
-  // chain's candidates (chain_rows, by pass and chained sequence) while the
-  // verify pass runs (build_chain_q).
-  std::vector<Work *> chained;
-  std::vector<int32_t> chain_tokens;
-  std::vector<LogitCandidates> chain_rows;
-  auto run_chain = [&]() -> bool {
-    if (!by_candidates || !device_ || max_gamma == 0) return false;
-    for (Work &w : work) {
-      if (w.gamma == 0) continue;
-      if (w.seq->req.sampling.has_penalties()) return false;
-      chained.push_back(&w);
-    }
-    if (chained.empty()) return false;
-    for (Work *w : chained) {
-      try {
-        pool.reserve(w->seq->page_table, int64_t{w->seq->kv_len} + max_gamma + 1);
-      } catch (const Error &e) {
-        if (e.status() != VEGAS_ERR_KV_FULL) throw;
-        return false;  // no room for the extra drafts: one pass at a time
-      }
-    }
-    ForwardBatch first;
-    std::vector<RowSampling> rules;
-    cand_k.clear();
-    for (size_t i = 0; i < chained.size(); ++i) {
-      const Work &w = *chained[i];
-      inputs[i] = w.seq->tokens.back();
-      first.seqs.push_back(draft_row(w, 0, &inputs[i]));
-      RowSampling rule;
-      rule.params = &w.seq->req.sampling;
-      rule.rng_counter = w.seq->rng.counter();
-      rules.push_back(rule);
-      cand_k.push_back(w.k);
-    }
-    const size_t n = chained.size();
-    chain_tokens.resize(n * static_cast<size_t>(max_gamma));
-    if (!context.forward_draft_chain(first, max_gamma, rules.data(), cand_k.data(),
-                                     chain_tokens.data(), &chain_rows))
-      return false;
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < static_cast<size_t>(chained[i]->gamma); ++j)
-        chained[i]->drafts[j] = chain_tokens[j * n + i];
-    return true;
-  };
-  auto build_chain_q = [&] {
-    const size_t n = chained.size();
-    parallel_rows(
-        static_cast<int64_t>(n),
-        [&](int64_t wi) {
-          const size_t i = static_cast<size_t>(wi);
-          Work &w = *chained[i];
-          const SamplingParams &rule = w.seq->req.sampling;
-          for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
-            TokenDistribution &q = w.q[j];
-            build_distribution_from_candidates(chain_rows[j * n + i], rule, &q);
-            const int32_t token = w.drafts[j];
-            // The device drew from this very distribution (kernels::sample is the
-            // host's rule bit for bit): a token outside it is a fault, not a draw.
-            if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
-              fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
-                                           std::to_string(w.seq->id) + ": the device drew token " +
-                                           std::to_string(token) + ", outside its distribution");
-          }
-          if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
-        },
-        n >= kThreadedRoundSeqs);
-  };
-  const bool drafts_chained = run_chain();
+  ChainedDrafts chain;
+  const bool drafts_chained =
+      by_candidates && draft_chained(work, max_gamma, context, pool, &chain);
   for (int32_t j = drafts_chained ? max_gamma : 0; j < max_gamma; ++j) {
     ForwardBatch batch;
     std::vector<Work *> in_batch;
@@ -484,7 +472,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
     // The chained drafts' q are built while the verify pass runs.
     cands.run(context, verify, cand_k, vocab,
-              drafts_chained ? std::function<void()>(build_chain_q) : std::function<void()>());
+              drafts_chained ? std::function<void()>([&] { build_chained_q(chain); })
+                             : std::function<void()>());
   } else {
     vlogits = context.forward(verify);
   }

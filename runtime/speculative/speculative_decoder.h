@@ -119,6 +119,41 @@ class SpeculativeDecoder {
     bool tuned = false;
   };
 
+  // One sequence's share of a round: how many drafts, its rule's candidate
+  // k, the drafts and the distributions they were drawn from.
+  struct RoundWork {
+    Sequence *seq;
+    SeqState *st;
+    int32_t gamma;
+    int32_t k;  // candidate_k of the sequence's rule
+    std::vector<int32_t> drafts;
+    std::vector<TokenDistribution> q;
+  };
+  // The drafts of one forward_draft_chain call: the chained sequences, the
+  // draws [pass][sequence] and their candidates, and pass 0's input tokens.
+  struct ChainedDrafts {
+    std::vector<RoundWork *> seqs;
+    std::vector<int32_t> tokens;
+    std::vector<LogitCandidates> rows;
+    std::vector<int32_t> first_tokens;
+  };
+
+  // Draft pass j's row of a sequence, on *token.
+  SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token) const;
+  // Every drafting sequence with a rule without penalties on a
+  // device-selected set: the round's max_gamma passes in one backend call,
+  // each fed the previous pass's draws on the device, the host reading them
+  // once; fills each sequence's drafts. A sequence with a shorter gamma (its
+  // last tokens) drafts max_gamma too, into slots reserved for them, and its
+  // extra drafts are dropped. False when nothing ran this way (the caller
+  // drafts pass by pass).
+  bool draft_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                     KvPool &pool, ChainedDrafts *chain);
+  // Each chained draft's q from the chain's candidates, checking that the
+  // device's token lies in it, and the sampled sequences' RNG counters
+  // advanced past their draws. Runs while the verify pass does.
+  void build_chained_q(ChainedDrafts &chain);
+
   // The sequence's state, its tuning started (for `batch` sequences) on first use.
   SeqState &state(Sequence &seq, int32_t batch = 1);
   static BudgetKnobs knobs(const SeqState &st) { return {st.tuning.ratio, st.tuning.window_share}; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 namespace vegas::kernels {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 // The error of the last launch (configuration errors show up here).
 inline cudaError_t launch_status() {

@@ -14,14 +14,14 @@ constexpr int kThreads = 512;
 
 // Each thread scores VEC consecutive candidates per pass with one VEC-wide
 // load per captured (row, head) line: the captured scores are the kernel's
-// whole traffic (8K x 64 at gamma 6: 268 MB), so loads are made wide and
+// whole traffic (8K x 64 at gamma 6: 134 MB of fp16), so loads are made wide and
 // several kept in flight (the head loop unrolled). VEC 4 needs cap_stride a
 // multiple of 4 and an aligned base; candidates outside [head, mid_end) in a
 // vector are read but not written.
 template <int VEC>
 __device__ void score_middle(const KvSelectParams &p, const KvSelectDesc &d, int layer, int mid_end,
                              uint32_t *keys) {
-  using Vec = typename std::conditional<VEC == 4, float4, float>::type;
+  using Vec = typename std::conditional<VEC == 4, uint2, f16>::type;  // VEC fp16 scores
   const int lines = (d.n_rows > 0 ? d.n_rows : 1) * p.n_heads;
   const float inv = 1.0f / static_cast<float>(lines);
   const int64_t layer_lines = static_cast<int64_t>(layer) * p.cap_slots * p.n_heads;
@@ -33,7 +33,10 @@ __device__ void score_middle(const KvSelectParams &p, const KvSelectDesc &d, int
 #pragma unroll 4
       for (int h = 0; h < p.n_heads; ++h) {
         const Vec x = *reinterpret_cast<const Vec *>(p.cap_logits + (line0 + h) * p.cap_stride + v);
-        const float *xs = reinterpret_cast<const float *>(&x);
+        float xs[VEC];
+        const f16 *xh = reinterpret_cast<const f16 *>(&x);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) xs[e] = __half2float(xh[e]);
         const float lse = d.weight ? p.cap_lse[line0 + h] : 0.0f;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) sum[e] += d.weight ? __expf(xs[e] - lse) : xs[e];
@@ -71,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) kv_select_kernel(KvSelectParams p) {
   // 1. Scores of the middle, as keys.
   if (rank) {
     const bool aligned =
-        p.cap_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.cap_logits) % 16 == 0;
+        p.cap_stride % 4 == 0 && reinterpret_cast<uintptr_t>(p.cap_logits) % 8 == 0;
     if (aligned)
       score_middle<4>(p, d, layer, mid_end, keys);
     else

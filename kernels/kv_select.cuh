@@ -45,7 +45,7 @@ struct KvSelectParams {
   int32_t n_heads = 0;
   // Captured scores, as paged_attention writes them: cap_logits
   // [n_layers][cap_slots][n_heads][cap_stride] and cap_lse [n_layers][cap_slots][n_heads].
-  const float *cap_logits = nullptr;
+  const f16 *cap_logits = nullptr;  // fp16, see PagedAttentionParams::cap_logits
   const float *cap_lse = nullptr;
   int32_t cap_slots = 0;
   int32_t cap_stride = 0;

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       if (slot >= 0 && visible && pos < n_cand)
         p.cap_logits[(static_cast<int64_t>(slot) * p.n_heads + kvh * group + qi % group) *
                          p.cap_stride +
-                     pos] = dot * kLn2;
+                     pos] = __float2half_rn(dot * kLn2);
     }
     __syncthreads();
 
@@ -261,9 +261,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
 }
 
 // Combines the splits of each (row, head): weights 2^(lse_z - max). One warp
-// per (row, head), a lane per 8-dim chunk, so a small decode batch still spreads
-// over many warps (one block per row left most threads idle and serialised the
-// splits: 9 us per layer at 16 rows).
+// per (row, head), so a small decode batch still spreads over many warps (one
+// block per row left most threads idle and serialised the splits: 9 us per
+// layer at 16 rows). Lane = (split subset, 8-dim chunk): the head_dim / 8
+// chunks repeat across the warp, each repetition summing every subs-th split,
+// so a lane's partial loads are few and all in flight at once (a lane per
+// chunk over all splits, 3/4 of the warp idle at head_dim 64, took 9.6 us a
+// layer at 8K x 16 verification, 16 splits, on the H200); the subsets are
+// added by shuffles.
 __global__ void merge_kernel(PagedAttentionParams p) {
   pdl_enter();
   const int lane = threadIdx.x & 31;
@@ -280,19 +285,33 @@ __global__ void merge_kernel(PagedAttentionParams p) {
   const float w0 = l0 == -INFINITY ? 0.0f : exp2f(l0 - m);
   const float w1 = l1 == -INFINITY ? 0.0f : exp2f(l1 - m);
   const float wsum = warp_sum(w0 + w1);
-  const int chunks = p.head_dim / 8;
+  const int chunks = p.head_dim / 8;  // <= 32
+  const int subs = 32 / chunks;
+  const int c = lane % chunks, sub = lane / chunks;
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const float *po = p.partial_out + item * p.head_dim + lane * 8;
+  const float *po = p.partial_out + item * p.head_dim + c * 8;
   const int64_t po_stride = split_stride * p.head_dim;
+  const int rounds = (p.n_splits + subs - 1) / subs;
 #pragma unroll 4
-  for (int z = 0; z < p.n_splits; ++z) {
-    const float w = __shfl_sync(0xffffffffu, z < 32 ? w0 : w1, z & 31);
-    if (w == 0.0f || lane >= chunks) continue;
-    const float4 a = *reinterpret_cast<const float4 *>(po + z * po_stride);
-    const float4 b = *reinterpret_cast<const float4 *>(po + z * po_stride + 4);
-    acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
-    acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
+  for (int r = 0; r < rounds; ++r) {
+    const int z = r * subs + sub;  // every lane shuffles, whatever its split
+    const float a = __shfl_sync(0xffffffffu, w0, z & 31);
+    const float b = __shfl_sync(0xffffffffu, w1, z & 31);
+    const float w = z < 32 ? a : b;
+    if (sub >= subs || z >= p.n_splits || w == 0.0f) continue;
+    const float4 x = *reinterpret_cast<const float4 *>(po + z * po_stride);
+    const float4 y = *reinterpret_cast<const float4 *>(po + z * po_stride + 4);
+    acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+    acc[4] += w * y.x, acc[5] += w * y.y, acc[6] += w * y.z, acc[7] += w * y.w;
   }
+  // Lane c (subset 0) adds the other subsets' own sums of its chunk.
+  float own[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) own[e] = acc[e];
+  for (int s2 = 1; s2 < subs; ++s2)
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      acc[e] += __shfl_sync(0xffffffffu, own[e], (lane + s2 * chunks) & 31);
   const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] *= inv;

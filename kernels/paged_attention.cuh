@@ -73,7 +73,11 @@ struct PagedAttentionParams {
   // row_cap_slot[row] >= 0 (full-attention rows) write scale*q.k for positions
   // [0, seq_cap_cand[s]) to cap_logits[slot][head][0 .. cap_stride) and their
   // natural-log log-sum-exp over all keys to cap_lse[slot][head] (this layer's slices).
-  float *cap_logits = nullptr;
+  // The scores are stored in fp16 (round to nearest): a verification of
+  // gamma + 1 rows writes them for every row, every head and the whole
+  // context, more bytes than it reads of the KV cache at 22m's shapes, and
+  // selection only ranks them (kv_select.cuh).
+  f16 *cap_logits = nullptr;
   float *cap_lse = nullptr;
   const int32_t *row_cap_slot = nullptr;  // [total_rows]
   const int32_t *seq_cap_cand = nullptr;  // [n_seqs]

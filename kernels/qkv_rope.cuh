@@ -17,7 +17,8 @@
 namespace vegas::kernels {
 
 // Whether the fused kernel serves m rows of k inputs (the hidden size) with
-// this head_dim: m <= kSmallGemmMmaMaxRows (row tiles of 16); head_dim 64 with k <= 1024, or 128 with k <= 512.
+// this head_dim: m <= kSmallGemmMmaMaxRows (row tiles of 16); head_dim 64 with k <= 1024, or 128
+// with k <= 512.
 bool qkv_rope_mma_supports(int32_t m, int32_t k, int32_t head_dim);
 
 // g: the GEMM's input side and weights (x_f32 + norm_weight or x_bf16, w =

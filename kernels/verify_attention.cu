@@ -96,9 +96,9 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
   const int warp_max_pos = start_pos + min(w0 + 15, v_last) / group;
 
   // Score capture: where each of the thread's two vectors writes its scores (null = nowhere).
-  float *cap_lo = nullptr, *cap_hi = nullptr;
+  f16 *cap_lo = nullptr, *cap_hi = nullptr;
   if (p.cap_logits != nullptr && active) {
-    auto cap_row = [&](int gv) -> float * {
+    auto cap_row = [&](int gv) -> f16 * {
       if (gv > v_last) return nullptr;
       const int slot = p.row_cap_slot[row_start + gv / group];
       if (slot < 0) return nullptr;
@@ -109,6 +109,9 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
     cap_hi = cap_row(w0 + g + 8);
   }
   const bool warp_captures = __any_sync(0xffffffffu, cap_lo != nullptr || cap_hi != nullptr);
+  // A thread's keys come in pairs (2 t4, 2 t4 + 1; even positions: tiles start
+  // at multiples of kN), stored as one half2 where the rows are 4-byte aligned.
+  const bool cap_pairs = (p.cap_stride & 1) == 0;
 
   uint32_t qf[HD / 16][4];
 #pragma unroll
@@ -160,17 +163,30 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
 #pragma unroll
       for (int n = 0; n < kNk / 8; ++n) {
         const int key = ks + n * 8 + 2 * t4;
+        bool seen[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int pos = key + (e & 1);
-          const bool visible = !masked || (pos < end && pos <= (e < 2 ? qpos_lo : qpos_hi));
-          const float x = s[n][e] * scale;
-          if (capture) {  // captured rows are dense: key index = position
-            float *dst = e < 2 ? cap_lo : cap_hi;
-            if (dst != nullptr && visible && pos < n_cand) dst[pos] = x * kLn2;
-          }
-          s[n][e] = visible ? x : -INFINITY;
+          seen[e] = !masked || (pos < end && pos <= (e < 2 ? qpos_lo : qpos_hi));
+          s[n][e] *= scale;
         }
+        if (capture)  // captured rows are dense: key index = position
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            f16 *dst = hi ? cap_hi : cap_lo;
+            if (dst == nullptr) continue;
+            const bool first = seen[2 * hi] && key < n_cand;
+            const bool second = seen[2 * hi + 1] && key + 1 < n_cand;
+            const float a = s[n][2 * hi] * kLn2, b = s[n][2 * hi + 1] * kLn2;
+            if (first && second && cap_pairs) {
+              *reinterpret_cast<__half2 *>(dst + key) = __floats2half2_rn(a, b);
+            } else {
+              if (first) dst[key] = __float2half_rn(a);
+              if (second) dst[key + 1] = __float2half_rn(b);
+            }
+          }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = seen[e] ? s[n][e] : -INFINITY;
         mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
       }

@@ -245,7 +245,9 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   ver.wall_s = wall_median(reps, verify_call);
   sel.device_s = ctx->take_select_seconds() / reps;  // mean over the timed calls
   ver.device_s = cctx->replay_seconds(verify, reps);
-  const double cap_bytes = double(c.n_layers) * B * cap_rows.size() * c.n_heads * (n_cand + 1) * 4;
+  // Captured scores: fp16 per candidate, a float lse per (row, head).
+  const double cap_bytes =
+      double(c.n_layers) * B * cap_rows.size() * c.n_heads * (n_cand * 2.0 + 4);
   ver.floor_s = (weights + double(B) * (ctx_len + gamma + 1) * kv_token + cap_bytes) / bandwidth;
   sel.floor_s = cap_bytes / bandwidth;
 

@@ -2,11 +2,13 @@
 // rounding, seeded random data and the relative L2 error.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -73,6 +75,35 @@ double rel_l2(const std::vector<G> &got, const std::vector<double> &ref) {
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / den);
+}
+
+// fp16 (the captured scores' format): bits of x rounded to nearest, and back.
+inline uint16_t f16_bits(float x) {
+  const __half_raw r = __half(x);
+  return r.x;
+}
+inline float f16_value(uint16_t bits) {
+  __half_raw r;
+  r.x = bits;
+  return __half2float(__half(r));
+}
+// The poisoned fp16 word (0xffff, a NaN) reads as the poisoned float (all ones).
+inline std::vector<float> f16_vec_to_float(const std::vector<uint16_t> &v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == 0xffff) {
+      uint32_t ones = 0xffffffffu;
+      std::memcpy(&out[i], &ones, sizeof ones);
+    } else {
+      out[i] = f16_value(v[i]);
+    }
+  }
+  return out;
+}
+inline std::vector<uint16_t> f16_vec_bits(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f16_bits(v[i]);
+  return out;
 }
 
 inline std::vector<float> bf16_vec_to_float(const std::vector<uint16_t> &v) {

@@ -45,7 +45,9 @@ Captures random_captures(int32_t layers, int32_t slots, int32_t heads, int32_t s
   c.lse.resize(static_cast<size_t>(layers) * slots * heads);
   std::normal_distribution<float> g(0.0f, 2.0f);
   std::uniform_int_distribution<int> small(-2, 2);
-  for (float &v : c.logits) v = integer_logits ? static_cast<float>(small(rng)) : g(rng);
+  // Scores as the attention kernels store them: fp16 values.
+  for (float &v : c.logits)
+    v = test::f16_value(test::f16_bits(integer_logits ? static_cast<float>(small(rng)) : g(rng)));
   // A plausible lse: log-sum-exp of the line (its exact value does not matter).
   for (size_t line = 0; line < c.lse.size(); ++line) {
     double s = 0;
@@ -129,7 +131,8 @@ TEST(CudaKvSelect, MatchesHostSelection) {
       d.weight = k.weight ? 1 : 0;
     }
     Dev<kernels::KvSelectDesc> desc_dev(descs);
-    Dev<float> logits_dev(c.logits), lse_dev(c.lse);
+    Dev<uint16_t> logits_dev(test::f16_vec_bits(c.logits));
+    Dev<float> lse_dev(c.lse);
     Dev<uint32_t> keys(static_cast<size_t>(2) * layers * k.n);
     Dev<int32_t> records(static_cast<size_t>(2) * words + 1);
     kernels::KvSelectParams p;
@@ -137,7 +140,7 @@ TEST(CudaKvSelect, MatchesHostSelection) {
     p.n_seqs = 2;
     p.n_layers = layers;
     p.n_heads = heads;
-    p.cap_logits = logits_dev.get();
+    p.cap_logits = logits_dev.as<kernels::f16>();
     p.cap_lse = lse_dev.get();
     p.cap_slots = slots;
     p.cap_stride = stride;
@@ -205,7 +208,8 @@ TEST(CudaKvSelect, TimingAtBenchShape) {
     d.stride = n;
   }
   Dev<kernels::KvSelectDesc> desc_dev(descs);
-  Dev<float> logits_dev(logits), lse_dev(lse);
+  Dev<uint16_t> logits_dev(test::f16_vec_bits(logits));
+  Dev<float> lse_dev(lse);
   Dev<uint32_t> keys(static_cast<size_t>(seqs) * layers * n);
   Dev<int32_t> records(static_cast<size_t>(seqs) * words);
   kernels::KvSelectParams p;
@@ -213,7 +217,7 @@ TEST(CudaKvSelect, TimingAtBenchShape) {
   p.n_seqs = seqs;
   p.n_layers = layers;
   p.n_heads = heads;
-  p.cap_logits = logits_dev.get();
+  p.cap_logits = logits_dev.as<kernels::f16>();
   p.cap_lse = lse_dev.get();
   p.cap_slots = slots;
   p.cap_stride = n;

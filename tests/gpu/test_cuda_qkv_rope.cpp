@@ -45,6 +45,8 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
       {16, 520, 2, 2, 64, 64, true, true, true},      // K ending inside a chunk, 9 warps
       {64, 512, 8, 2, 64, 64, true, true, false},     // four row tiles (blockIdx.y)
       {23, 1024, 16, 8, 64, 32, false, false, true},  // a partial second tile
+      {112, 512, 8, 2, 64, 64, true, true, false},    // 16 sequences' verification at gamma 6
+      {128, 256, 4, 1, 128, 128, false, true, true},  // eight row tiles, head_dim 128
   };
   for (const Shape &s : shapes) {
     ASSERT_TRUE(kernels::qkv_rope_mma_supports(s.rows, s.k, s.hd));
@@ -147,7 +149,8 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
 }
 
 TEST(QkvRope, RefusesShapesItDoesNotServe) {
-  EXPECT_FALSE(kernels::qkv_rope_mma_supports(65, 512, 64));   // more than four row tiles
+  // More than eight row tiles.
+  EXPECT_FALSE(kernels::qkv_rope_mma_supports(kernels::kSmallGemmMmaMaxRows + 1, 512, 64));
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 2048, 64));   // K past 16 warps x 2 chunks
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 1024, 128));  // head_dim 128: K <= 512
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 512, 96));

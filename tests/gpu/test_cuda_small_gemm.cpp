@@ -58,6 +58,11 @@ TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
       {37, 1024, 512, Epilogue::kSwiglu, true},
       {40, 512, 1024, Epilogue::kAddF32, false},
       {33, 8192, 512, Epilogue::kStoreF32, true, true},
+      // Verification of 16 sequences at gamma 6 (112 rows), and eight full tiles.
+      {112, 768, 512, Epilogue::kStoreBf16, true},
+      {112, 512, 1024, Epilogue::kAddF32, false},
+      {128, 1024, 512, Epilogue::kSwiglu, true},
+      {128, 8192, 512, Epilogue::kStoreF32, true, true},
   };
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (const Case &c : cases) {

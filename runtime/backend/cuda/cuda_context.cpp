@@ -69,7 +69,14 @@ constexpr int64_t kSmallModelHidden = 2048;
 // 16 rows, 0.40 -> 0.61 ms). Four tiles against cuBLASLt and the separate
 // norm / rope / SwiGLU kernels (H100, 22m): 8K x 64 1.114 -> 1.063 ms a step,
 // 2K x 64 0.527 -> 0.462 ms.
-constexpr int32_t kSmallGemmRows = kernels::kSmallGemmMmaMaxRows;
+// Up to eight tiles (128 rows: a verification of 16 sequences at gamma 6)
+// unless VEGAS_CUDA_SMALL_GEMM_ROWS=64 (A/B timing) keeps the four above.
+int32_t small_gemm_rows() {
+  static const int32_t rows = kernels::variant_enabled("VEGAS_CUDA_SMALL_GEMM_ROWS", "64")
+                                  ? kernels::kSmallGemmMmaMaxRows
+                                  : 64;
+  return rows;
+}
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
 // Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
 // of a CUDA-core decode_attention block (the tensor-core variant's block step
@@ -269,7 +276,7 @@ void CudaContext::launch_select(const std::vector<kernels::KvSelectDesc> &descs,
   p.n_seqs = static_cast<int32_t>(descs.size());
   p.n_layers = c.n_layers;
   p.n_heads = c.n_heads;
-  p.cap_logits = as<float>(cap_logits_);
+  p.cap_logits = as<kernels::f16>(cap_logits_);
   p.cap_lse = as<float>(cap_lse_);
   p.cap_slots = cap_slots;
   p.cap_stride = cap_stride;
@@ -744,7 +751,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   // removes three launches per layer and cuBLASLt's small-M overhead; large
   // models keep cuBLASLt, where each GEMM is a long bandwidth-bound kernel.
   const bool mma_k = std::max<int64_t>({H, c.q_dim(), I}) <= kernels::kSmallGemmMmaMaxK;
-  const bool small = s.rows <= (mma_k ? kSmallGemmRows : kSmallGemmCudaCoreRows) &&
+  const bool small = s.rows <= (mma_k ? small_gemm_rows() : kSmallGemmCudaCoreRows) &&
                      H <= kSmallModelHidden &&
                      kernels::small_gemm_supports(s.rows, static_cast<int32_t>(H)) &&
                      kernels::small_gemm_supports(s.rows, c.q_dim()) &&
@@ -812,7 +819,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     ap.k_cache = rp.k_cache;
     ap.v_cache = rp.v_cache;
     ap.layer = l;
-    ap.cap_logits = s.cap_slots ? as<float>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
+    ap.cap_logits =
+        s.cap_slots ? as<kernels::f16>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
     ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
     if (ap.verify_max_rows > 0) check(kernels::verify_attention(ap, stream_), "verify_attention");
     if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
@@ -900,11 +908,12 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
   if (pending_.empty()) return;  // no host-side capture
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
   // Pinned host copies only for host-side selection (device selection needs none).
-  cap_logits_host_.reserve(lse_n * s.cap_stride * sizeof(float), "score capture");
+  cap_logits_host_.reserve(lse_n * s.cap_stride * sizeof(kernels::f16), "score capture");
   cap_lse_host_.reserve(lse_n * sizeof(float), "score capture");
-  check(cudaMemcpyAsync(cap_logits_host_.get(), cap_logits_.get(),
-                        lse_n * s.cap_stride * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-        "score capture download");
+  check(
+      cudaMemcpyAsync(cap_logits_host_.get(), cap_logits_.get(),
+                      lse_n * s.cap_stride * sizeof(kernels::f16), cudaMemcpyDeviceToHost, stream_),
+      "score capture download");
   check(cudaMemcpyAsync(cap_lse_host_.get(), cap_lse_.get(), lse_n * sizeof(float),
                         cudaMemcpyDeviceToHost, stream_),
         "score capture download");
@@ -914,18 +923,22 @@ void CudaContext::grow_capture(const Step &s) {
   if (s.cap_slots == 0) return;
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
   const int64_t need = lse_n * std::max(s.cap_stride, 1);
-  if (need <= cap_capacity_) return;
+  if (need <= cap_capacity_ && lse_n <= cap_lse_capacity_) return;
   check(cudaStreamSynchronize(stream_), "stream sync");
-  cap_capacity_ = std::max(need, 2 * cap_capacity_);
-  const int64_t lse_cap = cap_capacity_;  // lse needs at most as many floats as the logits
-  cap_logits_.allocate(cap_capacity_ * sizeof(float), "score capture");
-  cap_lse_.allocate(lse_cap * sizeof(float), "score capture");
+  if (need > cap_capacity_) {
+    cap_capacity_ = std::max(need, 2 * cap_capacity_);
+    cap_logits_.allocate(cap_capacity_ * sizeof(kernels::f16), "score capture");
+  }
+  if (lse_n > cap_lse_capacity_) {
+    cap_lse_capacity_ = std::max(lse_n, 2 * cap_lse_capacity_);
+    cap_lse_.allocate(cap_lse_capacity_ * sizeof(float), "score capture");
+  }
 }
 
 void CudaContext::deliver_captures(const Step &s) {
   if (pending_.empty()) return;
   const ModelConfig &c = model_.config();
-  const float *logits = cap_logits_host_.get<float>();
+  const kernels::f16 *logits = cap_logits_host_.get<kernels::f16>();
   const float *lse = cap_lse_host_.get<float>();
   const int64_t heads = c.n_heads;
   for (const PendingCapture &pc : pending_) {
@@ -936,8 +949,9 @@ void CudaContext::deliver_captures(const Step &s) {
           const int64_t src = (int64_t{l} * s.cap_slots + pc.first_slot + k) * heads + h;
           const int64_t dst = (int64_t{l} * cap.n_rows + k) * heads + h;
           cap.lse[dst] = lse[src];
-          std::copy(logits + src * s.cap_stride, logits + src * s.cap_stride + cap.n_candidates,
-                    cap.logits + dst * cap.n_candidates);
+          const kernels::f16 *from = logits + src * s.cap_stride;
+          float *to = cap.logits + dst * cap.n_candidates;
+          for (int32_t j = 0; j < cap.n_candidates; ++j) to[j] = __half2float(from[j]);
         }
   }
 }

@@ -179,7 +179,8 @@ class CudaContext : public BackendContext {
   // [n_layers][slots][n_heads] lse, grown on demand (capture steps run eagerly).
   DeviceBuffer cap_logits_, cap_lse_;
   PinnedBuffer cap_logits_host_, cap_lse_host_;
-  int64_t cap_capacity_ = 0;  // floats of cap_logits_
+  int64_t cap_capacity_ = 0;      // fp16 scores of cap_logits_
+  int64_t cap_lse_capacity_ = 0;  // floats of cap_lse_
   std::vector<PendingCapture> pending_;
   // A pass begun by begin_candidates and not yet ended.
   struct PendingCandidates {

@@ -302,6 +302,14 @@ struct vegas_select_policy; /* defined in the selection policy section below */
 typedef enum vegas_decode_mode {
   VEGAS_MODE_VANILLA = 0, /* one token per step with full attention */
   VEGAS_MODE_VEGAS = 1,   /* self-speculative decoding with sparse drafting */
+  /* VEGAS's rounds while they pay, else vanilla steps: the session times both
+   * kinds of decode step on its device, model and batch (tokens per second,
+   * per power-of-two bucket of decoding sequences), runs the faster, and tries
+   * the slower now and then, so rarely that the tries cost at most 2% of the
+   * time. What it learns lasts as long as the session. Output is distributed
+   * as in the other modes (greedy: the same tokens); the speculative options
+   * and statistics are VEGAS mode's (rounds only). */
+  VEGAS_MODE_AUTO = 2,
   VEGAS_MODE_FORCE32 = 0x7FFFFFFF
 } vegas_decode_mode;
 

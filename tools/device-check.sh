@@ -2,7 +2,7 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|sanitize|server|tune|profile|profile-phases|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|auto|sanitize|server|tune|profile|profile-phases|all] [test filter regex]
 #   phases: bench_cuda_phases (verify, selection and draft against the vanilla step).
 #   profile-phases: ncu kernel durations of a verify pass and a draft step.
 #   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
@@ -11,6 +11,7 @@
 #   tests of every kernel (timing tests left out: they only repeat launches).
 #   profile: ncu kernel durations of decode steps (PROFILE_SHAPES, default
 #   2048x1,8192x16,8192x16d), summed per kernel over one step; no counters.
+#   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
 set -u
@@ -80,6 +81,31 @@ if [ "$WHAT" = sanitize ]; then
         ours="; outside cuBLASLt: $(grep -E 'Race reported' "$OUT/sanitize-$tool-$1.log" | grep -vc nvjet_)"
       summary+=("$(printf '%-9s %-28s rc=%-2s %s%s' "$tool" "$1" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$1.log" | tail -1)" "$ours")")
     done
+  done
+fi
+if [ "$WHAT" = auto ]; then
+  # VEGAS_MODE_AUTO against vanilla and fixed Vegas (sampling, public
+  # prompts, gamma 6, ratio 0.07, policy vegas) at AUTO_SHAPES.
+  prompts="$DIR/bench/prompts-public.jsonl"
+  common=(bench --backend cuda --prompts "$prompts" --new-tokens 256 --gamma 6 --ratio 0.07 --seed 1
+    --temperature 0.6 --top-k 20 --top-p 0.95 --policy vegas)
+  for shape in ${AUTO_SHAPES:-2048x64 8192x16 8192x64 16384x16}; do
+    ctx=${shape%x*} batch=${shape#*x}
+    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --batch "$batch" --mode vegas \
+      > "$OUT/auto-$shape-vegas.json" 2> "$OUT/auto-$shape-vegas.err"
+    # Auto after vanilla in one process, as --mode vegas is measured.
+    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --batch "$batch" --mode auto \
+      > "$OUT/auto-$shape-auto.json" 2> "$OUT/auto-$shape-auto.err"
+    summary+=("$(python3 - "$OUT/auto-$shape-vegas.json" "$OUT/auto-$shape-auto.json" "$shape" <<'PY' || tail -2 "$OUT/auto-$shape-auto.err"
+import json, sys
+f = json.load(open(sys.argv[1])); j = json.load(open(sys.argv[2])); a = j["vegas"]
+van, veg, aut = f["decode_tokens_per_s_mean"], f["vegas"]["decode_tokens_per_s"], a["decode_tokens_per_s"]
+van2 = j["decode_tokens_per_s_mean"]  # vanilla of the auto run's process
+print(f"auto {sys.argv[3]:>8}: vanilla {van:7.0f} / {van2:7.0f} vegas {veg:7.0f} auto {aut:7.0f} tok/s = "
+      f"{aut / van2:4.2f}x its vanilla, {aut / max(van, veg):4.2f}x the better fixed; "
+      f"round tokens {a['round_token_share'] * 100:3.0f}%")
+PY
+)")
   done
 fi
 if [ "$WHAT" = vegas ]; then

@@ -15,6 +15,7 @@ type Mode int32
 const (
 	ModeVanilla Mode = C.VEGAS_MODE_VANILLA // one token per step, full attention
 	ModeVegas   Mode = C.VEGAS_MODE_VEGAS   // self-speculative decoding with sparse drafting
+	ModeAuto    Mode = C.VEGAS_MODE_AUTO    // ModeVegas's rounds while they pay, else vanilla steps
 )
 
 // Schedule is how a step shares the device between prompts and decoding sequences.

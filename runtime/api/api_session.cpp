@@ -37,7 +37,7 @@ std::shared_ptr<const vegas::TuningProfile> session_profile(const vegas_session_
 }
 
 vegas::SessionParams to_session_params(const vegas_session_options &o, const vegas_model &model) {
-  if (o.mode != VEGAS_MODE_VANILLA && o.mode != VEGAS_MODE_VEGAS)
+  if (o.mode != VEGAS_MODE_VANILLA && o.mode != VEGAS_MODE_VEGAS && o.mode != VEGAS_MODE_AUTO)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown mode " + std::to_string(o.mode));
   vegas::SessionParams p;
   p.kv_bytes = o.kv_bytes;
@@ -47,7 +47,8 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
   if (o.schedule != VEGAS_SCHEDULE_INTERLEAVE && o.schedule != VEGAS_SCHEDULE_PREFILL_FIRST)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown schedule " + std::to_string(o.schedule));
   p.prefill_first = o.schedule == VEGAS_SCHEDULE_PREFILL_FIRST;
-  p.speculative = o.mode == VEGAS_MODE_VEGAS;
+  p.speculative = o.mode == VEGAS_MODE_VEGAS || o.mode == VEGAS_MODE_AUTO;
+  p.auto_mode = o.mode == VEGAS_MODE_AUTO;
   if (p.speculative) {
     p.spec.policy = o.policy != nullptr ? o.policy : "vegas";
     p.spec.gamma = o.gamma;

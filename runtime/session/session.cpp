@@ -245,18 +245,24 @@ int32_t Session::step() {
   std::vector<Sequence *> batch_seqs;
   std::vector<Sequence *> spec_seqs;  // VEGAS mode: decoding sequences for the speculative round
   ForwardBatch batch;
-  int32_t decode_rows = 0;
   bool prompts_pending = false;
   for (auto &entry : sequences_)
     prompts_pending =
         prompts_pending || (!entry.second->finished() && entry.second->pending_rows() > 1);
+  std::vector<Sequence *> decoding;
   for (auto &entry : sequences_) {
     Sequence &seq = *entry.second;
     if (params_.prefill_first && prompts_pending) break;  // decoding waits for every prompt
-    if (seq.finished() || seq.pending_rows() != 1 || decode_rows >= params_.max_batch) continue;
-    (spec_ ? spec_seqs : batch_seqs).push_back(&seq);
-    ++decode_rows;
+    if (seq.finished() || seq.pending_rows() != 1) continue;
+    if (static_cast<int32_t>(decoding.size()) >= params_.max_batch) break;
+    decoding.push_back(&seq);
   }
+  const int32_t n_decoding = static_cast<int32_t>(decoding.size());
+  const ModeChooser::Kind kind = !spec_ ? ModeChooser::Kind::kVanilla
+                                 : !params_.auto_mode || decoding.empty()
+                                     ? ModeChooser::Kind::kRound
+                                     : chooser_.next(n_decoding);
+  (kind == ModeChooser::Kind::kRound ? spec_seqs : batch_seqs) = decoding;
   int32_t prefill_budget = params_.prefill_chunk;
   for (auto &entry : sequences_) {
     Sequence &seq = *entry.second;
@@ -321,6 +327,7 @@ int32_t Session::step() {
     // Sampling on the device when the backend can (only the ids come back);
     // otherwise the logits come back and every row is drawn here, in parallel
     // (each sequence has its own Rng), then committed in order on this thread.
+    const auto t_forward = std::chrono::steady_clock::now();
     std::vector<int32_t> drawn(ready.size(), -1);
     std::vector<int32_t> device_ids(row_rules.size());
     const bool on_device =
@@ -349,6 +356,7 @@ int32_t Session::step() {
             seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
       });
     }
+    int64_t committed = 0;
     for (size_t i = 0; i < ready.size(); ++i) {
       Sequence &seq = *ready[i];
       const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;
@@ -359,19 +367,30 @@ int32_t Session::step() {
       const int32_t token = drawn[i];
       const bool first_token = seq.n_generated() == 0;
       commit_token(seq, token);
+      ++committed;
       if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
     }
+    // Auto mode learns from decode-only steps (no prompt rows in the batch).
+    if (params_.auto_mode && spec_ && kind == ModeChooser::Kind::kVanilla &&
+        batch_seqs.size() == decoding.size())
+      chooser_.observe(kind, n_decoding, committed, seconds_since(t_forward));
   }
   if (spec_ && !spec_seqs.empty()) {
     const auto t_round = std::chrono::steady_clock::now();
     std::vector<Sequence *> live;
     for (Sequence *seq : spec_seqs)
       if (!seq->finished()) live.push_back(seq);
+    int64_t committed = 0;
     spec_->round(
-        live, *context_, pool_, [this](Sequence &seq, int32_t token) { commit_token(seq, token); },
+        live, *context_, pool_,
+        [this, &committed](Sequence &seq, int32_t token) {
+          commit_token(seq, token);
+          ++committed;
+        },
         [this](Sequence &seq, vegas_status status) { finish(seq, VEGAS_FINISH_ERROR, status); });
     const double round_seconds = seconds_since(t_round);
     for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
+    if (params_.auto_mode) chooser_.observe(kind, n_decoding, committed, round_seconds);
   }
   return active_count();
 }

@@ -14,6 +14,7 @@
 #include "kv/kv_pool.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "speculative/speculative_decoder.h"
 
@@ -25,7 +26,10 @@ struct SessionParams {
   int32_t max_batch = 64;
   int32_t prefill_chunk = 512;
   bool prefill_first = false;  // VEGAS_SCHEDULE_PREFILL_FIRST
-  bool speculative = false;  // VEGAS mode: draft/verify rounds instead of one token per step
+  bool speculative = false;    // VEGAS mode: draft/verify rounds instead of one token per step
+  // VEGAS_MODE_AUTO (with speculative): each decode step a round or a vanilla
+  // step, whichever has been faster here (ModeChooser).
+  bool auto_mode = false;
   SpeculativeParams spec;
 };
 
@@ -66,6 +70,7 @@ class Session {
   KvPool pool_;
   std::unique_ptr<BackendContext> context_;
   std::unique_ptr<SpeculativeDecoder> spec_;
+  ModeChooser chooser_;  // auto_mode
   std::map<int32_t, std::unique_ptr<Sequence>> sequences_;
   std::atomic<int32_t> next_id_{0};
   bool in_callback_ = false;

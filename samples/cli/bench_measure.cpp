@@ -377,6 +377,11 @@ nlohmann::json speculative_json(const Measured &m) {
   j["verify_share"] = round_s > 0 ? s.verify_seconds / round_s : 0.0;
   j["select_share"] = round_s > 0 ? s.select_seconds / round_s : 0.0;
   j["switches"] = s.switches;  // automatic γ / ratio changes (auto mode)
+  // Tokens the rounds committed, of all decoded ones (below 1 in --mode auto,
+  // where the rest came from vanilla steps).
+  j["round_token_share"] =
+      m.decode_tokens > 0 ? static_cast<double>(s.committed) / static_cast<double>(m.decode_tokens)
+                          : 0.0;
   return j;
 }
 

@@ -68,9 +68,11 @@ void run_bench(const BenchArgs &a) {
     std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");
     throw CLI::RuntimeError(2);
   }
-  const bool vegas_mode = a.mode == "vegas";
+  // --mode auto: VEGAS_MODE_AUTO, with the speculative settings of --mode vegas.
+  const bool vegas_mode = a.mode == "vegas" || a.mode == "auto";
   if (!vegas_mode && a.mode != "vanilla") {
-    std::fprintf(stderr, "vegas bench: unknown --mode %s (vanilla or vegas)\n", a.mode.c_str());
+    std::fprintf(stderr, "vegas bench: unknown --mode %s (vanilla, vegas or auto)\n",
+                 a.mode.c_str());
     throw CLI::RuntimeError(2);
   }
   const LoadedModel loaded = load_model(r.model);
@@ -83,7 +85,8 @@ void run_bench(const BenchArgs &a) {
   // γ auto (0) may grow a sequence's drafts up to VEGAS_MAX_GAMMA.
   const vegas_session_options so =
       session_options(info, prompts, r.new_tokens, spec.gamma > 0 ? spec.gamma : VEGAS_MAX_GAMMA);
-  const vegas_session_options vso = speculative_options(so, spec);
+  vegas_session_options vso = speculative_options(so, spec);
+  if (a.mode == "auto") vso.mode = VEGAS_MODE_AUTO;
 
   Measured vanilla;
   const bool with_vanilla = !vegas_mode || a.baseline;
@@ -193,7 +196,8 @@ void add_bench_command(CLI::App &app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App *cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON out)");
   add_run_options(cmd, args->run);
-  cmd->add_option("--mode", args->mode, "vanilla or vegas");
+  cmd->add_option("--mode", args->mode,
+                  "vanilla, vegas, or auto (Vegas rounds while they pay, else vanilla steps)");
   cmd->add_option("--context", args->context, "Prompt tokens per sequence")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", args->batch, "Sequences decoded together")->check(CLI::PositiveNumber);

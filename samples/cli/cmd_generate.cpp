@@ -66,7 +66,9 @@ void run_generate(const GenerateArgs &a) {
 
   vegas_session_options so;
   vegas_session_options_init(&so);
-  so.mode = a.mode == "vegas" ? VEGAS_MODE_VEGAS : VEGAS_MODE_VANILLA;
+  so.mode = a.mode == "vegas"  ? VEGAS_MODE_VEGAS
+            : a.mode == "auto" ? VEGAS_MODE_AUTO
+                               : VEGAS_MODE_VANILLA;
   so.policy = a.policy.c_str();
   so.gamma = a.gamma;
   so.ratio = a.ratio;
@@ -193,7 +195,8 @@ void add_generate_command(CLI::App &app) {
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
-  cmd->add_option("--mode", args->mode, "vanilla or vegas")->check(CLI::IsMember({"vanilla", "vegas"}));
+  cmd->add_option("--mode", args->mode, "vanilla, vegas, or auto (Vegas while it pays)")
+      ->check(CLI::IsMember({"vanilla", "vegas", "auto"}));
   cmd->add_option("--policy", args->policy, "Selection policy for --mode vegas");
   cmd->add_option("--gamma", args->gamma, "Draft length for --mode vegas");
   cmd->add_option("--ratio", args->ratio, "Selected share of the KV for --mode vegas");

@@ -50,8 +50,9 @@ void add_options(CLI::App &app, ServerOptions &o) {
   app.add_option("--threads", o.threads, "CPU threads, 0 = all cores")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--mode", o.mode, "vegas (speculative, lossless) or vanilla")
-      ->check(CLI::IsMember({"vegas", "vanilla"}))
+  app.add_option("--mode", o.mode,
+                 "vegas (speculative, lossless), vanilla, or auto (vegas while it pays)")
+      ->check(CLI::IsMember({"vegas", "vanilla", "auto"}))
       ->capture_default_str();
   app.add_option("--policy", o.policy, "KV selection policy of the vegas mode")
       ->capture_default_str();
@@ -109,7 +110,9 @@ int serve(const ServerOptions &o) {
   // a page of slack each; sequences that still overflow end with KV_FULL.
   vegas_session_options so;
   vegas_session_options_init(&so);
-  so.mode = o.mode == "vegas" ? VEGAS_MODE_VEGAS : VEGAS_MODE_VANILLA;
+  so.mode = o.mode == "vegas"  ? VEGAS_MODE_VEGAS
+            : o.mode == "auto" ? VEGAS_MODE_AUTO
+                               : VEGAS_MODE_VANILLA;
   so.policy = o.policy.c_str();
   so.gamma = o.gamma;
   so.max_batch = o.parallel;

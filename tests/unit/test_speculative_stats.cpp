@@ -5,7 +5,8 @@
 //   left; rounds, drafted, accepted, tau and acceptance by position are exact;
 // - policy `vegas` (sparse) gives counters that are mutually consistent
 //   (acceptance by position is non-increasing, sums match, tau = committed/rounds);
-// - both sessions, driven through vegas_session_*, generate the vanilla tokens.
+// - both sessions, driven through vegas_session_*, generate the vanilla tokens;
+// - VEGAS_MODE_AUTO mixes rounds and vanilla steps, losslessly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "session/mode_chooser.h"
 #include "speculative_test_data.h"
 #include "support/abi_model.h"
 #include "tokenizer/tokenizer.h"
@@ -147,6 +149,35 @@ TEST_F(SpeculativeStats, SparsePolicyCountersAreConsistent) {
   EXPECT_EQ(sum_accepted, s.accepted);
   EXPECT_EQ(sparse.info.accepted, s.accepted);
   EXPECT_DOUBLE_EQ(sparse.info.tokens_per_round, s.tokens_per_round);
+}
+
+// VEGAS_MODE_AUTO explores both kinds of decode step before choosing (three
+// rounds, then three vanilla steps, the first of each uncounted: ModeChooser),
+// so a 60-token generation
+// has tokens from rounds and from vanilla steps, and still the vanilla tokens;
+// the round counters stay consistent, counting only the rounds' tokens.
+TEST_F(SpeculativeStats, AutoModeMixesRoundsAndVanillaStepsLosslessly) {
+  const Generation vanilla = generate(model_, prompt_, VEGAS_MODE_VANILLA, nullptr);
+  const Generation mixed = generate(model_, prompt_, VEGAS_MODE_AUTO, "vegas");
+  EXPECT_EQ(mixed.tokens, vanilla.tokens);
+  const vegas_session_stats &s = mixed.stats;
+  EXPECT_GE(s.rounds, ModeChooser::kMinSamples + 1);
+  EXPECT_EQ(s.committed, s.accepted + s.rounds);
+  EXPECT_LE(s.committed, kMaxTokens - 1 - (ModeChooser::kMinSamples + 1))
+      << "the vanilla steps committed a token each";
+  EXPECT_EQ(mixed.info.rounds, s.rounds);
+  EXPECT_EQ(mixed.info.n_generated, kMaxTokens);
+}
+
+TEST_F(SpeculativeStats, UnknownModeIsRefused) {
+  vegas_session_options so;
+  vegas_session_options_init(&so);
+  so.mode = VEGAS_MODE_AUTO + 1;
+  vegas_session *session = nullptr;
+  EXPECT_EQ(vegas_session_create(model_, &so, &session), VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(session, nullptr);
+  EXPECT_NE(std::string(vegas_last_error()).find("unknown mode"), std::string::npos)
+      << vegas_last_error();
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ namespace Vegas
 {
     public enum Backend { Auto = 0, Cpu = 1, Cuda = 2 }
 
-    public enum DecodeMode { Vanilla = 0, Vegas = 1 }
+    /// <summary>Auto: Vegas rounds while they pay on this device, else vanilla steps.</summary>
+    public enum DecodeMode { Vanilla = 0, Vegas = 1, Auto = 2 }
 
     /// <summary>How a step shares the device between prompts and decoding sequences.</summary>
     public enum Schedule

@@ -17,6 +17,7 @@ class Backend(enum.IntEnum):
 class Mode(enum.IntEnum):
     VANILLA = 0  # one token per step with full attention
     VEGAS = 1    # self-speculative decoding with sparse drafting
+    AUTO = 2     # VEGAS's rounds while they pay on this device, else vanilla steps
 
 
 class ScoreKind(enum.IntEnum):

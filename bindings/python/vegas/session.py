@@ -85,7 +85,7 @@ Prompt = Union[str, Sequence[int]]
 class Session:
     """A vegas_session on a model (which the library keeps alive while the session lives).
     Drive it from one thread at a time; `cancel` may be called from any thread.
-    Options: kv_bytes, page_size, max_batch, prefill_chunk, mode ("vanilla"/"vegas"),
+    Options: kv_bytes, page_size, max_batch, prefill_chunk, mode ("vanilla"/"vegas"/"auto"),
     policy, gamma, ratio, min_tokens, window_share, score_kind, sink, top_p_mass, schedule
     ("interleave"/"prefill_first"), and select_policy (a SelectPolicy, with policy="user")."""
 
@@ -94,9 +94,10 @@ class Session:
         self._lib = _lib.lib()
         self._model = model
         if select_policy is not None:
-            if str(options.get("mode", "")).lower() not in ("vegas", str(int(Mode.VEGAS))):
-                raise ValueError("a select_policy needs mode='vegas' (vanilla decoding selects "
-                                 "nothing)")
+            if str(options.get("mode", "")).lower() not in (
+                    "vegas", "auto", str(int(Mode.VEGAS)), str(int(Mode.AUTO))):
+                raise ValueError("a select_policy needs mode='vegas' or 'auto' (vanilla decoding "
+                                 "selects nothing)")
             options["policy"] = "user"
         opts = session_struct(self._lib, options)
         self._policy_keep = None

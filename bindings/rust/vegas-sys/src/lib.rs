@@ -40,6 +40,7 @@ pub const VEGAS_BACKEND_CUDA: vegas_backend_kind = 2;
 pub type vegas_decode_mode = c_int;
 pub const VEGAS_MODE_VANILLA: vegas_decode_mode = 0;
 pub const VEGAS_MODE_VEGAS: vegas_decode_mode = 1;
+pub const VEGAS_MODE_AUTO: vegas_decode_mode = 2;
 
 pub type vegas_schedule = c_int;
 pub const VEGAS_SCHEDULE_INTERLEAVE: vegas_schedule = 0;

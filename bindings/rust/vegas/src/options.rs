@@ -36,6 +36,8 @@ pub enum Mode {
     Vanilla,
     /// Self-speculative decoding with sparse drafting (lossless).
     Vegas,
+    /// Vegas rounds while they pay on this device, else vanilla steps (lossless).
+    Auto,
 }
 
 /// How a step shares the device between prompts and decoding sequences.
@@ -196,10 +198,10 @@ impl Default for SessionOptions {
             page_size: c.page_size,
             max_batch: c.max_batch,
             prefill_chunk: c.prefill_chunk,
-            mode: if c.mode == sys::VEGAS_MODE_VEGAS {
-                Mode::Vegas
-            } else {
-                Mode::Vanilla
+            mode: match c.mode {
+                sys::VEGAS_MODE_VEGAS => Mode::Vegas,
+                sys::VEGAS_MODE_AUTO => Mode::Auto,
+                _ => Mode::Vanilla,
             },
             policy: None,
             gamma: c.gamma,
@@ -225,6 +227,7 @@ impl SessionOptions {
         c.mode = match self.mode {
             Mode::Vanilla => sys::VEGAS_MODE_VANILLA,
             Mode::Vegas => sys::VEGAS_MODE_VEGAS,
+            Mode::Auto => sys::VEGAS_MODE_AUTO,
         };
         c.policy = policy.map_or(std::ptr::null(), |p| p.as_ptr());
         c.gamma = self.gamma;

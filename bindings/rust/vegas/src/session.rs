@@ -160,10 +160,11 @@ impl Session {
         options: &SessionOptions,
         select_policy: Option<Box<dyn SelectPolicy>>,
     ) -> Result<Session> {
-        if select_policy.is_some() && options.mode != Mode::Vegas {
+        if select_policy.is_some() && options.mode == Mode::Vanilla {
             return Err(Error::new(
                 Status::InvalidArgument,
-                "a custom selection policy needs Mode::Vegas (vanilla decoding selects nothing)",
+                "a custom selection policy needs Mode::Vegas or Mode::Auto (vanilla decoding \
+                 selects nothing)",
             ));
         }
         let policy_name = match (&select_policy, &options.policy) {

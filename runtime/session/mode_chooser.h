@@ -1,0 +1,79 @@
+// VEGAS_MODE_AUTO: whether a session's next decode step is a speculative
+// round or a vanilla step, from what each has cost on this device, model and
+// batch (issue P0-6, "auto never loses to vanilla").
+//
+// The session reports every decode step it times (kind, sequences, tokens
+// committed, wall seconds); the chooser keeps decaying sums of tokens,
+// seconds and steps for each kind and runs the one with more tokens per
+// second. Each kind is tried kMinSamples times first (rounds, then vanilla
+// steps), after one more step of it that is not counted: a kind's first step
+// in a session pays one-time costs (graph capture, first kernel launches,
+// buffers; 22m 2K x 64 on the H200: a first round of 14.9 ms, later ones
+// 3.2 ms), which would bias the choice for a long time. After that the slower kind is probed now
+// and then, so that a change (a longer context, another acceptance) is seen: a probe wastes what
+// its step takes beyond the time the faster kind needs for the same tokens, and probes are spaced
+// so that this waste stays within kProbeBudget of the time spent (a kind that loses by half at 2K x
+// 64 is probed every ~200 steps; two kinds within a few percent, every few steps).
+//
+// Rates are kept per batch bucket (log2 of the decoding sequences), since
+// what pays depends on the batch; a bucket seen for the first time starts
+// from the nearest measured one's rates (at half weight), instead of exploring
+// from scratch, and tries the slower kind once unless it lost by a wide margin
+// there (sequences finishing one by one at the end of a batch would otherwise
+// pay a try in every bucket on the way down).
+//
+// Pure bookkeeping: no clock, no backend, so that tests drive it with chosen
+// costs. Session::step is its one writer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace vegas {
+
+class ModeChooser {
+ public:
+  enum class Kind { kRound, kVanilla };
+
+  static constexpr int32_t kMinSamples = 2;
+  static constexpr double kProbeBudget = 0.02;  // probes' waste, of the time spent
+  static constexpr int32_t kMaxProbeInterval = 8192;
+  static constexpr double kDecay = 0.75;  // weight of a kind's history per observation
+
+  // The kind of the next decode step of n_decoding sequences.
+  Kind next(int32_t n_decoding);
+  // A timed decode step of `kind` over n_decoding sequences that committed
+  // `tokens` tokens in `seconds` of wall time (nothing else in the step).
+  void observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds);
+
+  // Tokens per second of each kind in n_decoding's bucket (0 = not measured).
+  double rate(Kind kind, int32_t n_decoding) const;
+  // Steps of the faster kind between probes of the slower one, in
+  // n_decoding's bucket (0 while exploring).
+  int32_t probe_interval(int32_t n_decoding) const;
+
+ private:
+  struct Rate {
+    double tokens = 0, seconds = 0, steps = 0;  // decayed sums
+    int32_t samples = 0;
+    double value() const { return seconds > 0 ? tokens / seconds : 0.0; }
+    void add(int64_t t, double s, double decay);
+  };
+  struct Bucket {
+    Rate round, vanilla;
+    Kind best = Kind::kRound;
+    int32_t since_probe = 0;  // steps of the faster kind since the last probe
+    bool probing = false;     // the step just chosen probes the slower kind
+    Rate &of(Kind k) { return k == Kind::kRound ? round : vanilla; }
+    const Rate &of(Kind k) const { return k == Kind::kRound ? round : vanilla; }
+    bool explored() const { return round.samples >= kMinSamples && vanilla.samples >= kMinSamples; }
+    int32_t probe_interval() const;
+  };
+  static int32_t bucket_of(int32_t n_decoding);
+  Bucket &bucket(int32_t n_decoding);
+
+  std::map<int32_t, Bucket> buckets_;
+  bool warmed_[2] = {false, false};  // [kind]: its first (uncounted) step is done
+};
+
+}  // namespace vegas

@@ -1,0 +1,131 @@
+// ModeChooser (VEGAS_MODE_AUTO) on chosen costs: it explores both kinds of
+// decode step, then runs the faster one and probes the slower only as often
+// as its waste stays within kProbeBudget of the time; it follows a change of
+// costs within one probe interval; a new batch bucket starts from the
+// nearest measured one and one try of its slower kind instead of exploring.
+#include "session/mode_chooser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace vegas {
+namespace {
+
+using Kind = ModeChooser::Kind;
+
+struct Costs {
+  double round_tokens_per_s;    // a round commits 4 tokens per sequence
+  double vanilla_tokens_per_s;  // a vanilla step commits 1 per sequence
+};
+
+struct Mix {
+  int64_t rounds = 0, vanilla = 0, tokens = 0;
+  double seconds = 0;
+};
+
+// `steps` decode steps of n sequences at these costs.
+Mix drive(ModeChooser &c, int32_t n, const Costs &costs, int steps) {
+  Mix r;
+  for (int i = 0; i < steps; ++i) {
+    const Kind kind = c.next(n);
+    const int64_t tokens = kind == Kind::kRound ? 4 * n : n;
+    const double rate =
+        kind == Kind::kRound ? costs.round_tokens_per_s : costs.vanilla_tokens_per_s;
+    const double seconds = static_cast<double>(tokens) / rate;
+    c.observe(kind, n, tokens, seconds);
+    (kind == Kind::kRound ? r.rounds : r.vanilla) += 1;
+    r.tokens += tokens;
+    r.seconds += seconds;
+  }
+  return r;
+}
+
+TEST(ModeChooser, ExploresRoundsThenVanillaStepsFirst) {
+  ModeChooser c;
+  // Each kind's first step is a warm-up (one-time costs), not counted.
+  ASSERT_EQ(c.next(16), Kind::kRound);
+  c.observe(Kind::kRound, 16, 64, 1.0);
+  for (int i = 0; i < ModeChooser::kMinSamples; ++i) {
+    ASSERT_EQ(c.next(16), Kind::kRound) << "step " << i;
+    c.observe(Kind::kRound, 16, 64, 0.01);
+  }
+  EXPECT_EQ(c.probe_interval(16), 0) << "still exploring";
+  ASSERT_EQ(c.next(16), Kind::kVanilla);
+  c.observe(Kind::kVanilla, 16, 16, 1.0);
+  for (int i = 0; i < ModeChooser::kMinSamples; ++i) {
+    ASSERT_EQ(c.next(16), Kind::kVanilla) << "step " << i;
+    c.observe(Kind::kVanilla, 16, 16, 0.001);
+  }
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kRound, 16), 6400.0);
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kVanilla, 16), 16000.0);
+  EXPECT_EQ(c.next(16), Kind::kVanilla);  // the faster, once both are measured
+}
+
+// Over 20,000 steps the mix's throughput is within the probe budget (plus the
+// exploration) of the faster kind's, whichever it is and by how much.
+TEST(ModeChooser, TheSlowerKindCostsAtMostTheProbeBudget) {
+  const Costs cases[] = {{2000, 1000}, {500, 1000}, {1100, 1000}, {1000, 1050}, {300, 3000}};
+  for (const Costs &costs : cases) {
+    SCOPED_TRACE(::testing::Message() << "rounds " << costs.round_tokens_per_s << " vanilla "
+                                      << costs.vanilla_tokens_per_s << " tokens/s");
+    ModeChooser c;
+    const Mix r = drive(c, 16, costs, 20000);
+    const double best = std::max(costs.round_tokens_per_s, costs.vanilla_tokens_per_s);
+    const double got = static_cast<double>(r.tokens) / r.seconds;
+    EXPECT_GE(got, best * (1.0 - ModeChooser::kProbeBudget) * 0.995);
+    EXPECT_GT(std::min(r.rounds, r.vanilla), ModeChooser::kMinSamples) << "the slower is probed";
+  }
+}
+
+TEST(ModeChooser, FollowsAChangeOfCosts) {
+  ModeChooser c;
+  drive(c, 32, {500, 1000}, 3000);  // vanilla wins: rounds are probed rarely
+  const int32_t interval = c.probe_interval(32);
+  ASSERT_GT(interval, 50);
+  ASSERT_EQ(c.next(32), Kind::kVanilla);
+  // A longer context: rounds now pay double. The next probe sees it.
+  int steps_to_switch = -1;
+  for (int i = 0; i < 5000 && steps_to_switch < 0; ++i) {
+    drive(c, 32, {2000, 1000}, 1);
+    ModeChooser peek = c;
+    int32_t rounds_in_a_row = 0;
+    for (int j = 0; j < 3; ++j) rounds_in_a_row += peek.next(32) == Kind::kRound;
+    if (rounds_in_a_row == 3) steps_to_switch = i + 1;
+  }
+  ASSERT_GT(steps_to_switch, 0) << "never switched to rounds";
+  EXPECT_LE(steps_to_switch, interval + 2);
+}
+
+TEST(ModeChooser, ANewBatchBucketStartsFromTheNearestMeasuredOne) {
+  ModeChooser c;
+  drive(c, 16, {500, 1000}, 500);
+  EXPECT_EQ(c.next(31), Kind::kVanilla);  // 16..31: the same bucket
+  EXPECT_EQ(c.rate(Kind::kRound, 8), 0.0);
+  EXPECT_EQ(c.next(8), Kind::kVanilla) << "rounds lost by half at 16: no try at 8";
+  // A close race at 16 sequences: a new bucket tries the slower kind once.
+  drive(c, 16, {900, 1000}, 500);
+  EXPECT_EQ(c.rate(Kind::kRound, 64), 0.0);
+  EXPECT_EQ(c.next(64), Kind::kRound) << "the 16 bucket's rates, and one try of its slower kind";
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kVanilla, 64), c.rate(Kind::kVanilla, 16));
+  c.observe(Kind::kRound, 64, 256, 256 / 500.0);  // as slow as at 16 sequences
+  EXPECT_EQ(c.next(64), Kind::kVanilla) << "no exploration beyond that try";
+  const int32_t interval = c.probe_interval(64);
+  EXPECT_GT(interval, 1);
+  // Its own costs take over at the next probe: here rounds win at 64 sequences.
+  const Mix r = drive(c, 64, {3000, 1000}, 400);
+  EXPECT_GE(r.rounds, 400 - interval - 2);
+  EXPECT_EQ(c.next(16), Kind::kVanilla) << "the 16 bucket keeps its own rates";
+}
+
+TEST(ModeChooser, IgnoresStepsWithoutTime) {
+  ModeChooser c;
+  c.observe(Kind::kRound, 4, 16, 1.0);  // the warm-up
+  for (int i = 0; i < 10; ++i) c.observe(Kind::kRound, 4, 16, 0.0);
+  c.observe(Kind::kRound, 4, 16, -1.0);
+  EXPECT_EQ(c.rate(Kind::kRound, 4), 0.0);
+  EXPECT_EQ(c.next(4), Kind::kRound);  // still exploring
+}
+
+}  // namespace
+}  // namespace vegas

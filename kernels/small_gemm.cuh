@@ -1,6 +1,6 @@
 // Linear layers for a few rows (decoding, drafting): Y[M][N] = f(X)[M][K] ·
 // W[N][K]ᵀ with bf16 weights (HF Linear layout) and f32 accumulation, M <= 16
-// (128 on the tensor-core kernel, in 16-row tiles).
+// (512 on the tensor-core kernel, in 16-row tiles).
 // At such M a step is a chain of small launches, so this kernel also absorbs
 // the ones around the GEMM: the RMSNorm of its input (prologue) and the
 // residual add or SwiGLU after it (epilogue), with the same bf16 roundings as
@@ -17,7 +17,7 @@ namespace vegas::kernels {
 
 constexpr int kSmallGemmMaxRows = 16;      // the CUDA-core kernel
 constexpr int kSmallGemmTileRows = 16;     // the tensor-core kernels' row tile: one m16 A tile
-constexpr int kSmallGemmMmaMaxRows = 128;  // the tensor-core kernel: eight row tiles
+constexpr int kSmallGemmMmaMaxRows = 512;  // the tensor-core kernel: 32 row tiles
 constexpr int kSmallGemmMaxK = 4096;       // the staged input: M x K bf16 in shared memory
 
 struct SmallGemmParams {

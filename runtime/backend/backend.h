@@ -130,6 +130,11 @@ struct ContextParams {
   // the K cache, in the cache's precision; time: each written page re-bounded
   // once per forward call).
   bool key_bounds = false;
+  // > 0: steps of up to this many rows will come early (a speculative
+  // session's verification passes): a backend that plans work per shape on
+  // first use (cuBLASLt) may do it when the context is made, not inside the
+  // first steps.
+  int32_t warm_rows = 0;
 };
 
 class BackendContext {

@@ -72,6 +72,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
         model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
     // A verification pass carries gamma + 1 rows per sequence.
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * (spec_->max_gamma() + 1));
+    cp.warm_rows = params_.max_batch * (spec_->max_gamma() + 1);
     cp.key_bounds = spec_->policy().needs().page_bounds;
   }
   context_ = model_->backend().create_context(cp);

@@ -47,10 +47,14 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
       {23, 1024, 16, 8, 64, 32, false, false, true},  // a partial second tile
       {112, 512, 8, 2, 64, 64, true, true, false},    // 16 sequences' verification at gamma 6
       {128, 256, 4, 1, 128, 128, false, true, true},  // eight row tiles, head_dim 128
+      {448, 512, 8, 2, 64, 64, true, true, false},    // 64 sequences' verification at gamma 6
   };
   for (const Shape &s : shapes) {
     ASSERT_TRUE(kernels::qkv_rope_mma_supports(s.rows, s.k, s.hd));
-    const int heads_total = s.heads + 2 * s.kv_heads, width = heads_total * s.hd, n_slots = 128;
+    // Slots: 13 r mod n_slots is one-to-one for n_slots a power of two >= rows.
+    int n_slots = 128;
+    while (n_slots < s.rows) n_slots *= 2;
+    const int heads_total = s.heads + 2 * s.kv_heads, width = heads_total * s.hd;
     const auto w = test::random_bf16(size_t(width) * s.k, rng, 1.0f / std::sqrt(float(s.k)));
     const auto xb = test::random_bf16(size_t(s.rows) * s.k, rng);
     const auto nw = test::random_bf16(s.k, rng, 0.1f, 1.0f);
@@ -149,7 +153,7 @@ TEST(QkvRope, MatchesSmallGemmThenRopeKv) {
 }
 
 TEST(QkvRope, RefusesShapesItDoesNotServe) {
-  // More than eight row tiles.
+  // More rows than the tensor-core kernels take.
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(kernels::kSmallGemmMmaMaxRows + 1, 512, 64));
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 2048, 64));   // K past 16 warps x 2 chunks
   EXPECT_FALSE(kernels::qkv_rope_mma_supports(1, 1024, 128));  // head_dim 128: K <= 512

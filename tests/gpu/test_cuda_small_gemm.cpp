@@ -63,6 +63,10 @@ TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
       {112, 512, 1024, Epilogue::kAddF32, false},
       {128, 1024, 512, Epilogue::kSwiglu, true},
       {128, 8192, 512, Epilogue::kStoreF32, true, true},
+      // 64 sequences' verification at gamma 6 (448 rows), under the 512-row limit.
+      {448, 768, 512, Epilogue::kStoreBf16, true},
+      {448, 1024, 512, Epilogue::kSwiglu, true},
+      {512, 512, 1024, Epilogue::kAddF32, false},
   };
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (const Case &c : cases) {

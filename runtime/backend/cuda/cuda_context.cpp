@@ -69,12 +69,15 @@ constexpr int64_t kSmallModelHidden = 2048;
 // 16 rows, 0.40 -> 0.61 ms). Four tiles against cuBLASLt and the separate
 // norm / rope / SwiGLU kernels (H100, 22m): 8K x 64 1.114 -> 1.063 ms a step,
 // 2K x 64 0.527 -> 0.462 ms.
-// Up to eight tiles (128 rows: a verification of 16 sequences at gamma 6)
-// unless VEGAS_CUDA_SMALL_GEMM_ROWS=64 (A/B timing) keeps the four above.
+// Up to eight tiles (128 rows: a verification of 16 sequences at gamma 6);
+// VEGAS_CUDA_SMALL_GEMM_ROWS=64 .. kSmallGemmMmaMaxRows sets another limit
+// (A/B timing).
 int32_t small_gemm_rows() {
-  static const int32_t rows = kernels::variant_enabled("VEGAS_CUDA_SMALL_GEMM_ROWS", "64")
-                                  ? kernels::kSmallGemmMmaMaxRows
-                                  : 64;
+  static const int32_t rows = [] {
+    const char *env = std::getenv("VEGAS_CUDA_SMALL_GEMM_ROWS");
+    const int32_t n = env != nullptr ? std::atoi(env) : 0;
+    return n >= 16 && n <= kernels::kSmallGemmMmaMaxRows ? n : 128;
+  }();
   return rows;
 }
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
@@ -184,6 +187,43 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   trace_ = trace != nullptr && trace[0] == '1';
   check(cudaEventCreate(&trace_begin_), "cudaEventCreate");
   check(cudaEventCreate(&trace_end_), "cudaEventCreate");
+  if (params_.warm_rows > 0) warm_gemm_plans(std::min(params_.warm_rows, params_.max_rows));
+}
+
+// Whether a step of `rows` rows runs its linear layers as kernels::small_gemm
+// (RMSNorm, residual add and SwiGLU fused in) instead of cuBLASLt.
+bool CudaContext::fused_linear(int32_t rows) const {
+  const ModelConfig &c = model_.config();
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const bool mma_k = std::max<int64_t>({H, c.q_dim(), I}) <= kernels::kSmallGemmMmaMaxK;
+  return rows <= (mma_k ? small_gemm_rows() : kSmallGemmCudaCoreRows) && H <= kSmallModelHidden &&
+         kernels::small_gemm_supports(rows, static_cast<int32_t>(H)) &&
+         kernels::small_gemm_supports(rows, c.q_dim()) &&
+         kernels::small_gemm_supports(rows, static_cast<int32_t>(I));
+}
+
+// cuBLASLt's first GEMM of a shape chooses its algorithm and loads its kernel:
+// in a Vegas session that landed in the first verification passes (22m, 64
+// sequences at gamma 6, H200: a first round of 14.9 ms, later ones 3.2 ms).
+// Each GEMM of a step of up to `rows` rows that takes cuBLASLt runs once here,
+// on the context's own buffers (scratch between steps), for every padded row
+// count; the plans stay cached in gemm_.
+void CudaContext::warm_gemm_plans(int32_t rows) {
+  const ModelConfig &c = model_.config();
+  const DeviceWeights &w = model_.weights();
+  const DeviceLayer &L = w.layers.front();
+  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
+  for (int64_t r = 1; r <= rows; r = padded_rows(r) + 1) {
+    const int64_t m = padded_rows(r);
+    if (fused_linear(static_cast<int32_t>(m))) continue;  // no cuBLASLt at this size
+    gemm_.run(normed_.get(), L.wqkv, qkv_.get(), false, false, m, QKV, H, stream_);
+    gemm_.run(attn_.get(), L.wo, residual_.get(), true, true, m, H, c.q_dim(), stream_);
+    gemm_.run(normed_.get(), L.w_gate_up, gate_up_.get(), false, false, m, 2 * I, H, stream_);
+    gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, m, H, I, stream_);
+    gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, m, c.vocab_size, H, stream_);
+    if (m >= params_.max_rows) break;
+  }
+  check(cudaStreamSynchronize(stream_), "GEMM warm-up");
 }
 
 CudaContext::~CudaContext() {
@@ -750,12 +790,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   // as small_gemm with the RMSNorms, residual adds and SwiGLU fused in, which
   // removes three launches per layer and cuBLASLt's small-M overhead; large
   // models keep cuBLASLt, where each GEMM is a long bandwidth-bound kernel.
-  const bool mma_k = std::max<int64_t>({H, c.q_dim(), I}) <= kernels::kSmallGemmMmaMaxK;
-  const bool small = s.rows <= (mma_k ? small_gemm_rows() : kSmallGemmCudaCoreRows) &&
-                     H <= kSmallModelHidden &&
-                     kernels::small_gemm_supports(s.rows, static_cast<int32_t>(H)) &&
-                     kernels::small_gemm_supports(s.rows, c.q_dim()) &&
-                     kernels::small_gemm_supports(s.rows, static_cast<int32_t>(I));
+  const bool small = fused_linear(s.rows);
   kernels::SmallGemmParams sg;
   sg.m = s.rows;
   sg.eps = static_cast<float>(c.rms_norm_eps);

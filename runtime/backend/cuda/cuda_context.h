@@ -97,6 +97,8 @@ class CudaContext : public BackendContext {
 
   Step stage(const ForwardBatch &batch);
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
+  void warm_gemm_plans(int32_t rows);       // ContextParams::warm_rows
+  bool fused_linear(int32_t rows) const;
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);
   // Device-fed steps (forward_draft_chain): the staged fields come from

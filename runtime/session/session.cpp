@@ -372,7 +372,7 @@ int32_t Session::step() {
       if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
     }
     // Auto mode learns from decode-only steps (no prompt rows in the batch).
-    if (params_.auto_mode && spec_ && kind == ModeChooser::Kind::kVanilla &&
+    if (params_.auto_mode && kind == ModeChooser::Kind::kVanilla &&
         batch_seqs.size() == decoding.size())
       chooser_.observe(kind, n_decoding, committed, seconds_since(t_forward));
   }

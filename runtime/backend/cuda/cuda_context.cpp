@@ -221,7 +221,6 @@ void CudaContext::warm_gemm_plans(int32_t rows) {
     gemm_.run(normed_.get(), L.w_gate_up, gate_up_.get(), false, false, m, 2 * I, H, stream_);
     gemm_.run(act_.get(), L.w_down, residual_.get(), true, true, m, H, I, stream_);
     gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, m, c.vocab_size, H, stream_);
-    if (m >= params_.max_rows) break;
   }
   check(cudaStreamSynchronize(stream_), "GEMM warm-up");
 }

@@ -44,6 +44,14 @@ inline unsigned small_gemm_row_tiles(int32_t m) {
   return static_cast<unsigned>((m + kSmallGemmTileRows - 1) / kSmallGemmTileRows);
 }
 
+// Column tiles per block of the tensor-core kernel for a grid of col_tiles x
+// row_tiles tiles: every column block re-reads (and re-normalises) its row
+// tile's inputs, which at 112 rows x 8192 logits was most of the lm_head's
+// time, so with several row tiles a block takes up to 4 column tiles while the
+// grid keeps at least two blocks per multiprocessor. VEGAS_CUDA_GEMM_TILES=N
+// sets the most per block (1: one tile per block, for A/B timing).
+int small_gemm_tiles_per_block(int col_tiles, int row_tiles);
+
 // Whether the shape fits (M rows, K inputs): up to kSmallGemmMaxRows rows, or
 // kSmallGemmMmaMaxRows where K takes the tensor-core kernel; else use cuBLASLt.
 bool small_gemm_supports(int32_t m, int32_t k);

@@ -2,7 +2,9 @@
 // captured, choose each (layer, sequence)'s draft set without a host round
 // trip, and write it where sparse drafting reads it.
 //
-// One block per (sequence, layer). The n candidates [0, n) split into a head
+// Two kernels: the scoring spreads each (layer, sequence)'s captured scores
+// over many blocks, then one block per (sequence, layer) ranks and writes the
+// set. The n candidates [0, n) split into a head
 // [0, head) and a tail [n - tail, n), always kept, and a middle whose best
 // `scored` candidates are kept. A candidate's score is the mean over the
 // listed captured rows and every query head of exp(logit - lse) (softmax

@@ -196,11 +196,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 
 // The split merge through clusters (decode_finish_cluster) instead of
 // partial results in global memory, a counter and the last block's L2 reads:
-// for 2 .. kMaxClusterSplits splits merged in the kernel. Written in a
-// session without a GPU (a guess at 22m 8K x 16, eight splits a sequence:
-// ~1 us a layer of dependent L2 round trips saved), so off unless
-// VEGAS_CUDA_CLUSTER_MERGE=1 until test_cuda_attention passes with it and a
-// timing says whether it pays.
+// for 2 .. kMaxClusterSplits splits merged in the kernel. Correct (the gpu
+// tests pass with it) but slower where it applies (22m 8K x 16 vanilla step
+// 0.327 -> 0.444 ms), so off unless VEGAS_CUDA_CLUSTER_MERGE=1.
 bool cluster_merge_applies(const PagedAttentionParams &p) {
   static const bool enabled = variant_opted_in("VEGAS_CUDA_CLUSTER_MERGE");
   return enabled && p.split_counters != nullptr && p.n_splits >= 2 &&

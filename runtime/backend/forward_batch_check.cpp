@@ -97,6 +97,13 @@ int64_t pages_needed(const SeqRows &s, const ContextParams &params) {
   return (int64_t{s.start_pos} + s.n_tokens + params.page_size - 1) / params.page_size;
 }
 
+int64_t valid_page_entries(const SeqRows &s, const ContextParams &params) {
+  int64_t valid = pages_needed(s, params);
+  while (valid < s.n_pages && s.page_table[valid] >= 0 && s.page_table[valid] < params.num_pages)
+    ++valid;
+  return valid;
+}
+
 void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params) {
   const SeqRows &s = batch.seqs[i];
   const int64_t needed = pages_needed(s, params);

@@ -27,4 +27,10 @@ int64_t pages_needed(const SeqRows &s, const ContextParams &params);
 // [0, num_pages) among the entries its positions need.
 void check_page_entries(const ForwardBatch &batch, size_t i, const ContextParams &params);
 
+// After check_page_entries passed: how many leading entries of s's table name
+// a page of the pool, at least pages_needed(s) and at most s.n_pages. A
+// backend that keeps checked tables can hold pages reserved ahead of the
+// positions (a speculative round's) without checking them again.
+int64_t valid_page_entries(const SeqRows &s, const ContextParams &params);
+
 }  // namespace vegas

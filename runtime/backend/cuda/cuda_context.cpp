@@ -544,7 +544,9 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       check_page_entries(batch, static_cast<size_t>(i), params_);
       std::copy(s.page_table, s.page_table + s.n_pages, table + page);
       st.table_from = std::min(st.table_from, page);
-      tables_staged_.push_back({page, needed});
+      // Entries past `needed` (pages reserved ahead: a round's drafts) are
+      // held too, so the passes that reach them upload nothing.
+      tables_staged_.push_back({page, valid_page_entries(s, params_)});
     }
     sparse_off[si] = -1;
     if (s.device_sparse_key >= 0) {

@@ -5,6 +5,7 @@
 
 #include "cuda_utils.cuh"
 #include "sampling.cuh"
+#include "sampling_rng.cuh"
 
 namespace vegas::kernels {
 
@@ -38,19 +39,6 @@ __device__ __forceinline__ uint32_t order_key(float v) {
 }
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-// The host Rng (runtime/sampling/rng.cpp): SplitMix64's finaliser over a
-// seed-derived key, top 53 bits scaled to [0, 1).
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-__device__ __forceinline__ double uniform(uint64_t seed, uint64_t counter) {
-  const uint64_t key = mix64(seed ^ 0x5851f42d4c957f2dULL);
-  const uint64_t h = mix64(key + (counter + 1) * 0x9e3779b97f4a7c15ULL);
-  return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
 struct Stats {

@@ -42,6 +42,7 @@ enum SampleError : int32_t {
   kSampleBadLogit = -1,   // a NaN or +inf logit
   kSampleAllMasked = -2,  // every logit is -inf
   kSampleBadParams = -3,  // a rule out of range (see validate_sampling_params)
+  kSampleBadRow = -4,     // sample_candidates: a NaN or +inf logit, or none finite
 };
 
 struct SampleParams {
@@ -53,6 +54,26 @@ struct SampleParams {
 };
 
 cudaError_t sample(const SampleParams &p, cudaStream_t stream);
+
+// sample() for rows whose logit candidates (logit_candidates.cuh, k = the
+// row's top_k in 1 .. 64, or 1 for a greedy row) were already picked: the
+// candidates are exactly the rows' top-k sets, so the same rules (temperature,
+// top-p, min-p) and the same draw over them give sample()'s token up to float
+// summation order, from 64 values instead of the vocabulary. One warp a row
+// (sample_candidates.cu). A row whose candidates overflowed (ties) gets token
+// 0, a valid id for what reads it next, and keeps its count's status, which
+// the caller checks before trusting it; a bad row gets kSampleBadRow.
+struct CandidateSampleParams {
+  const int32_t *count = nullptr;      // [rows]: candidates, or a CandidateStatus
+  const int32_t *ids = nullptr;        // [rows][cap], ascending
+  const float *values = nullptr;       // [rows][cap]
+  int32_t cap = 0;                     // <= 64
+  const SamplingRow *rules = nullptr;  // [rows]; penalties are not applied
+  int32_t *out = nullptr;              // [rows]: the token, or a SampleError
+  int32_t rows = 0;
+};
+
+cudaError_t sample_candidates(const CandidateSampleParams &p, cudaStream_t stream);
 
 // Token `id` occurred `count` times in the penalty window of logit row `row`.
 struct PenaltyEdit {

@@ -62,7 +62,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
     "test_cuda_verify_attention VerifyAttention.MatchesReferenceHeadDim64:VerifyAttention.SmallTiles"
-    "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost"
+    "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost:Sampling.FromCandidates*"
     "test_cuda_backend all"
   )
   for tool in memcheck racecheck; do

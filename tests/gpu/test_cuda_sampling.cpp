@@ -17,6 +17,7 @@
 
 #include "argmax.cuh"
 #include "gpu_test_util.h"
+#include "logit_candidates.cuh"
 #include "sampling.cuh"
 #include "sampling/penalties.h"
 #include "sampling/sampling.h"
@@ -247,6 +248,109 @@ TEST_F(Sampling, AgreesWithHost) {
               all.rows, all.same, 100 * rate, all.cdf + all.top_p + all.min_p, all.unexplained);
   EXPECT_GE(rate, 0.999);
   EXPECT_EQ(all.unexplained, 0);
+}
+
+// logit_candidates (k = candidate_k of each row's rule, cap 64) then
+// sample_candidates over them: the tokens and each row's candidate count.
+std::vector<int32_t> device_sample_candidates(const std::vector<float> &logits, int vocab,
+                                              const std::vector<SamplingRow> &rr,
+                                              const std::vector<SamplingParams> &ps,
+                                              std::vector<int32_t> *counts) {
+  constexpr int kCap = 64;
+  const int rows = int(rr.size());
+  std::vector<int32_t> k;
+  for (const SamplingParams &p : ps) k.push_back(candidate_k(p));
+  Dev<float> dl(logits), values(size_t(rows) * kCap);
+  Dev<SamplingRow> dr(rr);
+  Dev<int32_t> dk(k), count(static_cast<size_t>(rows)), ids(size_t(rows) * kCap),
+      out(static_cast<size_t>(rows), 0x7f);
+  kernels::CandidateParams cp{dl.get(),     dk.get(), count.get(), ids.get(),
+                              values.get(), rows,     vocab,       kCap};
+  EXPECT_EQ(kernels::logit_candidates(cp, nullptr), cudaSuccess);
+  kernels::CandidateSampleParams sp;
+  sp.count = count.get();
+  sp.ids = ids.get();
+  sp.values = values.get();
+  sp.cap = kCap;
+  sp.rules = dr.get();
+  sp.out = out.get();
+  sp.rows = rows;
+  EXPECT_EQ(kernels::sample_candidates(sp, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (counts) *counts = count.download();
+  return out.download();
+}
+
+// (a') The draft chain's sampler: for every rule that reads only candidates
+// (top-k in 1..64, or greedy), drawing from the row's device candidates gives
+// the host's token from the whole row, with the same allowance for float
+// summation order as (a).
+TEST_F(Sampling, FromCandidatesAgreesWithHost) {
+  const int vocab = 8192, rows = 64;
+  std::vector<Rule> cand_rules = {
+      {"t0.8/k30/p0.5/minp0.1", rule(0.8f, 30, 0.5f, 0.1f)},
+      {"t1.5/k64/p0.9", rule(1.5f, 64, 0.9f, 0.0f)},
+      {"t1/k1", rule(1.0f, 1, 1.0f, 0.0f)},
+  };
+  for (const Rule &r : rules())
+    if (candidate_k(r.p) > 0) cand_rules.push_back(r);
+  ASSERT_GE(cand_rules.size(), 6u);  // greedy, k40, k20/p0.95 among them
+  Tally all;
+  for (const char *dist : {"normal", "peaked", "llm", "flat", "masked"}) {
+    const auto logits = make_logits(dist, rows, vocab, rng);
+    for (const Rule &r : cand_rules) {
+      std::vector<SamplingRow> rr;
+      std::vector<SamplingParams> ps;
+      for (int i = 0; i < rows; ++i) {
+        SamplingParams p = r.p;
+        p.seed = rng() * 0x100000001ULL + i;
+        ps.push_back(p);
+        rr.push_back(device_rule(p, (uint64_t(rng()) << 20) + i));
+      }
+      std::vector<int32_t> counts;
+      const auto got = device_sample_candidates(logits, vocab, rr, ps, &counts);
+      TokenDistribution dist_h;
+      for (int i = 0; i < rows; ++i) {
+        ASSERT_GT(counts[i], 0) << dist << " " << r.name << " row " << i;
+        const float *row = logits.data() + size_t(i) * vocab;
+        const int32_t want = host_token(row, vocab, ps[i], rr[i].counter, &dist_h);
+        if (got[i] == want) {
+          ++all.rows;
+          ++all.same;
+          continue;
+        }
+        const Why why = got[i] < 0 ? Why::kNone
+                                   : explain(row, vocab, ps[i], dist_h,
+                                             host_uniform(ps[i], rr[i].counter), want, got[i]);
+        all.add(why);
+        if (why == Why::kNone)
+          ADD_FAILURE() << dist << " " << r.name << " row " << i << ": device " << got[i]
+                        << ", host " << want << " (unexplained)";
+      }
+    }
+  }
+  std::printf("[sampling] from candidates rows=%d same=%d explained=%d unexplained=%d\n", all.rows,
+              all.same, all.cdf + all.top_p + all.min_p, all.unexplained);
+  EXPECT_GE(double(all.same) / all.rows, 0.999);
+  EXPECT_EQ(all.unexplained, 0);
+}
+
+// A row whose candidates overflow (more ties at the k-th logit than the
+// buffer holds) gets token 0 and keeps its overflow count for the caller; a
+// row with a NaN gets kSampleBadRow.
+TEST_F(Sampling, FromCandidatesStatusRows) {
+  const int vocab = 8192;
+  std::vector<float> logits(size_t(2) * vocab, 1.0f);  // row 0: all tied
+  logits[vocab + 17] = NAN;                            // row 1: a NaN
+  const SamplingParams p = rule(0.7f, 20, 0.95f, 0.0f);
+  const std::vector<SamplingParams> ps = {p, p};
+  const std::vector<SamplingRow> rr = {device_rule(p, 1), device_rule(p, 2)};
+  std::vector<int32_t> counts;
+  const auto got = device_sample_candidates(logits, vocab, rr, ps, &counts);
+  EXPECT_EQ(counts[0], kernels::kCandidatesOverflow);
+  EXPECT_EQ(got[0], 0);
+  EXPECT_EQ(counts[1], kernels::kCandidatesBadRow);
+  EXPECT_EQ(got[1], kernels::kSampleBadRow);
 }
 
 // Wilson-Hilferty: the chi-square quantile for df degrees of freedom at z.

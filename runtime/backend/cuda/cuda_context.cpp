@@ -1186,6 +1186,14 @@ void CudaContext::end_candidates(std::vector<LogitCandidates> *out) {
 
 void CudaContext::upload_rules(const RowSampling *rows, int32_t n, uint64_t draws,
                                kernels::SamplingRow *host, kernels::SamplingRow *device) {
+  fill_rules(rows, n, draws, host);
+  check(cudaMemcpyAsync(device, host, n * sizeof(kernels::SamplingRow), cudaMemcpyHostToDevice,
+                        stream_),
+        "upload of sampling rules");
+}
+
+void CudaContext::fill_rules(const RowSampling *rows, int32_t n, uint64_t draws,
+                             kernels::SamplingRow *host) {
   for (int32_t i = 0; i < n; ++i) {
     const SamplingParams &p = *rows[i].params;
     kernels::SamplingRow &rule = host[i];
@@ -1200,9 +1208,6 @@ void CudaContext::upload_rules(const RowSampling *rows, int32_t n, uint64_t draw
     rule.presence_penalty = p.presence_penalty;
     rule.frequency_penalty = p.frequency_penalty;
   }
-  check(cudaMemcpyAsync(device, host, n * sizeof(kernels::SamplingRow), cudaMemcpyHostToDevice,
-                        stream_),
-        "upload of sampling rules");
 }
 
 void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
@@ -1224,6 +1229,9 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
                                       int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
   static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES") &&
                               kernels::variant_enabled("VEGAS_CUDA_DRAFT_CHAIN");
+  // Draws from each pass's candidates (sample_candidates) rather than its
+  // rows (sample); VEGAS_CUDA_CHAIN_FROM_CANDIDATES=0 keeps the row sampler.
+  static const bool from_candidates = kernels::variant_enabled("VEGAS_CUDA_CHAIN_FROM_CANDIDATES");
   const int32_t n = static_cast<int32_t>(first.seqs.size());
   if (!enabled || steps < 1 || n == 0 || !model_.options().use_graphs) return false;
   for (int32_t i = 0; i < n; ++i) {
@@ -1257,6 +1265,14 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
   check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
                         cudaMemcpyHostToDevice, stream_),
         "upload of candidate counts");
+  // Every pass's sampling rules (draw j of each row) in one upload: a copy
+  // between two passes stalls the stream between their kernels.
+  for (int32_t j = 0; j < steps; ++j)
+    fill_rules(rows, n, static_cast<uint64_t>(j),
+               chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n);
+  check(cudaMemcpyAsync(chain_rules_.get(), chain_rules_host_.get(), rule_bytes,
+                        cudaMemcpyHostToDevice, stream_),
+        "upload of sampling rules");
   int32_t *ids = chain_out_.get<int32_t>();  // [steps][n], then each pass's candidates
   ForwardBatch pass = first;
   Step s;
@@ -1278,9 +1294,23 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
     feed.ids = j > 0 ? ids + int64_t{j - 1} * n : nullptr;
     feed.n = n;
     launch(s, false, &feed);
-    kernels::SamplingRow *rules = chain_rules_.get<kernels::SamplingRow>() + int64_t{j} * n;
-    upload_rules(rows, n, static_cast<uint64_t>(j),
-                 chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n, rules);
+    const kernels::SamplingRow *rules = chain_rules_.get<kernels::SamplingRow>() + int64_t{j} * n;
+    int32_t *pass_cands = ids + int64_t{steps} * n + j * pass_ints;
+    if (from_candidates) {
+      // The candidates are the rows' top-k sets: drawing from them replaces a
+      // pass over every row's vocabulary.
+      enqueue_candidates(n, pass_cands);
+      kernels::CandidateSampleParams cs;
+      cs.count = pass_cands;
+      cs.ids = pass_cands + n;
+      cs.values = reinterpret_cast<const float *>(pass_cands + n + int64_t{n} * cap);
+      cs.cap = cap;
+      cs.rules = rules;
+      cs.out = ids + int64_t{j} * n;
+      cs.rows = n;
+      check(kernels::sample_candidates(cs, stream_), "sample_candidates");
+      continue;
+    }
     kernels::SampleParams sp;
     sp.logits = as<float>(logits_);
     sp.rules = rules;
@@ -1288,13 +1318,14 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
     sp.rows = n;
     sp.vocab = model_.config().vocab_size;
     check(kernels::sample(sp, stream_), "sample");
-    enqueue_candidates(n, ids + int64_t{steps} * n + j * pass_ints);
+    enqueue_candidates(n, pass_cands);
   }
   check(cudaMemcpyAsync(chain_out_host_.get(), ids, out_ints * sizeof(int32_t),
                         cudaMemcpyDeviceToHost, stream_),
         "draft chain download");
+  const auto t1 = std::chrono::steady_clock::now();  // every pass enqueued
   check(cudaStreamSynchronize(stream_), "forward_draft_chain");
-  trace_step(s, "draft-chain (last pass)", t0, t0);
+  trace_step(s, "draft-chain (stage: all passes enqueued; device: the last pass)", t0, t1);
   const int32_t *host = chain_out_host_.get<int32_t>();
   for (int64_t i = 0; i < int64_t{steps} * n; ++i) {
     if (host[i] >= 0) continue;
@@ -1304,6 +1335,8 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
       fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf");
     if (host[i] == kernels::kSampleAllMasked)
       fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
+    if (host[i] == kernels::kSampleBadRow)
+      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf, or none is finite");
     fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
   }
   cands->resize(static_cast<size_t>(steps) * n);

@@ -115,6 +115,8 @@ class CudaContext : public BackendContext {
   // `draws` for sampled rows, and uploads them to `device`.
   void upload_rules(const RowSampling *rows, int32_t n, uint64_t draws, kernels::SamplingRow *host,
                     kernels::SamplingRow *device);
+  // The rules of rows [0, n) for their draw `draws` (counters advanced by it), into host.
+  void fill_rules(const RowSampling *rows, int32_t n, uint64_t draws, kernels::SamplingRow *host);
   // Picks the candidates of the n logit rows (k per row in cand_k_) into `out`
   // as [count: n][ids: n x cap][logits: n x cap].
   void enqueue_candidates(int32_t n, int32_t *out);

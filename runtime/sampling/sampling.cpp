@@ -167,8 +167,11 @@ void nucleus(const std::vector<float> &cand_logits, float max_logit,
   std::vector<Ranked> &items = s->ranked;
   items.clear();
   if (cand_logits.size() <= kSortOutright) {
+    // Sized once and written by index: push_back on the thread-local scratch
+    // stored its end pointer back every element (most of a 20-candidate row).
+    items.resize(cand_logits.size());
     for (size_t j = 0; j < cand_logits.size(); ++j)
-      items.push_back(Ranked{cand_logits[j], static_cast<int32_t>(j)});
+      items[j] = Ranked{cand_logits[j], static_cast<int32_t>(j)};
   } else {
     bucket_prefix(cand_logits, max_logit, weights, target, s);
   }

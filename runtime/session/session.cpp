@@ -2,11 +2,37 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/parallel_rows.h"
 
 namespace vegas {
+
+namespace {
+
+// Auto mode learns from a decode step; VEGAS_AUTO_TRACE=1 prints each
+// observation and the rates it leaves (stderr), to see what the chooser saw.
+void observe_step(ModeChooser &chooser, ModeChooser::Kind kind, int32_t n_decoding, int64_t tokens,
+                  double seconds) {
+  chooser.observe(kind, n_decoding, tokens, seconds);
+  static const bool trace = [] {
+    const char *env = std::getenv("VEGAS_AUTO_TRACE");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  if (!trace) return;
+  using K = ModeChooser::Kind;
+  std::fprintf(stderr,
+               "[vegas-auto] %s n %d tokens %lld %.3f ms -> round %.0f vanilla %.0f tok/s, "
+               "probe every %d\n",
+               kind == K::kRound ? "round  " : "vanilla", n_decoding,
+               static_cast<long long>(tokens), seconds * 1e3, chooser.rate(K::kRound, n_decoding),
+               chooser.rate(K::kVanilla, n_decoding), chooser.probe_interval(n_decoding));
+}
+
+}  // namespace
 
 namespace {
 
@@ -374,7 +400,7 @@ int32_t Session::step() {
     // Auto mode learns from decode-only steps (no prompt rows in the batch).
     if (params_.auto_mode && kind == ModeChooser::Kind::kVanilla &&
         batch_seqs.size() == decoding.size())
-      chooser_.observe(kind, n_decoding, committed, seconds_since(t_forward));
+      observe_step(chooser_, kind, n_decoding, committed, seconds_since(t_forward));
   }
   if (spec_ && !spec_seqs.empty()) {
     const auto t_round = std::chrono::steady_clock::now();
@@ -391,7 +417,7 @@ int32_t Session::step() {
         [this](Sequence &seq, vegas_status status) { finish(seq, VEGAS_FINISH_ERROR, status); });
     const double round_seconds = seconds_since(t_round);
     for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
-    if (params_.auto_mode) chooser_.observe(kind, n_decoding, committed, round_seconds);
+    if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, round_seconds);
   }
   return active_count();
 }

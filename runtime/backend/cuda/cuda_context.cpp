@@ -281,7 +281,18 @@ void CudaContext::collect_select_time() {
 }
 
 double CudaContext::take_select_seconds() {
-  collect_select_time();
+  // Without waiting: a round asks right after launching its deferred
+  // selection, and a wait here kept the host from staging the next round
+  // while the selection ran. A selection still running counts at the next call.
+  if (sel_timed_) {
+    const cudaError_t e = cudaEventQuery(sel_end_);
+    if (e == cudaSuccess)
+      collect_select_time();
+    else if (e == cudaErrorNotReady)
+      (void)cudaGetLastError();  // still running: not an error
+    else
+      check(e, "selection timing");
+  }
   return std::exchange(select_seconds_, 0.0);
 }
 

@@ -5,7 +5,9 @@
 //
 // One block per row. The k-th largest is found by radix descent, 8 bits a
 // pass, over order-preserving 32-bit keys of the logits (each pass counts the
-// keys under the prefix found so far; the row stays in L1/L2 between passes),
+// keys under the prefix found so far; a row of up to 8192 logits is held in
+// registers, a longer one stays in L1/L2 between passes;
+// VEGAS_CUDA_CANDIDATES_IN_REGISTERS=0 reads every row from memory, for A/B),
 // then the row is compacted in id order by a block scan. Only comparisons:
 // the result equals the host's bit for bit.
 #pragma once

@@ -4,6 +4,10 @@
 // descending logit, then ascending id; a candidate is in while the mass
 // ranked before it is under top_p of the total), min-p on the weights, then
 // sample_from's inverse CDF over ascending ids with the host Rng's draw.
+// The weights round the same float expression as the host's; sums of 64 of
+// them in double are exact unless they span more than 2^29, so the summation
+// order does not move a boundary: the drawn token is in the distribution the
+// host builds from the same candidates (the draft chain checks that).
 #include "cuda_utils.cuh"
 #include "logit_candidates.cuh"
 #include "sampling.cuh"
@@ -70,7 +74,9 @@ __global__ void __launch_bounds__(kWarps * 32) sample_candidates_kernel(Candidat
   }
   float w[2];
 #pragma unroll
-  for (int e = 0; e < 2; ++e) w[e] = have[e] ? expf((l[e] - mx) / rule.temperature) : 0.0f;
+  for (int e = 0; e < 2; ++e)  // exp in double, rounded once: the host's float exp to ~1e-3 ulp
+    w[e] = have[e] ? static_cast<float>(exp(static_cast<double>((l[e] - mx) / rule.temperature)))
+                   : 0.0f;
   const double total = warp_sum(static_cast<double>(w[0]) + static_cast<double>(w[1]));
 
   bool keep[2] = {have[0], have[1]};

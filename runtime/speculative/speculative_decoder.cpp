@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/parallel_rows.h"
@@ -87,7 +88,15 @@ class PassCandidates {
 // Rows built from picked candidates cost ~0.3 us each: threads pay only from
 // this many sequences on (a round of 64 builds ~830 distributions; at 16 the
 // team's wake-up cost more than the rows on the 2-core machine that measured it).
-constexpr size_t kThreadedRoundSeqs = 32;
+// VEGAS_ROUND_THREAD_SEQS=N sets another threshold (A/B on other machines).
+size_t threaded_round_seqs() {
+  static const size_t n = [] {
+    const char *env = std::getenv("VEGAS_ROUND_THREAD_SEQS");
+    const long v = env != nullptr ? std::atol(env) : 0;
+    return v >= 1 ? static_cast<size_t>(v) : size_t{32};
+  }();
+  return n;
+}
 
 FixedKnobs fixed_knobs(const SpeculativeParams &p) {
   FixedKnobs f;
@@ -335,7 +344,7 @@ void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
         }
         if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
       },
-      n >= kThreadedRoundSeqs);
+      n >= threaded_round_seqs());
 }
 
 void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
@@ -430,7 +439,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
           w.drafts[static_cast<size_t>(j)] =
               w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
         },
-        !(by_candidates && cands.picked()) || in_batch.size() >= kThreadedRoundSeqs);
+        !(by_candidates && cands.picked()) || in_batch.size() >= threaded_round_seqs());
   }
   double draft_seconds = now_seconds() - t_draft;
   if (query_aware_) {  // the selection ran inside the draft passes: count it apart
@@ -529,7 +538,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
                                                        : ResidualRule::kLossless);
         }
       },
-      !(by_candidates && cands.picked()) || work.size() >= kThreadedRoundSeqs);
+      !(by_candidates && cands.picked()) || work.size() >= threaded_round_seqs());
 
   // Commit (session callbacks: one thread, in order), then select.
   std::vector<BackendContext::DeferredSelect> deferred;

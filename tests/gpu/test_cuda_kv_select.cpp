@@ -102,6 +102,10 @@ TEST(CudaKvSelect, MatchesHostSelection) {
       {300, 0, 10, 290, 2, true, false},    // everything kept
       {257, 257, 0, 0, 0, true, false},     // full: head = n
       {64, 0, 3, 1, 2, false, true},        // tiny
+      // Long contexts: 16 and 20 scoring chunks, 32 and 40 ballot rounds a
+      // warp in the compaction.
+      {16384, 16, 512, 600, 2, true, false},  // hybrid with sinks, weights
+      {20000, 0, 64, 1400, 3, false, true},   // three rows, ties
   };
   const int32_t layers = 3, heads = 4;
   int32_t mismatched_sets = 0;

@@ -136,8 +136,9 @@ typedef struct vegas_tokenizer vegas_tokenizer;
  * vegas_tokenizer_free. Errors: IO, FORMAT (names what is wrong), UNSUPPORTED
  * (names the unsupported model/normalizer/pre-tokenizer type). Thread-safe. */
 VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **out);
-/* Frees a tokenizer from vegas_tokenizer_load. NULL is a no-op. Never pass the
- * borrowed tokenizer of vegas_model_tokenizer. */
+/* Frees a tokenizer from vegas_tokenizer_load. NULL is a no-op, and so is the
+ * borrowed tokenizer of vegas_model_tokenizer, which lives until its model is
+ * freed (after that the handle is dangling, like any freed handle). */
 VEGAS_API void vegas_tokenizer_free(vegas_tokenizer *tokenizer);
 
 /* Number of token ids (model vocabulary plus added tokens). */
@@ -232,7 +233,7 @@ typedef struct vegas_model_options {
   uint32_t struct_size;
   int32_t backend;      /* vegas_backend_kind, default AUTO */
   int32_t device_index; /* CUDA device, default 0 */
-  int32_t n_threads;    /* CPU threads, 0 (default) = all cores */
+  int32_t n_threads;    /* CPU threads, 0 (default) = all cores; at most 1024 */
   vegas_progress_fn progress; /* optional */
   void *progress_user_data;
 } vegas_model_options;
@@ -434,8 +435,9 @@ VEGAS_API vegas_status vegas_session_step(vegas_session *session, int32_t *n_act
 /* Steps until no sequence is active. */
 VEGAS_API vegas_status vegas_session_run(vegas_session *session);
 
-/* Asks sequence `seq_id` (or every sequence, with -1) to stop at the next
- * round boundary; safe from any thread while another drives the session. */
+/* Asks sequence `seq_id` (or, with -1, every sequence submitted before this
+ * call) to stop at the next round boundary; safe from any thread while another
+ * drives the session. */
 VEGAS_API vegas_status vegas_session_cancel(vegas_session *session, int32_t seq_id);
 
 typedef enum vegas_finish_reason {

@@ -33,7 +33,10 @@ vegas::ModelLoadOptions load_options(const vegas_model_options *options) {
       vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
                   "unknown backend " + std::to_string(opts.backend) + " in vegas_model_options");
   }
-  if (opts.n_threads < 0) vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "n_threads must be >= 0");
+  if (opts.n_threads < 0 || opts.n_threads > vegas::kMaxCpuThreads)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "n_threads " + std::to_string(opts.n_threads) +
+                                                " is outside [0, " +
+                                                std::to_string(vegas::kMaxCpuThreads) + "]");
   load.device_index = opts.device_index;
   load.n_threads = opts.n_threads;
   if (opts.progress != nullptr) {

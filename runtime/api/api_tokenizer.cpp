@@ -38,6 +38,9 @@ VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **
 }
 
 VEGAS_API void vegas_tokenizer_free(vegas_tokenizer *tokenizer) {
+  // A model's borrowed tokenizer lives inside its model handle and owns
+  // nothing: freeing it is a no-op (it used to abort the host).
+  if (tokenizer == nullptr || tokenizer->owned == nullptr) return;
   delete tokenizer;
 }
 

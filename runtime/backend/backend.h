@@ -242,8 +242,13 @@ class BackendModel {
   virtual double measure_copy_bandwidth() const = 0;
 };
 
+// The most CPU threads a model may ask for: far above any host's cores, and
+// far below counts that make OpenMP fail inside the host (2^31 - 1 made
+// libgomp call exit; 100000 crashed).
+constexpr int32_t kMaxCpuThreads = 1024;
+
 struct CpuBackendOptions {
-  int32_t n_threads = 0;  // 0 = all cores (OpenMP's default team size)
+  int32_t n_threads = 0;  // 0 = all cores (OpenMP's default team size), at most kMaxCpuThreads
   // May be empty; called with values in [0,1]; returns false to cancel.
   std::function<bool(float)> progress;
 };

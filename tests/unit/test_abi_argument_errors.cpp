@@ -466,6 +466,16 @@ TEST_F(AbiArgumentErrors, ZeroAndNegativeSizes) {
   vegas_model *m = nullptr;
   expect_error(vegas_model_load(kModelDir.c_str(), &mo, &m), VEGAS_ERR_INVALID_ARGUMENT,
                "model n_threads");
+  // Thread counts past the cap: 100000 crashed the load and 2^31 - 1 made
+  // libgomp exit the host process before the cap (issue P1 hostile clients).
+  for (const int32_t threads : {1025, 100000, 2147483647}) {
+    mo.n_threads = threads;
+    expect_error(vegas_model_load(kModelDir.c_str(), &mo, &m), VEGAS_ERR_INVALID_ARGUMENT,
+                 "model n_threads " + std::to_string(threads));
+    EXPECT_NE(std::string(vegas_last_error()).find("n_threads"), std::string::npos)
+        << vegas_last_error();
+    EXPECT_EQ(m, nullptr);
+  }
   mo.n_threads = 1;
   mo.backend = 99;
   expect_error(vegas_model_load(kModelDir.c_str(), &mo, &m), VEGAS_ERR_INVALID_ARGUMENT,
@@ -539,6 +549,20 @@ TEST_F(AbiArgumentErrors, ZeroAndNegativeSizes) {
 // Proves a stop string longer than anything the sequence outputs never
 // matches, holds nothing back at the end, and leaves the text identical to the
 // text of the same request without it.
+// The model's borrowed tokenizer passed to vegas_tokenizer_free: nothing is
+// freed (the call used to delete a member of the model handle and abort),
+// and the tokenizer still works afterwards.
+TEST_F(AbiArgumentErrors, FreeingTheBorrowedTokenizerIsANoOp) {
+  vegas_tokenizer_free(const_cast<vegas_tokenizer *>(tok_));
+  ASSERT_EQ(vegas_model_tokenizer(model_), tok_);
+  int32_t ids[16];
+  size_t n = 0;
+  ASSERT_EQ(vegas_tokenize(tok_, "def f():", 8, nullptr, ids, 16, &n), VEGAS_OK)
+      << vegas_last_error();
+  EXPECT_GT(n, 0u);
+  EXPECT_GT(vegas_tokenizer_vocab_size(tok_), 0);
+}
+
 TEST_F(AbiArgumentErrors, StopStringLongerThanOutput) {
   vegas_request req;
   vegas_request_init(&req);

@@ -550,6 +550,9 @@ TEST(CpuBackendErrors, BadModels) {
   CpuBackendOptions negative;
   negative.n_threads = -2;
   EXPECT_EQ(create(m, negative), VEGAS_ERR_INVALID_ARGUMENT);
+  CpuBackendOptions too_many;  // past kMaxCpuThreads: refused before OpenMP sees it
+  too_many.n_threads = kMaxCpuThreads + 1;
+  EXPECT_EQ(create(m, too_many), VEGAS_ERR_INVALID_ARGUMENT);
 
   std::vector<float> seen;
   CpuBackendOptions cancel;

@@ -42,9 +42,9 @@ CpuBackendModel::CpuBackendModel(const ModelConfig &config, const ModelWeights &
                                  const CpuBackendOptions &options)
     : config_(config) {
   check_config(config_);
-  if (options.n_threads < 0) {
-    fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "CPU backend: n_threads " + std::to_string(options.n_threads) + " < 0");
+  if (options.n_threads < 0 || options.n_threads > kMaxCpuThreads) {
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "CPU backend: n_threads " + std::to_string(options.n_threads) +
+                                         " is outside [0, " + std::to_string(kMaxCpuThreads) + "]");
   }
   n_threads_ = options.n_threads > 0 ? options.n_threads : omp_get_max_threads();
   inv_freq_ = vegas::rope_inv_freq(config_);

@@ -169,23 +169,23 @@ void Session::cancel(int32_t seq_id) {
   if (seq_id < -1 || seq_id >= next_id_.load())
     fail(VEGAS_ERR_NOT_FOUND, "no sequence " + std::to_string(seq_id));
   std::lock_guard<std::mutex> lock(cancel_mutex_);
-  pending_cancels_.push_back(seq_id);
+  pending_cancels_.emplace_back(seq_id, next_id_.load());
   has_pending_cancels_.store(true, std::memory_order_release);
 }
 
 void Session::apply_cancellations() {
   if (!has_pending_cancels_.load(std::memory_order_acquire)) return;
-  std::vector<int32_t> ids;
+  std::vector<std::pair<int32_t, int32_t>> asked;
   {
     std::lock_guard<std::mutex> lock(cancel_mutex_);
-    ids.swap(pending_cancels_);
+    asked.swap(pending_cancels_);
     has_pending_cancels_.store(false, std::memory_order_relaxed);
   }
-  for (int32_t id : ids) {
+  for (const auto &[id, bound] : asked) {
     for (auto &entry : sequences_) {
       Sequence &seq = *entry.second;
-      if ((id == -1 || id == seq.id) && !seq.finished())
-        finish(seq, VEGAS_FINISH_CANCELLED, VEGAS_OK);
+      const bool named = id == -1 ? seq.id < bound : id == seq.id;
+      if (named && !seq.finished()) finish(seq, VEGAS_FINISH_CANCELLED, VEGAS_OK);
     }
   }
 }

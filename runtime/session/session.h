@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -77,7 +78,9 @@ class Session {
   bool in_step_ = false;
 
   std::mutex cancel_mutex_;  // guards pending_cancels_
-  std::vector<int32_t> pending_cancels_;
+  // {id or -1, next_id_ when asked}: -1 cancels the sequences submitted
+  // before the call, not ones submitted while the request waits for a step.
+  std::vector<std::pair<int32_t, int32_t>> pending_cancels_;
   std::atomic<bool> has_pending_cancels_{false};
 
   // Reused per step.

@@ -91,6 +91,37 @@ int32_t count_tokens(int32_t, int32_t, const char *, size_t, void *user) {
   return 0;
 }
 
+// Proves cancel(-1) names the sequences submitted before it: on an idle
+// session it used to wait for the next step and cancel a sequence submitted
+// after it (issue P1 hostile clients).
+TEST(AbiThreads, CancelAllSparesSequencesSubmittedAfterIt) {
+  vegas_model *model = load_model(1);
+  ASSERT_NE(model, nullptr);
+  vegas_session *s = new_session(model);
+  const std::vector<int32_t> prompt = prompt_of(1);
+  vegas_request req;
+  vegas_request_init(&req);
+  req.prompt = prompt.data();
+  req.n_prompt = prompt.size();
+  req.max_tokens = 4;
+  req.ignore_eos = 1;
+  ASSERT_EQ(vegas_session_cancel(s, -1), VEGAS_OK);  // idle: nothing to cancel
+  int32_t before = -1, after = -1;
+  ASSERT_EQ(vegas_session_submit(s, &req, &before), VEGAS_OK) << vegas_last_error();
+  ASSERT_EQ(vegas_session_cancel(s, -1), VEGAS_OK);  // names `before` only
+  ASSERT_EQ(vegas_session_submit(s, &req, &after), VEGAS_OK) << vegas_last_error();
+  ASSERT_EQ(vegas_session_run(s), VEGAS_OK) << vegas_last_error();
+  vegas_sequence_info info;
+  info.struct_size = sizeof info;
+  ASSERT_EQ(vegas_sequence_get_info(s, before, &info), VEGAS_OK);
+  EXPECT_EQ(info.finish_reason, VEGAS_FINISH_CANCELLED);
+  ASSERT_EQ(vegas_sequence_get_info(s, after, &info), VEGAS_OK);
+  EXPECT_EQ(info.finish_reason, VEGAS_FINISH_LENGTH);
+  EXPECT_EQ(info.n_generated, 4);
+  vegas_session_free(s);
+  vegas_model_free(model);
+}
+
 // Proves vegas_session_cancel from another thread stops a running generation:
 // the run returns, the sequence finishes CANCELLED well before max_tokens and
 // keeps every token it had committed.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_depth.h"
 
 namespace vegas {
 
@@ -305,6 +306,7 @@ const char *rope_type_name(RopeType t) {
 }
 
 ModelConfig parse_model_config(const std::string &json_text, const std::string &source) {
+  check_json_depth(json_text, source);
   json j;
   try {
     j = json::parse(json_text);

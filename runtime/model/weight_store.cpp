@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_depth.h"
 #include "model/mapped_file.h"
 
 namespace vegas {
@@ -170,8 +171,10 @@ std::unique_ptr<WeightStore> WeightStore::open(const std::string &dir) {
 
 void WeightStore::add_index(const std::string &dir, const std::string &index_path) {
   json index;
+  const std::string index_text = read_text_file(index_path);
+  check_json_depth(index_text, index_path);
   try {
-    index = json::parse(read_text_file(index_path));
+    index = json::parse(index_text);
   } catch (const json::exception &e) {
     fail(VEGAS_ERR_FORMAT, index_path + ": not valid JSON: " + e.what());
   }
@@ -218,6 +221,7 @@ void WeightStore::add_file(const std::string &path) {
   if (header_len > kMaxHeaderBytes)
     fail(VEGAS_ERR_FORMAT, path + ": header length " + std::to_string(header_len) + " is absurd");
   const auto *header = reinterpret_cast<const char *>(file->data() + 8);
+  check_json_depth(header, header + header_len, path + ": header");
   json j;
   try {
     j = json::parse(header, header + header_len);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_depth.h"
 
 namespace vegas {
 
@@ -134,6 +135,7 @@ std::shared_ptr<const TuningProfile> TuningProfile::builtin() {
 
 std::shared_ptr<const TuningProfile> TuningProfile::parse(const std::string &text,
                                                           const std::string &source) {
+  check_json_depth(text, "tuning profile " + source);
   json j;
   try {
     j = json::parse(text);

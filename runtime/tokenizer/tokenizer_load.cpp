@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/json_depth.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 namespace vegas {
@@ -22,6 +23,7 @@ std::string read_file(const std::filesystem::path &path) {
 }
 
 nlohmann::json parse(const std::string &text, const char *name) {
+  check_json_depth(text, name);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception &e) {

@@ -299,6 +299,14 @@ TEST(ModelConfig, FormatErrors) {
                {"dir/config.json", "not valid JSON"});
   expect_error([] { parse_model_config("[1, 2]", "dir/config.json"); }, VEGAS_ERR_FORMAT,
                {"dir/config.json", "object"});
+  // 100,000 nested arrays (valid JSON): refused before anything recurses
+  // over them (a copy of such a value overflowed the stack; issue P1).
+  expect_error(
+      [] {
+        parse_model_config("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+                           "dir/config.json");
+      },
+      VEGAS_ERR_FORMAT, {"dir/config.json", "nests deeper than 64"});
 
   const json base = test::tiny_config_json("LlamaForCausalLM");
   auto with = [&base](const char *key, const json &value) {

@@ -94,6 +94,40 @@ TEST(TokenizerErrors, UnsupportedTypesAreNamed) {
                VEGAS_ERR_UNSUPPORTED, "\"Sideways\"");
 }
 
+// `levels` Sequence wrappers of field `list` around `inner`.
+std::string nested(const std::string &list, const std::string &inner, int levels) {
+  std::string open, close;
+  for (int i = 0; i < levels; ++i) {
+    open += R"({"type":"Sequence",")" + list + R"(":[)";
+    close += "]}";
+  }
+  return open + inner + close;
+}
+
+// Proves deeply nested JSON is a FORMAT error before anything walks it:
+// 100,000 nested Sequences in a component overflowed the loading thread's
+// stack (issue P1, hostile files). A few levels still load.
+TEST(TokenizerErrors, DeeplyNestedJsonIsRefused) {
+  const std::string byte_level = R"({"type":"ByteLevel","add_prefix_space":false})";
+  constexpr int kDeep = 100000;
+  expect_error(tiny_json("", nested("pretokenizers", byte_level, kDeep)), VEGAS_ERR_FORMAT,
+               "tokenizer.json: JSON nests deeper than 64 levels");
+  expect_error(tiny_json("", byte_level, nested("normalizers", R"({"type":"NFC"})", kDeep)),
+               VEGAS_ERR_FORMAT, "nests deeper");
+  expect_error(
+      tiny_json("", byte_level, "null", nested("decoders", R"({"type":"ByteLevel"})", kDeep)),
+      VEGAS_ERR_FORMAT, "nests deeper");
+  // Brackets inside strings do not count.
+  const std::string bracket_name = R"({"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"[[[[":3},)"
+                                   R"("merges":["a b"]})";
+  EXPECT_NO_THROW(vegas::Tokenizer::from_json(tiny_json(bracket_name), ""));
+  EXPECT_NO_THROW(
+      vegas::Tokenizer::from_json(tiny_json("", nested("pretokenizers", byte_level, 3),
+                                            nested("normalizers", R"({"type":"NFC"})", 3),
+                                            nested("decoders", R"({"type":"ByteLevel"})", 3)),
+                                  ""));
+}
+
 // Proves a missing file is an IO error naming the path.
 TEST(TokenizerErrors, MissingFileIsIo) {
   try {

@@ -1,7 +1,9 @@
 #include "http_api.h"
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
+#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -98,10 +100,19 @@ HttpApi::HttpApi(const ServerOptions &options, std::string model_name, Engine *e
 
 bool HttpApi::authorized(const httplib::Request &req) const {
   if (options_.api_key.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (header.compare(0, prefix.size(), prefix) != 0) return false;
-  return constant_time_equal(options_.api_key, header.substr(prefix.size()));
+  // The header's whole value: httplib's get_header_value hands it over as a C
+  // string, which cut "Bearer KEY\0junk" at the NUL and accepted it. One
+  // Authorization header, "Bearer" SP token (RFC 6750; the scheme is
+  // case-insensitive).
+  const auto range = req.headers.equal_range("Authorization");
+  if (range.first == range.second || std::next(range.first) != range.second) return false;
+  const std::string &header = range.first->second;
+  static constexpr char kScheme[] = "bearer";
+  constexpr size_t kSchemeLength = sizeof kScheme - 1;
+  if (header.size() <= kSchemeLength || header[kSchemeLength] != ' ') return false;
+  for (size_t i = 0; i < kSchemeLength; ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  return constant_time_equal(options_.api_key, header.substr(kSchemeLength + 1));
 }
 
 void HttpApi::generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint) {

@@ -90,8 +90,11 @@ std::string message_content(const json &content, size_t index) {
   if (content.is_array()) {
     std::string text;
     for (const json &part : content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
+      // "type" checked as a string first: json::value threw on a number or
+      // null there, which became a 500 (issue P1, hostile clients).
+      const auto type = part.is_object() ? part.find("type") : part.end();
+      if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" ||
+          !part.contains("text") || !part["text"].is_string())
         throw ApiError::bad_field(where,
                                   where + " parts must be {\"type\": \"text\", \"text\": ...}");
       text += part["text"].get<std::string>();

@@ -298,6 +298,13 @@ BAD_REQUESTS = [
      "messages[0].content"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image"}]}]},
      "messages[0].content"),
+    # A part "type" that is not a string was a 500 (a JSON library message).
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": 5}]}]},
+     "messages[0].content"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": None}]}]},
+     "messages[0].content"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": ["text"]}]},
+     "messages[0].content"),
     ("/infill", {"input_suffix": "x"}, "input_prefix"),
     ("/infill", {"input_prefix": 1}, "input_prefix"),
     ("/infill", {"input_prefix": "a", "input_suffix": []}, "input_suffix"),
@@ -391,6 +398,12 @@ def test_api_key_and_full_queue():
                     {"Authorization": "Bearer s3cre"})[0] == 401
         assert post(s, "/v1/completions", {"prompt": "x", "max_tokens": 1},
                     {"Authorization": "Bearer s3cret!"})[0] == 401
+        # The key followed by a NUL and more was accepted (the value was read
+        # as a C string); the scheme is case-insensitive (RFC 6750).
+        assert post(s, "/v1/completions", {"prompt": "x", "max_tokens": 1},
+                    {"Authorization": "Bearer s3cret\x00junk"})[0] == 401
+        assert post(s, "/v1/completions", {"prompt": "x", "max_tokens": 1},
+                    {"Authorization": "bearer s3cret"})[0] == 200
         conn = http.client.HTTPConnection(s.host, s.port, timeout=30)
         conn.request("GET", "/health")
         assert conn.getresponse().status == 200  # health needs no key

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/error.h"
+
 namespace vegas {
 
 ModelWeights bind_model_weights(const ModelConfig &c, const WeightStore &store) {
@@ -42,6 +44,21 @@ ModelWeights bind_model_weights(const ModelConfig &c, const WeightStore &store) 
       l.b_up = need(p + "mlp.up_proj.bias", {inter});
       l.b_down = need(p + "mlp.down_proj.bias", {hidden});
     }
+  }
+  // Layers past config.json's count would be ignored: a config that lists
+  // fewer layers than its checkpoint holds is the wrong config, not a smaller
+  // model (issue P1, hostile files).
+  const std::string layers = "model.layers.";
+  for (const auto &entry : store.tensors()) {
+    const std::string &name = entry.first;
+    if (name.compare(0, layers.size(), layers) != 0) continue;
+    const size_t dot = name.find('.', layers.size());
+    const std::string index = name.substr(layers.size(), dot - layers.size());
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (index.size() > 9 || std::stoi(index) >= c.n_layers)
+      fail(VEGAS_ERR_FORMAT, "the checkpoint holds " + name + ", past the " +
+                                 std::to_string(c.n_layers) +
+                                 " layers config.json lists (num_hidden_layers)");
   }
   w.final_norm = need("model.norm.weight", {hidden});
   // Tied checkpoints usually omit lm_head; when one is present anyway,

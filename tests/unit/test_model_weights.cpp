@@ -171,6 +171,13 @@ TEST(ModelWeights, MissingOrMisshaped) {
   auto store = WeightStore::open(dir.path());
   expect_error([&] { bind_model_weights(c3, *store); }, VEGAS_ERR_FORMAT,
                {"missing tensor model.layers.2.input_layernorm.weight"});
+  // ... and fewer: the checkpoint's last layer was silently ignored (issue
+  // P1, hostile files).
+  json fewer = llama;
+  fewer["num_hidden_layers"] = 1;
+  const ModelConfig c1 = parse_model_config(fewer.dump(), "config.json");
+  expect_error([&] { bind_model_weights(c1, *store); }, VEGAS_ERR_FORMAT,
+               {"model.layers.1.", "past the 1 layers config.json lists"});
 }
 
 }  // namespace

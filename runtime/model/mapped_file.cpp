@@ -29,7 +29,9 @@ struct FdCloser {
 }  // namespace
 
 std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO with no writer would block the open; the type check
+  // below refuses it (issue P1, hostile files).
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (fd.fd < 0) io_fail("open", path, errno);
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) io_fail("stat", path, errno);

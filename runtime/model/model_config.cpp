@@ -5,7 +5,6 @@
 #include "model/model_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/json_depth.h"
+#include "common/small_file.h"
 
 namespace vegas {
 
@@ -397,12 +397,8 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
 }
 
 ModelConfig load_model_config(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(VEGAS_ERR_IO, "cannot open model config '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(VEGAS_ERR_IO, "cannot read model config '" + path + "'");
-  return parse_model_config(text.str(), path);
+  constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // real ones: a few KB
+  return parse_model_config(read_small_file(path, kMaxConfigBytes, "model config"), path);
 }
 
 }  // namespace vegas

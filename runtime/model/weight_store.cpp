@@ -8,14 +8,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/json_depth.h"
+#include "common/small_file.h"
 #include "model/mapped_file.h"
 
 namespace vegas {
@@ -111,13 +110,9 @@ Entry parse_entry(const std::string &path, const std::string &name, const json &
   return e;
 }
 
+// A safetensors index lists one line per tensor: tens of KB for real checkpoints.
 std::string read_text_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(VEGAS_ERR_IO, "cannot open '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) fail(VEGAS_ERR_IO, "cannot read '" + path + "'");
-  return s.str();
+  return read_small_file(path, size_t{64} << 20, "checkpoint index");
 }
 
 // Shard names come from a file: keep them inside the checkpoint directory.

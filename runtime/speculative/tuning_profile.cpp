@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -11,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/json_depth.h"
+#include "common/small_file.h"
 
 namespace vegas {
 
@@ -161,12 +161,7 @@ std::shared_ptr<const TuningProfile> TuningProfile::parse(const std::string &tex
 }
 
 std::shared_ptr<const TuningProfile> TuningProfile::load(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(VEGAS_ERR_IO, "cannot open tuning profile " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(VEGAS_ERR_IO, "cannot read tuning profile " + path);
-  return parse(text.str(), path);
+  return parse(read_small_file(path, size_t{16} << 20, "tuning profile"), path);
 }
 
 std::shared_ptr<const TuningProfile> TuningProfile::resolve(const std::string &named,

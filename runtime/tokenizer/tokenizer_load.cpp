@@ -1,25 +1,20 @@
 // Tokenizer::load / from_json: reads the files and turns JSON errors into
 // FORMAT errors that say which file is wrong.
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.h"
 #include "common/json_depth.h"
+#include "common/small_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 namespace vegas {
 
 namespace {
 
+// Real tokenizer files: up to tens of MB (151K-token vocabularies and merges).
 std::string read_file(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(VEGAS_ERR_IO, "cannot open " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(VEGAS_ERR_IO, "cannot read " + path.string());
-  return ss.str();
+  return read_small_file(path.string(), size_t{512} << 20, path.filename().string());
 }
 
 nlohmann::json parse(const std::string &text, const char *name) {

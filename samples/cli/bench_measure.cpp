@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "cli_util.h"
@@ -91,11 +92,7 @@ LoadedModel load_model(const ModelArgs &a) {
 }
 
 Prompts read_prompt_file(const std::string &path, const vegas_tokenizer *tok, const char *command) {
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "%s: cannot read prompts file %s\n", command, path.c_str());
-    throw CLI::RuntimeError(1);
-  }
+  std::istringstream in(read_input_file(path, "prompts file"));
   Prompts all;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {

@@ -1,7 +1,11 @@
 // Small helpers shared by the CLI subcommands.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +19,30 @@ inline void check(vegas_status status, const char *what) {
   if (status == VEGAS_OK) return;
   std::fprintf(stderr, "vegas: %s: %s: %s\n", what, vegas_status_name(status), vegas_last_error());
   throw CLI::RuntimeError(1);
+}
+
+// The whole of an input file the user named (a prompt, text to tokenize), or
+// "vegas: VEGAS_ERR_IO: ..." and a non-zero exit: only a regular file of at
+// most 1 GB is read (a FIFO blocked, /dev/zero ran the process out of memory).
+inline std::string read_input_file(const std::string &path, const char *what) {
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  const bool regular = std::filesystem::is_regular_file(path, ec);
+  const std::uintmax_t size = regular ? std::filesystem::file_size(path, ec) : 0;
+  std::ifstream in;
+  if (regular && !ec && size <= kMaxBytes) in.open(path, std::ios::binary);
+  if (!in.is_open()) {
+    std::fprintf(stderr, "vegas: VEGAS_ERR_IO: cannot read %s '%s'%s\n", what, path.c_str(),
+                 !exists            ? " (no such file)"
+                 : !regular         ? " (not a regular file)"
+                 : size > kMaxBytes ? " (more than 1 GB)"
+                                    : "");
+    throw CLI::RuntimeError(1);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 inline int32_t parse_backend(const std::string &name) {

@@ -1,8 +1,6 @@
 // `vegas generate`: complete a prompt, streaming text or printing one JSON object.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,19 +42,9 @@ int32_t stream_piece(int32_t, int32_t, const char *piece, size_t len, void *) {
   return 0;
 }
 
-std::string read_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "vegas: cannot read prompt file '%s'\n", path.c_str());
-    throw CLI::RuntimeError(1);
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void run_generate(const GenerateArgs &a) {
-  const std::string prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
+  const std::string prompt =
+      a.prompt_file.empty() ? a.prompt : read_input_file(a.prompt_file, "prompt file");
   vegas_model_options mo;
   vegas_model_options_init(&mo);
   mo.backend = parse_backend(a.backend);
@@ -134,36 +122,40 @@ void run_generate(const GenerateArgs &a) {
   vegas_sequence_text(session, seq, nullptr, 0, &n_text);
   std::string text(n_text, '\0');
   check(vegas_sequence_text(session, seq, text.data(), text.size(), &n_text), "text");
-  static const char *reasons[] = {"running", "eos", "length", "stop", "callback", "cancelled", "error"};
-  const char *reason = si.finish_reason >= 0 && si.finish_reason <= 6 ? reasons[si.finish_reason] : "?";
+  static const char *reasons[] = {"running",  "eos",       "length", "stop",
+                                  "callback", "cancelled", "error"};
+  const char *reason =
+      si.finish_reason >= 0 && si.finish_reason <= 6 ? reasons[si.finish_reason] : "?";
   const double decode_tps = si.decode_seconds > 0 ? (si.n_generated - 1) / si.decode_seconds : 0.0;
   if (a.json) {
     nlohmann::json j;
     j["tokens"] = out;
     j["text"] = text;
-    j["stats"] = {{"prompt_tokens", si.n_prompt},
-                  {"generated_tokens", si.n_generated},
-                  {"finish_reason", reason},
-                  {"status", vegas_status_name(static_cast<vegas_status>(si.status))},
-                  {"backend", backend_name(info.backend)},
-                  {"mode", a.mode},
-                  {"seconds", seconds},
-                  {"prefill_seconds", si.prefill_seconds},
-                  {"decode_seconds", si.decode_seconds},
-                  {"prefill_tokens_per_s", si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0},
-                  {"decode_tokens_per_s", decode_tps},
-                  {"rounds", si.rounds},
-                  {"drafted", si.drafted},
-                  {"accepted", si.accepted},
-                  {"tokens_per_round", si.tokens_per_round}};
+    j["stats"] = {
+        {"prompt_tokens", si.n_prompt},
+        {"generated_tokens", si.n_generated},
+        {"finish_reason", reason},
+        {"status", vegas_status_name(static_cast<vegas_status>(si.status))},
+        {"backend", backend_name(info.backend)},
+        {"mode", a.mode},
+        {"seconds", seconds},
+        {"prefill_seconds", si.prefill_seconds},
+        {"decode_seconds", si.decode_seconds},
+        {"prefill_tokens_per_s", si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0},
+        {"decode_tokens_per_s", decode_tps},
+        {"rounds", si.rounds},
+        {"drafted", si.drafted},
+        {"accepted", si.accepted},
+        {"tokens_per_round", si.tokens_per_round}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    std::fprintf(stderr,
-                 "\n[%d prompt tokens, %d generated (%s) in %.2f s: prefill %.1f tok/s, decode %.1f "
-                 "tok/s, %s]\n",
-                 si.n_prompt, si.n_generated, reason, seconds,
-                 si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0, decode_tps,
-                 backend_name(info.backend));
+    std::fprintf(
+        stderr,
+        "\n[%d prompt tokens, %d generated (%s) in %.2f s: prefill %.1f tok/s, decode %.1f "
+        "tok/s, %s]\n",
+        si.n_prompt, si.n_generated, reason, seconds,
+        si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0, decode_tps,
+        backend_name(info.backend));
   }
   vegas_session_free(session);
   vegas_model_free(model);
@@ -185,7 +177,8 @@ void add_generate_command(CLI::App &app) {
   auto *pf = cmd->add_option("--prompt-file", args->prompt_file, "Read the prompt from a file");
   p->excludes(pf);
   pf->excludes(p);
-  cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature", args->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", args->top_k, "0 = off")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args->top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f));
@@ -200,7 +193,8 @@ void add_generate_command(CLI::App &app) {
   cmd->add_option("--policy", args->policy, "Selection policy for --mode vegas");
   cmd->add_option("--gamma", args->gamma, "Draft length for --mode vegas");
   cmd->add_option("--ratio", args->ratio, "Selected share of the KV for --mode vegas");
-  cmd->add_option("--window-share", args->window_share, "Share of the budget kept for recent tokens");
+  cmd->add_option("--window-share", args->window_share,
+                  "Share of the budget kept for recent tokens");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");

@@ -1,14 +1,13 @@
 // `vegas tokenize` and `vegas detokenize`: text <-> token ids with the model's
 // tokenizer, loaded alone (no weights).
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "vegas.h"
 
@@ -32,24 +31,13 @@ TokenizerPtr load_tokenizer(const std::string &model_dir) {
   return TokenizerPtr(tok, &vegas_tokenizer_free);
 }
 
-std::string read_text_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "vegas: VEGAS_ERR_IO: cannot read '%s'\n", path.c_str());
-    throw CLI::RuntimeError(1);
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 struct TokenizeArgs {
   std::string model_dir, text, file;
   bool json = false, no_special = false;
 };
 
 void run_tokenize(const TokenizeArgs &a) {
-  const std::string text = a.file.empty() ? a.text : read_text_file(a.file);
+  const std::string text = a.file.empty() ? a.text : read_input_file(a.file, "text file");
   TokenizerPtr tok = load_tokenizer(a.model_dir);
   vegas_tokenize_options opts;
   vegas_tokenize_options_init(&opts);

@@ -2,6 +2,7 @@
 // C ABI alone (include/vegas.h).
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 #include "commands.h"
@@ -39,6 +40,13 @@ int main(int argc, char **argv) {
   vegas_cli::add_generate_command(app);
   vegas_cli::add_bench_command(app);
   vegas_cli::add_tune_command(app);
-  CLI11_PARSE(app, argc, argv);
+  // No exception leaves the command: an allocation failure or a library
+  // error the command did not expect is a message and exit status 1.
+  try {
+    CLI11_PARSE(app, argc, argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "vegas: error: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

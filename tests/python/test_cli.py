@@ -61,3 +61,16 @@ def test_bad_model_dir_fails_with_message():
     out = run("generate", "--model", "/nonexistent", "--prompt", "x", check=False)
     assert out.returncode != 0
     assert "VEGAS_ERR_IO" in out.stderr and "/nonexistent" in out.stderr
+
+
+def test_input_files_must_be_regular_files(tmp_path):
+    # A FIFO blocked the command and /dev/zero ran it out of memory (an
+    # uncaught std::bad_alloc): both are now a VEGAS_ERR_IO naming the file.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        for args in (("generate", "--max-tokens", "1", "--prompt-file", path),
+                     ("tokenize", "--file", path)):
+            out = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60)
+            assert out.returncode != 0, args
+            assert "VEGAS_ERR_IO" in out.stderr and "not a regular file" in out.stderr, out.stderr

@@ -13,40 +13,45 @@ namespace vegas {
 
 namespace {
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-[[noreturn]] void io_fail(const std::string &what, const std::string &path, const char *verb,
-                          int err) {
-  fail(VEGAS_ERR_IO,
-       "cannot " + std::string(verb) + " " + what + " '" + path + "': " + std::strerror(err));
+// "<what> '<path>'", or "'<path>'" without a what.
+std::string file_name(const std::string &what, const std::string &path) {
+  return (what.empty() ? "" : what + " ") + "'" + path + "'";
 }
 
 }  // namespace
 
-std::string read_small_file(const std::string &path, size_t max_bytes, const std::string &what) {
+RegularFile::~RegularFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void fail_file_io(const char *verb, const std::string &what, const std::string &path, int err) {
+  fail(VEGAS_ERR_IO,
+       "cannot " + std::string(verb) + " " + file_name(what, path) + ": " + std::strerror(err));
+}
+
+RegularFile open_regular_file(const std::string &path, const std::string &what) {
   // O_NONBLOCK: opening a FIFO with no writer returns at once instead of
   // waiting; the type check below refuses it.
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  if (f.fd < 0) io_fail(what, path, "open", errno);
+  RegularFile file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK), 0);
+  if (file.fd() < 0) fail_file_io("open", what, path, errno);
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) io_fail(what, path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) fail(VEGAS_ERR_IO, what + " '" + path + "' is not a regular file");
-  const auto size = static_cast<size_t>(st.st_size);
-  if (size > max_bytes)
-    fail(VEGAS_ERR_FORMAT, what + " '" + path + "' is " + std::to_string(size) +
+  if (::fstat(file.fd(), &st) != 0) fail_file_io("stat", what, path, errno);
+  if (!S_ISREG(st.st_mode)) fail(VEGAS_ERR_IO, file_name(what, path) + " is not a regular file");
+  return RegularFile(file.release(), static_cast<size_t>(st.st_size));
+}
+
+std::string read_small_file(const std::string &path, size_t max_bytes, const std::string &what) {
+  const RegularFile file = open_regular_file(path, what);
+  if (file.size() > max_bytes)
+    fail(VEGAS_ERR_FORMAT, file_name(what, path) + " is " + std::to_string(file.size()) +
                                " bytes, more than the " + std::to_string(max_bytes) +
                                " such a file may hold");
-  std::string text(size, '\0');
+  std::string text(file.size(), '\0');
   size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(f.fd, &text[done], size - done);
+  while (done < file.size()) {
+    const ssize_t n = ::read(file.fd(), &text[done], file.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) io_fail(what, path, "read", errno);
+    if (n < 0) fail_file_io("read", what, path, errno);
     if (n == 0) break;  // shrank while read: keep what is there
     done += static_cast<size_t>(n);
   }

@@ -101,6 +101,16 @@ __device__ __forceinline__ void accumulate_pv(const float (*s)[NK / 8][4], float
   }
 }
 
+// 2^x on the special-function unit, results below 2^-126 flushed to zero:
+// exp2f adds a range check and a rescale per call for denormal results, which
+// a softmax weight that small (relative to the running maximum) does not need.
+// 2^-inf = 0.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The online-softmax step of one key tile for a warp's 16-row M tile (this
 // thread: rows lane / 4 and lane / 4 + 8). `s` holds the tile's scaled
 // scores in the log2 domain (-inf = hidden) for NK keys; mx_lo/mx_hi are this
@@ -116,21 +126,26 @@ __device__ __forceinline__ void softmax_rescale(float (&s)[NK / 8][4], float mx_
   // finite and every weight 0.
   const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
   const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-  const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
+  const float alpha_lo = exp2_ftz(m_lo - base_lo), alpha_hi = exp2_ftz(m_hi - base_hi);
   m_lo = mx_lo;
   m_hi = mx_hi;
   float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
   for (int n = 0; n < NK / 8; ++n) {
-    s[n][0] = exp2f(s[n][0] - base_lo);
-    s[n][1] = exp2f(s[n][1] - base_lo);
-    s[n][2] = exp2f(s[n][2] - base_hi);
-    s[n][3] = exp2f(s[n][3] - base_hi);
+    s[n][0] = exp2_ftz(s[n][0] - base_lo);
+    s[n][1] = exp2_ftz(s[n][1] - base_lo);
+    s[n][2] = exp2_ftz(s[n][2] - base_hi);
+    s[n][3] = exp2_ftz(s[n][3] - base_hi);
     sum_lo += s[n][0] + s[n][1];
     sum_hi += s[n][2] + s[n][3];
   }
   l_lo = l_lo * alpha_lo + sum_lo;
   l_hi = l_hi * alpha_hi + sum_hi;
+  // Where no row of the warp has a new maximum, every alpha is exp2(0) = 1
+  // exactly and the accumulators keep their bits without the multiplications
+  // (most of a step's arithmetic once the maxima settle). The whole warp
+  // calls this function, as every mma helper here.
+  if (!__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) return;
 #pragma unroll
   for (int d = 0; d < HD / 8; ++d) {
     o[d][0] *= alpha_lo;

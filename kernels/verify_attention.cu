@@ -5,6 +5,7 @@
 
 #include "mma_fragments.cuh"
 #include "paged_tiles.cuh"
+#include "verify_output.cuh"
 
 namespace vegas::kernels {
 
@@ -242,26 +243,7 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
         for (int e = 0; e < 8; ++e) acc[e] += wt * src[e];
       }
     }
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= inv;
-    const float lse = l > 0.0f ? m + log2f(l) : -INFINITY;  // log2 domain
-    const int64_t row = row_start + gv / group;
-    const int h = kvh * group + gv % group;
-    if (p.n_splits == 1) {
-      *reinterpret_cast<uint4 *>(p.out + (row * p.n_heads + h) * HD + c * 8) = pack8(acc);
-      if (c == 0 && p.cap_logits != nullptr) {
-        const int slot = p.row_cap_slot[row];
-        if (slot >= 0)
-          p.cap_lse[static_cast<int64_t>(slot) * p.n_heads + h] = lse * kLn2;  // -inf stays
-      }
-    } else {
-      const int64_t idx = static_cast<int64_t>(blockIdx.z) * p.total_rows + row;
-      float *po = p.partial_out + (idx * p.n_heads + h) * HD + c * 8;
-      *reinterpret_cast<float4 *>(po) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      *reinterpret_cast<float4 *>(po + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (c == 0) p.partial_lse[idx * p.n_heads + h] = lse;
-    }
+    write_verify_piece<HD>(p, row_start + gv / group, kvh * group + gv % group, c, acc, m, l);
   }
 }
 
@@ -300,25 +282,36 @@ cudaError_t set_smem_all() {
 }  // namespace
 
 cudaError_t verify_attention_init() {
-  const cudaError_t e = set_smem_all<64>();
-  return e != cudaSuccess ? e : set_smem_all<128>();
+  cudaError_t e = set_smem_all<64>();
+  if (e == cudaSuccess) e = set_smem_all<128>();
+  return e != cudaSuccess ? e : verify_attention_warps_init();
 }
 
 bool verify_attention_supports(int32_t head_dim, int32_t group_size) {
   return (head_dim == 64 || head_dim == 128) && group_size >= 1 && group_size <= 64;
 }
 
+bool verify_attention_params_valid(const PagedAttentionParams &p) {
+  return !(p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.verify_max_rows < 2 ||
+           p.verify_max_rows > kVerifyMaxRows ||
+           !verify_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) || p.page_size <= 0 ||
+           p.n_splits < 1 || p.n_splits > 64 || int64_t{p.n_seqs} * p.n_kv_heads > INT32_MAX ||
+           (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
+           (p.cap_logits != nullptr &&
+            (p.cap_lse == nullptr || p.row_cap_slot == nullptr || p.seq_cap_cand == nullptr)));
+}
+
+cudaError_t verify_attention_tiled(const PagedAttentionParams &p, cudaStream_t stream) {
+  if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
+  if (!verify_attention_params_valid(p)) return cudaErrorInvalidValue;
+  return p.head_dim == 64 ? launch_for<64>(p, stream) : launch_for<128>(p, stream);
+}
+
 cudaError_t verify_attention(const PagedAttentionParams &p, cudaStream_t stream) {
   if (p.n_seqs == 0 || p.max_rows_per_seq == 0) return cudaSuccess;
-  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.verify_max_rows < 2 ||
-      p.verify_max_rows > kVerifyMaxRows ||
-      !verify_attention_supports(p.head_dim, p.n_heads / p.n_kv_heads) || p.page_size <= 0 ||
-      p.n_splits < 1 || p.n_splits > 64 || int64_t{p.n_seqs} * p.n_kv_heads > INT32_MAX ||
-      (p.n_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr)) ||
-      (p.cap_logits != nullptr &&
-       (p.cap_lse == nullptr || p.row_cap_slot == nullptr || p.seq_cap_cand == nullptr)))
-    return cudaErrorInvalidValue;
-  return p.head_dim == 64 ? launch_for<64>(p, stream) : launch_for<128>(p, stream);
+  if (!verify_attention_params_valid(p)) return cudaErrorInvalidValue;
+  return verify_attention_warps_applies(p) ? verify_attention_warps(p, stream)
+                                           : verify_attention_tiled(p, stream);
 }
 
 }  // namespace vegas::kernels

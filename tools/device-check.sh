@@ -43,7 +43,8 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
   # them, again with the switch the other way (candidates on by default,
   # cluster merge opt-in).
   for entry in "VEGAS_CUDA_CANDIDATES=0 test_cuda_vegas" "VEGAS_CUDA_CANDIDATES=0 test_cuda_backend" \
-    "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend"; do
+    "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend" \
+    "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas"; do
     set -- $entry
     echo "$2" | grep -Eq "$FILTER" || continue
     env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1
@@ -61,7 +62,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_kv_select CudaKvSelect.MatchesHostSelection"
     "test_cuda_quest CudaQuest.BoundsAndSelectionMatchHost"
     "test_cuda_prefill_attention PrefillAttention.MatchesReferenceHeadDim64:PrefillAttention.OtherPagesAndShapes"
-    "test_cuda_verify_attention VerifyAttention.MatchesReferenceHeadDim64:VerifyAttention.SmallTiles"
+    "test_cuda_verify_attention VerifyAttention.MatchesReferenceHeadDim64:VerifyAttention.SmallTiles:VerifyAttention.WarpsKernelMatchesReference"
     "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost:Sampling.FromCandidates*"
     "test_cuda_backend all"
   )

@@ -1,4 +1,5 @@
-// Tensor-core verify attention (kernels/verify_attention.cuh) against a float64
+// Tensor-core verify attention (kernels/verify_attention.cuh: the tiled and the
+// warps kernel, each where it applies) against a float64
 // host reference and against the paged kernel, on random Q/K/V with scattered
 // page tables: verification-sized sequences (2, 5, 7, 8, 33, 64 rows) at short
 // and 8K contexts, GQA groups 1, 4 and 8, head_dim 64 and 128, splits 1, 4 and
@@ -75,6 +76,7 @@ struct Batch {
   std::unique_ptr<Dev<int32_t>> dt, dpo, drs, dnr, dsp, dsd, dso, dcc, drc;
   std::unique_ptr<Dev<float>> po, pl, clse;
   std::unique_ptr<Dev<uint16_t>> clog;  // fp16 scores
+  std::unique_ptr<Dev<int32_t>> split_counters;
 
   size_t out_size() const { return size_t(rows) * sh.n_heads * sh.head_dim; }
   size_t cap_size() const { return size_t(std::max(cap_slots, 1)) * sh.n_heads * cap_stride; }
@@ -148,6 +150,8 @@ struct Batch {
     pl = std::make_unique<Dev<float>>(size_t(kMaxSplits) * rows * sh.n_heads);
     clog = std::make_unique<Dev<uint16_t>>(cap_size());
     clse = std::make_unique<Dev<float>>(size_t(std::max(cap_slots, 1)) * sh.n_heads);
+    split_counters =
+        std::make_unique<Dev<int32_t>>(std::vector<int32_t>(seqs.size() * sh.n_kv_heads, 0));
   }
 
   void reset() const {
@@ -157,8 +161,12 @@ struct Batch {
   }
 
   // verify_max_rows 0: the paged kernel alone; kVerifyMaxRows: the verify path.
-  kernels::PagedAttentionParams params(int verify_max_rows, int n_splits, bool capture) const {
+  // counters: split counters (zeros), with which the warps kernel merges its own splits.
+  kernels::PagedAttentionParams params(int verify_max_rows, int n_splits, bool capture,
+                                       int read_ahead = 0, bool counters = false) const {
     kernels::PagedAttentionParams p;
+    p.read_ahead = read_ahead;
+    if (counters) p.split_counters = split_counters->get();
     p.q = q->as<kernels::bf16>();
     p.out = out->as<kernels::bf16>();
     p.k_cache = k->as<kernels::bf16>();
@@ -290,18 +298,61 @@ std::vector<double> to_d(const std::vector<float> &v) {
   return {v.begin(), v.end()};
 }
 
-// Every way to run a batch, each against the reference:
-//  1. production (verify kernel, then the paged kernel or its merge alone) at
-//     splits 1, 4 and 16, with capture: all rows, logits and lse;
-//  2. the verify kernel alone (splits 1) on poisoned buffers: no write to
-//     rows of sequences it does not take;
-//  3. the paged kernel alone, compared with run 1 (output and capture).
-void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
-  SCOPED_TRACE(describe(sh));
-  Batch b(sh, seqs, seed);
-  CUDA_OK(kernels::paged_attention_init());
-  CUDA_OK(kernels::verify_attention_init());
-  const auto ref = b.reference_all();
+using VerifyKernel = cudaError_t (*)(const kernels::PagedAttentionParams &, cudaStream_t);
+struct NamedKernel {
+  const char *name;
+  VerifyKernel run;
+  bool merges_splits;  // given split counters
+};
+
+// The verify kernels that take a batch: the tiled one always, the warps one
+// where it applies (verify_attention runs it then).
+std::vector<NamedKernel> verify_kernels(const kernels::PagedAttentionParams &p) {
+  std::vector<NamedKernel> k = {{"tiled", kernels::verify_attention_tiled, false}};
+  if (kernels::verify_attention_warps_applies(p))
+    k.push_back({"warps", kernels::verify_attention_warps, true});
+  return k;
+}
+
+// A kernel that merges its own splits, alone (no merge kernel after it) at 16
+// splits with split counters: its rows and their captured lse against the
+// reference, every other row and capture slot untouched (poison), and the
+// counters left at zero for the next launch.
+void check_own_merge(const Batch &b, const Batch::Ref &ref, const NamedKernel &kernel) {
+  b.reset();
+  CUDA_OK(kernel.run(b.params(kernels::kVerifyMaxRows, Batch::kMaxSplits, true, 1, true), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = bf16_vec_to_float(b.out->download());
+  EXPECT_LT(rel_l2_rows(b, got, ref.out, [&](size_t si) { return b.verified(si); }), 5e-3)
+      << "splits merged in the kernel";
+  // Capture slots of rows the kernel does not take must keep their poison.
+  std::vector<double> want_log = ref.logits, want_lse = ref.lse;
+  for (size_t si = 0; si < b.seqs.size(); ++si)
+    for (int r = 0; r < b.n_rows[si] && !b.verified(si); ++r) {
+      const int slot = b.row_cap_slot[b.row_start[si] + r];
+      if (slot < 0) continue;
+      for (int h = 0; h < b.sh.n_heads; ++h) {
+        const size_t ch = size_t(slot) * b.sh.n_heads + h;
+        want_lse[ch] = NAN;
+        std::fill_n(want_log.begin() + ch * b.cap_stride, b.cap_stride, NAN);
+      }
+    }
+  size_t bad = 0;
+  const double e_log =
+      capture_error(f16_vec_to_float(b.clog->download()), want_log, &bad, kF16Rounding);
+  const double e_lse =
+      b.cap_slots > 0 ? capture_error(b.clse->download(), want_lse, &bad, kNoRounding) : 0.0;
+  EXPECT_LT(e_log, 5e-4);
+  EXPECT_LT(e_lse, 1e-3) << "captured lse from the kernel's own merge";
+  EXPECT_EQ(bad, 0u) << "capture writes";
+  for (int32_t n : b.split_counters->download()) EXPECT_EQ(n, 0) << "split counter left set";
+}
+
+// One verify kernel on batch b (check_batch lists the runs).
+void check_kernel(const Batch &b, const Batch::Ref &ref, const NamedKernel &kernel) {
+  const Shape &sh = b.sh;
+  const std::vector<SeqSpec> &seqs = b.seqs;
+  SCOPED_TRACE(describe(sh) + ", " + kernel.name + " kernel");
   auto is_verify = [&](size_t si) { return b.verified(si); };
   auto is_paged = [&](size_t si) { return !b.verified(si); };
   bool any_paged = false;
@@ -311,12 +362,16 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
   std::vector<float> prod_out, prod_log, prod_lse;
   for (int splits : {1, 4, Batch::kMaxSplits}) {
     b.reset();
-    // As CudaContext::enqueue: the paged kernel only when it has sequences, else its merge alone.
-    CUDA_OK(kernels::verify_attention(b.params(mv, splits, true), nullptr));
+    // As CudaContext::enqueue: the paged kernel only when it has sequences,
+    // else its merge alone, unless the verify kernel merged (split counters
+    // at 16 splits).
+    const bool counters = splits == Batch::kMaxSplits;
+    const auto p = b.params(mv, splits, true, splits == 4, counters);
+    CUDA_OK(kernel.run(p, nullptr));
     if (any_paged)
-      CUDA_OK(kernels::paged_attention(b.params(mv, splits, true), nullptr));
-    else
-      CUDA_OK(kernels::paged_attention_merge(b.params(mv, splits, true), nullptr));
+      CUDA_OK(kernels::paged_attention(p, nullptr));
+    else if (!(counters && kernel.merges_splits))
+      CUDA_OK(kernels::paged_attention_merge(p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     const auto got = bf16_vec_to_float(b.out->download());
     const auto log = f16_vec_to_float(b.clog->download()), lse = b.clse->download();
@@ -326,9 +381,10 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
     const double e_log = capture_error(log, ref.logits, &bad, kF16Rounding);
     const double e_lse = b.cap_slots > 0 ? capture_error(lse, ref.lse, &bad, kNoRounding) : 0.0;
     std::printf(
-        "[verify-attn] %s, splits %2d: rel L2 vs float64: tensor-core rows %.2e, paged rows "
+        "[verify-attn] %s, %s kernel, splits %2d: rel L2 vs float64: tensor-core rows %.2e, paged "
+        "rows "
         "%.2e; capture (%d rows) max |err| logits %.2e, lse %.2e, missing/stray writes %zu\n",
-        describe(sh).c_str(), splits, e_ver, e_paged, b.cap_slots, e_log, e_lse, bad);
+        describe(sh).c_str(), kernel.name, splits, e_ver, e_paged, b.cap_slots, e_log, e_lse, bad);
     EXPECT_LT(e_ver, 5e-3) << "verify rows, splits " << splits;
     if (any_paged) EXPECT_LT(e_paged, 5e-3) << "paged rows, splits " << splits;
     EXPECT_LT(e_log, 5e-4) << "captured logits, splits " << splits;
@@ -338,7 +394,7 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
   }
 
   b.reset();
-  CUDA_OK(kernels::verify_attention(b.params(mv, 1, true), nullptr));
+  CUDA_OK(kernel.run(b.params(mv, 1, true), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto raw = b.out->download();
   EXPECT_LT(rel_l2_rows(b, bf16_vec_to_float(raw), ref.out, is_verify), 5e-3)
@@ -351,6 +407,7 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
            ++i)
         stray += raw[i] != 0xffff;
   EXPECT_EQ(stray, 0u) << "the verify kernel wrote rows of sequences it does not take";
+  if (kernel.merges_splits) check_own_merge(b, ref, kernel);
 
   b.reset();
   CUDA_OK(kernels::paged_attention(b.params(0, 1, true), nullptr));
@@ -365,14 +422,32 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
   const double e_log = capture_error(prod_log, plog_d, &bad, kF16PairRounding);
   const double e_lse = b.cap_slots > 0 ? capture_error(prod_lse, plse_d, &bad, kNoRounding) : 0.0;
   std::printf(
-      "[verify-attn] %s: paged kernel alone %.2e vs float64; tensor-core vs paged: output %.2e, "
+      "[verify-attn] %s, %s kernel: paged kernel alone %.2e vs float64; tensor-core vs paged: "
+      "output %.2e, "
       "logits %.2e, lse %.2e, differing writes %zu\n",
-      describe(sh).c_str(), rel_l2(paged, ref.out), e_vs_paged, e_log, e_lse, bad);
+      describe(sh).c_str(), kernel.name, rel_l2(paged, ref.out), e_vs_paged, e_log, e_lse, bad);
   EXPECT_LT(rel_l2(paged, ref.out), 5e-3);
   EXPECT_LT(e_vs_paged, 7e-3);
   EXPECT_LT(e_log, 5e-4);
   EXPECT_LT(e_lse, 1e-3);
   EXPECT_EQ(bad, 0u);
+}
+
+// Every way to run a batch, each against the reference, for each verify
+// kernel that takes it:
+//  1. as in production (the verify kernel, then the paged kernel or its merge
+//     alone) at splits 1, 4 and 16, with capture: all rows, logits and lse;
+//     read-ahead (keys below the rows' own read before the PDL wait) at 4;
+//  2. the verify kernel alone (splits 1) on poisoned buffers: no write to
+//     rows of sequences it does not take;
+//  3. the paged kernel alone, compared with run 1 (output and capture).
+void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+  Batch b(sh, seqs, seed);
+  CUDA_OK(kernels::paged_attention_init());
+  CUDA_OK(kernels::verify_attention_init());
+  const auto ref = b.reference_all();
+  for (const NamedKernel &k : verify_kernels(b.params(kernels::kVerifyMaxRows, 1, true)))
+    check_kernel(b, ref, k);
 }
 
 class VerifyAttention : public ::testing::Test {
@@ -417,6 +492,46 @@ TEST_F(VerifyAttention, SmallTiles) {
   check_batch({16, 2, 64, 16}, {{5000, 2, -1, 0, 5000, {0, 1}}, {40, 4}}, 404);  // 32: two
 }
 
+// Batches the warps kernel (verify_attention_warps.cu) takes: at most 32 query
+// vectors per sequence and KV head, captured rows among them (one capturing
+// past its own rows, masked positions must stay unwritten), contexts shorter
+// than one warp step and than the steps read ahead (the rows' own keys then
+// fall in the steps copied before the PDL wait), next to a decode row and a
+// sparse draft that the paged kernel keeps. Every shape is checked to be
+// the warps kernel's, so that this test cannot pass on the tiled kernel alone.
+std::vector<SeqSpec> warps_batch(int max_rows) {
+  auto rows = [&](int n) { return std::min(n, max_rows); };
+  return {{3000, rows(7), -1, 0, 2900, {0, rows(7) - 1}},
+          {500, 2, -1, 0, 505, {0, 1}},
+          {1234, rows(5)},
+          {10, rows(8), -1, 0, 18, {0, rows(8) - 1}},
+          {3, rows(4), -1, 0, 7, {rows(4) - 1}},
+          {0, 2},
+          {200, rows(6)},
+          {900, 1},
+          {2000, rows(7), 1500, 300}};
+}
+
+TEST_F(VerifyAttention, WarpsKernelMatchesReference) {
+  struct Run {
+    Shape sh;
+    int max_rows;
+  };
+  for (const Run &r : {Run{{8, 2, 64, 16}, 8},   // GQA 4: two M tiles
+                       Run{{8, 2, 64, 8}, 8},    // page size 8
+                       Run{{8, 2, 64, 12}, 8},   // pages located by division
+                       Run{{16, 2, 64, 16}, 4},  // GQA 8: 4 rows, two M tiles
+                       Run{{8, 4, 64, 16}, 8},   // GQA 2: one M tile
+                       Run{{4, 4, 64, 16}, 8}}) {
+    const Batch b(r.sh, warps_batch(r.max_rows), 1);
+    ASSERT_TRUE(kernels::verify_attention_warps_applies(b.params(kernels::kVerifyMaxRows, 1, true)))
+        << describe(r.sh);
+    check_batch(r.sh, warps_batch(r.max_rows), 500 + r.sh.n_heads + r.sh.page_size);
+  }
+  // GQA 1: 32 rows, the most vectors the kernel takes.
+  check_batch({2, 2, 64, 16}, {{4000, 32, -1, 0, 4000, {0, 31}}, {40, 17}, {1, 1}}, 520);
+}
+
 // The production shape: 16 sequences x 7 rows at ~8K, rows 0 and 6 captured
 // over the whole context; embedded-model and Qwen3-8B heads.
 std::vector<SeqSpec> verify_8k(bool capture) {
@@ -458,64 +573,71 @@ double median_ms(F &&launch) {
 }
 
 // The splits CudaContext::choose_splits picks for a batch of 7-row sequences
-// (the paged kernel's 64-vector tiles, about four blocks per multiprocessor,
+// (the paged kernel's 64-vector tiles, `resident` blocks per multiprocessor,
 // at least 256 keys per split, a power of two).
-int context_splits(const Shape &sh, int n_seqs, int n_keys) {
+int context_splits(const Shape &sh, int n_seqs, int n_keys, int resident) {
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const int group = sh.n_heads / sh.n_kv_heads;
   const int q_tile = 7 * group <= 16 ? 16 : 64, rows_per_tile = q_tile / group;
   const int blocks = n_seqs * sh.n_kv_heads * ((7 + rows_per_tile - 1) / rows_per_tile);
-  int want = std::min({(4 * sms + blocks - 1) / blocks, (n_keys + 255) / 256, 64});
+  int want = std::min({(resident * sms + blocks - 1) / blocks, (n_keys + 255) / 256, 64});
   int splits = 1;
   while (splits * 2 <= want) splits *= 2;
   return splits;
 }
 
+// Each verify kernel that takes the batch, timed with the merge after it at
+// the splits CudaContext would pick for it, and by splits.
 void time_verify(const char *label, const Shape &sh, bool capture) {
   Batch b(sh, verify_8k(capture), 7);
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::verify_attention_init());
-  const int splits = std::min(context_splits(sh, 16, 8192), Batch::kMaxSplits);
   const int mv = kernels::kVerifyMaxRows;
-  auto tc = [&](int z) {
-    const auto p = b.params(mv, z, capture);
-    return median_ms([&] {
-      (void)kernels::verify_attention(p, nullptr);
-      (void)kernels::paged_attention_merge(p, nullptr);  // nothing when z == 1
-    });
-  };
   b.reset();
-  const double t_tc = tc(splits);
-  CUDA_OK(cudaGetLastError());
-  const auto got = bf16_vec_to_float(b.out->download());
-  const auto pp = b.params(0, splits, capture);
+  const int paged_splits = std::min(context_splits(sh, 16, 8192, 4), Batch::kMaxSplits);
+  const auto pp = b.params(0, paged_splits, capture);
   const double t_paged = median_ms([&] { (void)kernels::paged_attention(pp, nullptr); });
   CUDA_OK(cudaGetLastError());
   const auto want = bf16_vec_to_float(b.out->download());
-  std::string sweep;
-  for (int z : {1, 2, 4, 8, 16}) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, " %d:%.1f", z, tc(z) * 1e3);
-    sweep += buf;
-  }
-  CUDA_OK(cudaGetLastError());
   // K and V of every sequence's keys, read once: the memory floor.
   double bytes = 0;
   for (const auto &s : b.seqs)
     bytes += 2.0 * (s.start_pos + s.n_rows) * sh.n_kv_heads * sh.head_dim * 2;
-  const double e = rel_l2(got, to_d(want));
-  std::printf(
-      "[verify-attn] %s (%s), 16 seqs x 7 rows at ~8K%s, splits %d: tensor-core %.1f us "
-      "(verify + merge; %.0f GB/s of K/V, floor %.1f us at 3 TB/s), paged (SIMT) %.1f us, "
-      "speedup %.1fx; rel L2 between them %.2e; tensor-core us by splits:%s\n",
-      label, describe(sh).c_str(), capture ? " with rows 0, 6 captured" : "", splits, t_tc * 1e3,
-      bytes / (t_tc * 1e-3) * 1e-9, bytes / 3e12 * 1e6, t_paged * 1e3, t_paged / t_tc, e,
-      sweep.c_str());
-  EXPECT_LT(e, 7e-3);
-  // A loose floor that holds on any tensor-core GPU; the printed numbers are the measurement.
-  EXPECT_GT(t_paged / t_tc, 2.0) << "the tensor-core kernel should beat the SIMT kernel";
+  for (const NamedKernel &k : verify_kernels(b.params(mv, 1, capture))) {
+    auto tc = [&](int z) {  // with the merge kernel after it, or merging its own splits
+      const auto p = b.params(mv, z, capture, 1, k.merges_splits);
+      return median_ms([&] {
+        (void)k.run(p, nullptr);
+        if (!k.merges_splits) (void)kernels::paged_attention_merge(p, nullptr);  // none at z 1
+      });
+    };
+    const int resident = kernels::verify_attention_resident_blocks(b.params(mv, 1, capture));
+    const int splits = std::min(context_splits(sh, 16, 8192, resident), Batch::kMaxSplits);
+    b.reset();
+    const double t_tc = tc(splits);
+    CUDA_OK(cudaGetLastError());
+    const auto got = bf16_vec_to_float(b.out->download());
+    std::string sweep;
+    for (int z : {1, 2, 4, 8, 16}) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, " %d:%.1f", z, tc(z) * 1e3);
+      sweep += buf;
+    }
+    CUDA_OK(cudaGetLastError());
+    const double e = rel_l2(got, to_d(want));
+    std::printf(
+        "[verify-attn] %s (%s), 16 seqs x 7 rows at ~8K%s, %s kernel, splits %d: %.1f us "
+        "(with the merge; %.0f GB/s of K/V, floor %.1f us at 3 TB/s), paged (SIMT) %.1f us, "
+        "speedup %.1fx; rel L2 between them %.2e; us by splits:%s\n",
+        label, describe(sh).c_str(), capture ? " with rows 0, 6 captured" : "", k.name, splits,
+        t_tc * 1e3, bytes / (t_tc * 1e-3) * 1e-9, bytes / 3e12 * 1e6, t_paged * 1e3, t_paged / t_tc,
+        e, sweep.c_str());
+    EXPECT_LT(e, 7e-3);
+    // A loose floor that holds on any tensor-core GPU; the printed numbers are the measurement.
+    EXPECT_GT(t_paged / t_tc, 2.0) << "the tensor-core kernel should beat the SIMT kernel";
+  }
 }
 
 TEST_F(VerifyAttention, Throughput8K) {

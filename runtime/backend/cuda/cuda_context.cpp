@@ -432,17 +432,25 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   // second wave was slower (H100, 22m 8K x 16: 0.485 ms a step at eight
   // blocks per multiprocessor, 0.442 at four), each block paying its start
   // and its merge again for fewer keys. Rows the decode kernel does not take
-  // (verification, prefill chunks) count four per multiprocessor.
+  // (verification, prefill chunks) count the verify kernel's blocks.
   kernels::PagedAttentionParams probe;
   probe.n_seqs = s.n_seqs;
   probe.n_heads = c.n_heads;
   probe.n_kv_heads = c.n_kv_heads;
   probe.head_dim = c.head_dim;
   probe.max_rows_per_seq = s.max_rows_per_seq;
+  probe.verify_max_rows = kernels::kVerifyMaxRows;
   const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
-  const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe) : 4;
+  const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe)
+                                       : kernels::verify_attention_resident_blocks(probe);
   int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
   want = std::min<int64_t>(want, useful_splits);
+  // The verify warps kernel's warps each take 16 keys a step: a split of a
+  // few hundred keys leaves them one or two steps, all start-up and merge
+  // (few sequences, many splits: slower than the tiled kernel).
+  if (!decode_kernel && kernels::verify_attention_warps_applies(probe))
+    want = std::min<int64_t>(want, std::max<int64_t>(1, useful_splits * kMinTokensPerSplit /
+                                                            kernels::kVerifyWarpsMinKeysPerSplit));
   want = std::min<int64_t>(want, kMaxSplits);
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
   int32_t splits = 1;
@@ -751,7 +759,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   }
   // Dense sequences of 2..64 rows (verification, captured or not) take the
   // tensor-core verify kernel, launched before the paged one, which skips them
-  // but must still run its merge when there are splits (defers_to_verify).
+  // but must still run its merge when there are splits (defers_to_verify),
+  // unless the verify kernel merges them itself.
   if (s.max_rows_per_seq >= 2 &&
       kernels::verify_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     const int32_t *h = meta_host_.get<int32_t>();
@@ -769,7 +778,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     }
     if (verify_rows) ap.verify_max_rows = kernels::kVerifyMaxRows;
     paged_rows = other_rows;
-    merge_only = !other_rows && verify_rows && s.n_splits > 1;
+    merge_only = !other_rows && verify_rows && s.n_splits > 1 &&
+                 !kernels::verify_attention_merges_splits(ap);
   }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 

@@ -88,6 +88,33 @@ class EventStream {
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
 
+// The request body through httplib's content reader, so that the limit holds
+// for chunked bodies and for the bytes after a Content-Encoding is undone
+// (httplib 0.11 applies set_payload_max_length to a Content-Length alone: a
+// 40 MB chunked body or 27 KB of gzip inflating to 18 MiB were read whole).
+// Returns false when it answered instead (413, or 400 for a body that could
+// not be read): the rest of the body is unread, so the connection closes
+// (httplib would read it as further requests).
+bool read_body(const httplib::ContentReader &reader, std::string *body, httplib::Response &res) {
+  bool too_large = false;
+  const bool ok = reader([&](const char *data, size_t n) {
+    if (n > kMaxBodyBytes - body->size()) {
+      too_large = true;
+      return false;
+    }
+    body->append(data, n);
+    return true;
+  });
+  if (ok && !too_large) return true;
+  const ApiError e = too_large ? ApiError(413, "",
+                                          "the request body is larger than " +
+                                              std::to_string(kMaxBodyBytes >> 20) + " MiB")
+                               : ApiError(400, "", "the request body could not be read");
+  res.set_header("Connection", "close");
+  send_json(res, e.http_status(), e.to_json());
+  return false;
+}
+
 }  // namespace
 
 HttpApi::HttpApi(const ServerOptions &options, std::string model_name, Engine *engine,
@@ -115,9 +142,15 @@ bool HttpApi::authorized(const httplib::Request &req) const {
   return constant_time_equal(options_.api_key, header.substr(kSchemeLength + 1));
 }
 
-void HttpApi::generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint) {
+void HttpApi::generate(const httplib::ContentReader &reader, httplib::Response &res,
+                       Endpoint endpoint) {
+  std::string raw;
+  if (!read_body(reader, &raw, res)) {
+    metrics_->requests_invalid.fetch_add(1);
+    return;
+  }
   try {
-    const json body = RequestParser::parse_body(req.body);
+    const json body = RequestParser::parse_body(raw);
     ParsedRequest parsed = endpoint == Endpoint::kCompletion ? parser_->completion(body)
                            : endpoint == Endpoint::kChat     ? parser_->chat(body)
                                                              : parser_->infill(body);
@@ -178,15 +211,15 @@ void HttpApi::install(httplib::Server *server) {
               ApiError(401, "", "missing or wrong API key (Authorization: Bearer)").to_json());
     return httplib::Server::HandlerResponse::Handled;
   });
-  server->Post("/v1/completions", [this](const httplib::Request &req, httplib::Response &res) {
-    generate(req, res, Endpoint::kCompletion);
-  });
-  server->Post("/v1/chat/completions", [this](const httplib::Request &req, httplib::Response &res) {
-    generate(req, res, Endpoint::kChat);
-  });
-  server->Post("/infill", [this](const httplib::Request &req, httplib::Response &res) {
-    generate(req, res, Endpoint::kInfill);
-  });
+  // Content-reader handlers: the body is read in generate, under kMaxBodyBytes.
+  const std::pair<const char *, Endpoint> routes[] = {{"/v1/completions", Endpoint::kCompletion},
+                                                      {"/v1/chat/completions", Endpoint::kChat},
+                                                      {"/infill", Endpoint::kInfill}};
+  for (const auto &[path, endpoint] : routes)
+    server->Post(path, [this, endpoint = endpoint](const httplib::Request &, httplib::Response &res,
+                                                   const httplib::ContentReader &reader) {
+      generate(reader, res, endpoint);
+    });
   server->Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
     send_json(res, 200,
               {{"object", "list"},

@@ -27,7 +27,7 @@ class HttpApi {
   enum class Endpoint { kCompletion, kChat, kInfill };
 
  private:
-  void generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint);
+  void generate(const httplib::ContentReader &reader, httplib::Response &res, Endpoint endpoint);
   bool authorized(const httplib::Request &req) const;
 
   const ServerOptions &options_;
@@ -37,6 +37,9 @@ class HttpApi {
   const RequestParser *parser_;
   std::atomic<uint64_t> next_id_{1};
 };
+
+// The largest request body read (after any Content-Encoding is undone), 413 beyond.
+constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 
 // Key comparison whose time does not depend on how much of the key matches.
 bool constant_time_equal(const std::string &expected, const std::string &given);

@@ -5,6 +5,7 @@
 //   vegas-server --port 8080                 # embedded model, 127.0.0.1, vegas mode
 //   vegas-server --port 0 --api-key secret   # any free port, printed on stdout
 #include <pthread.h>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,18 @@
 
 namespace vegas_server {
 namespace {
+
+// The longest byte string one token of the vocabulary stands for.
+size_t longest_token_bytes(const vegas_tokenizer *tokenizer, int32_t vocab_size) {
+  size_t longest = 1;
+  char piece[256];
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    size_t n = 0;
+    const vegas_status st = vegas_token_to_piece(tokenizer, id, piece, sizeof piece, &n);
+    if (st == VEGAS_OK || st == VEGAS_ERR_BUFFER_TOO_SMALL) longest = std::max(longest, n);
+  }
+  return longest;
+}
 
 std::string default_model_dir() {
   if (const char *env = std::getenv("VEGAS_MODEL_DIR")) return env;
@@ -134,6 +147,8 @@ int serve(const ServerOptions &o) {
   limits.max_prompt_tokens = o.max_prompt_tokens;
   limits.max_output_tokens = o.max_output_tokens;
   limits.vocab_size = info.vocab_size;
+  limits.max_prompt_bytes =
+      max_prompt_text_bytes(o.max_prompt_tokens, longest_token_bytes(tokenizer, info.vocab_size));
   RequestParser parser(&format, limits);
   HttpApi api(o, model_name, &engine, &metrics, &parser);
 
@@ -143,7 +158,7 @@ int serve(const ServerOptions &o) {
       o.http_threads > 0 ? static_cast<size_t>(o.http_threads)
                          : static_cast<size_t>(o.parallel) + static_cast<size_t>(o.max_queue) + 4;
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
-  server.set_payload_max_length(16u << 20);
+  server.set_payload_max_length(kMaxBodyBytes);
   server.set_keep_alive_timeout(2);
   api.install(&server);
 

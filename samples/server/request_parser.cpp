@@ -1,5 +1,6 @@
 #include "request_parser.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -124,6 +125,19 @@ void RequestParser::check_prompt_length(const std::vector<int32_t> &prompt,
                                               std::to_string(limits_.max_prompt_tokens));
 }
 
+uint64_t max_prompt_text_bytes(int32_t max_tokens, size_t max_piece_bytes) {
+  return 3 * static_cast<uint64_t>(std::max<int32_t>(max_tokens, 0)) *
+         static_cast<uint64_t>(std::max<size_t>(max_piece_bytes, 1));
+}
+
+void RequestParser::check_prompt_bytes(uint64_t bytes, const char *field_name) const {
+  if (limits_.max_prompt_bytes == 0 || bytes <= limits_.max_prompt_bytes) return;
+  throw ApiError::bad_field(
+      field_name, std::string(field_name) + ": the prompt text has " + std::to_string(bytes) +
+                      " bytes, more than the limit of " +
+                      std::to_string(limits_.max_prompt_tokens) + " tokens can hold");
+}
+
 ParsedRequest RequestParser::common(const json &body, int32_t default_max_tokens,
                                     double default_temperature) const {
   ParsedRequest r;
@@ -187,6 +201,7 @@ ParsedRequest RequestParser::completion(const json &body) const {
     prompt = &(*prompt)[0];  // a batch of one prompt
   if (prompt->is_string()) {
     const std::string text = prompt->get<std::string>();
+    check_prompt_bytes(text.size() + suffix.size(), "prompt");
     // With a suffix the completion fills the middle, as OpenAI's `suffix`.
     r.gen.prompt = suffix.empty() ? format_->plain(text) : format_->infill(text, suffix, {}, "");
     if (!suffix.empty()) r.gen.stop_ids = format_->infill_stop_ids();
@@ -233,6 +248,9 @@ ParsedRequest RequestParser::chat(const json &body) const {
     list.push_back(
         ChatMessage{role_name == "developer" ? "system" : role_name, message_content(*content, i)});
   }
+  uint64_t bytes = 0;
+  for (const ChatMessage &m : list) bytes += m.content.size();
+  check_prompt_bytes(bytes, "messages");
   r.gen.prompt = format_->chat(list);
   r.gen.stop_ids = format_->chat_stop_ids();
   check_prompt_length(r.gen.prompt, "messages");
@@ -266,6 +284,9 @@ ParsedRequest RequestParser::infill(const json &body) const {
       extra.push_back(std::move(file));
     }
   }
+  uint64_t bytes = prefix.size() + suffix.size() + prompt.size();
+  for (const InfillFile &f : extra) bytes += f.filename.size() + f.text.size();
+  check_prompt_bytes(bytes, "input_prefix");
   r.gen.prompt = format_->infill(prefix, suffix, extra, prompt);
   r.gen.stop_ids = format_->infill_stop_ids();
   check_prompt_length(r.gen.prompt, "input_prefix");

@@ -17,7 +17,17 @@ struct RequestLimits {
   int32_t max_prompt_tokens = 2048;
   int32_t max_output_tokens = 512;
   int32_t vocab_size = 0;
+  // Prompt text longer than this (bytes, all text fields together) cannot fit
+  // max_prompt_tokens and is refused before tokenizing: 0 = no such check.
+  // max_prompt_text_bytes() gives the bound.
+  uint64_t max_prompt_bytes = 0;
 };
+
+// The most bytes of text that can tokenize into max_tokens tokens: each token
+// stands for at most max_piece_bytes bytes of normalized text, and NFC
+// normalization shrinks text at most threefold (a Hangul L V T jamo triple,
+// 9 bytes, composes into one 3-byte syllable).
+uint64_t max_prompt_text_bytes(int32_t max_tokens, size_t max_piece_bytes);
 
 struct ParsedRequest {
   GenerationParams gen;
@@ -43,6 +53,8 @@ class RequestParser {
   ParsedRequest common(const nlohmann::json &body, int32_t default_max_tokens,
                        double default_temperature) const;
   void check_prompt_length(const std::vector<int32_t> &prompt, const char *field) const;
+  // Refuses `bytes` of prompt text that cannot fit the token limit, before tokenizing.
+  void check_prompt_bytes(uint64_t bytes, const char *field) const;
 
   const PromptFormat *format_;
   RequestLimits limits_;

@@ -20,6 +20,10 @@ class Normalizer {
   // `text` must be valid UTF-8.
   std::string apply(std::string_view text) const;
 
+  // One form (utf8proc options) applied to valid UTF-8 text: utf8proc_map's
+  // result in O(n log n) time whatever the text (normalizer.cpp says why).
+  static std::string normalize(std::string_view text, int options);
+
  private:
   std::vector<int> forms_;  // utf8proc option sets, applied in order
 };

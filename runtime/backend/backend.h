@@ -135,6 +135,10 @@ struct ContextParams {
   // first use (cuBLASLt) may do it when the context is made, not inside the
   // first steps.
   int32_t warm_rows = 0;
+  // > 0 (and < the model's vocabulary): the logits of ids from here on are
+  // -inf, so no reader of them draws an id the tokenizer cannot decode (an
+  // embedding with more rows than the tokenizer has tokens).
+  int32_t logit_limit = 0;
 };
 
 class BackendContext {

@@ -88,6 +88,9 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   ContextParams cp;
   cp.num_pages = pool_.num_pages();
   cp.page_size = params_.page_size;
+  // Embedding rows past the tokenizer's tokens are never drawn (they cannot be decoded).
+  if (model_->has_tokenizer() && model_->tokenizer().vocab_size() < model_->config().vocab_size)
+    cp.logit_limit = model_->tokenizer().vocab_size();
   cp.max_rows = params_.prefill_chunk + params_.max_batch;
   if (params_.speculative) {
     const int64_t capacity = int64_t{pool_.num_pages()} * pool_.page_size();

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chi_square.h"
+#include "letters_tokenizer.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "speculative_harness.h"
@@ -51,21 +52,6 @@ SamplingParams sampling_rule(uint64_t seed) {
   return s;
 }
 
-// A minimal byte-level BPE tokenizer whose 12 tokens are the letters a..l.
-std::string tiny_tokenizer_json() {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int32_t i = 0; i < kVocab; ++i) vocab[std::string(1, static_cast<char>('a' + i))] = i;
-  nlohmann::json j = {
-      {"version", "1.0"},
-      {"added_tokens", nlohmann::json::array()},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
-  return j.dump();
-}
-
 class TinyModelDir {
  public:
   TinyModelDir() {
@@ -76,7 +62,7 @@ class TinyModelDir {
     nlohmann::json config = test::tiny_config_json("Qwen3ForCausalLM");
     config["vocab_size"] = kVocab;
     test::write_tiny_model(dir_, config, /*seed=*/7);
-    test::write_bytes(dir_ + "/tokenizer.json", tiny_tokenizer_json());
+    test::write_bytes(dir_ + "/tokenizer.json", test::letters_tokenizer_json(kVocab));
   }
   ~TinyModelDir() {
     std::error_code ec;

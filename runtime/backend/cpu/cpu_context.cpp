@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -210,6 +211,10 @@ void CpuContext::compute_logits(const ForwardBatch &batch) {
   if (static_cast<int64_t>(logits_.size()) < need) allocate(logits_, need, "logits");
   cpu_matmul(xn_.data(), out, model_.weights().head(), nullptr, c.vocab_size, hidden,
              logits_.data(), nt);
+  if (params_.logit_limit > 0 && params_.logit_limit < c.vocab_size)
+    for (int64_t r = 0; r < out; ++r)
+      std::fill(logits_.data() + r * c.vocab_size + params_.logit_limit,
+                logits_.data() + (r + 1) * c.vocab_size, -INFINITY);
 }
 
 const float *CpuContext::forward(const ForwardBatch &batch) {

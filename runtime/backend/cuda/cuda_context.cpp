@@ -16,6 +16,7 @@
 #include "embedding.cuh"
 #include "feed_tokens.cuh"
 #include "logit_candidates.cuh"
+#include "mask_logits.cuh"
 #include "model/rope.h"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
@@ -921,6 +922,14 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     check(kernels::rmsnorm(np, stream_), "final rmsnorm");
     gemm_.run(normed_.get(), w.lm_head, logits_.get(), true, false, padded_rows(s.logit_rows),
               c.vocab_size, H, stream_);
+  }
+  if (params_.logit_limit > 0 && params_.logit_limit < c.vocab_size) {
+    kernels::MaskLogitsParams mp;  // ids the tokenizer cannot decode
+    mp.logits = as<float>(logits_);
+    mp.rows = s.logit_rows;
+    mp.vocab = c.vocab_size;
+    mp.from = params_.logit_limit;
+    check(kernels::mask_logits(mp, stream_), "mask_logits");
   }
   if (with_argmax) {
     kernels::ArgmaxParams gp;

@@ -163,17 +163,7 @@ ParsedRequest RequestParser::common(const json &body, int32_t default_max_tokens
     g.sampling.seed = std::random_device{}();  // no seed: a different sample each time
   }
 
-  // max_tokens (OpenAI), max_completion_tokens (newer chat clients), n_predict (llama.cpp).
-  const char *max_name = field(body, "max_completion_tokens") ? "max_completion_tokens"
-                         : field(body, "n_predict")           ? "n_predict"
-                                                              : "max_tokens";
-  const json *n_predict = field(body, "n_predict");
-  if (n_predict && n_predict->is_number_integer() && n_predict->get<int64_t>() == -1 &&
-      std::string(max_name) == "n_predict")
-    g.max_tokens = limits_.max_output_tokens;  // llama.cpp's "no limit" is our ceiling
-  else
-    g.max_tokens = static_cast<int32_t>(
-        integer_in(body, max_name, default_max_tokens, 1, limits_.max_output_tokens));
+  g.max_tokens = output_limit(body, default_max_tokens);
   g.ignore_eos = boolean(body, "ignore_eos", false) ? 1 : 0;
   g.stop_strings = stop_strings(body);
 
@@ -189,7 +179,58 @@ ParsedRequest RequestParser::common(const json &body, int32_t default_max_tokens
   if (const json *lp = field(body, "logprobs"))
     if (!(lp->is_boolean() && !lp->get<bool>()) && !(lp->is_number_integer() && *lp == 0))
       throw ApiError::bad_field("logprobs", "logprobs is not supported");
+  refuse_unsupported(body);
   return r;
+}
+
+int32_t RequestParser::output_limit(const json &body, int32_t default_max_tokens) const {
+  // max_tokens (OpenAI), max_completion_tokens (newer chat clients) and
+  // n_predict (llama.cpp) name one setting: given more than once, they must
+  // agree (n_predict used to win silently). n_predict -1 is llama.cpp's "no
+  // limit" (our ceiling), and n_predict 0 asks for the prompt alone
+  // (llama.vscode's warm-up request): an empty completion.
+  const char *given = nullptr;
+  int64_t value = default_max_tokens;
+  for (const char *name : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    const json *v = field(body, name);
+    if (!v) continue;
+    const bool n_predict = std::string(name) == "n_predict";
+    const int64_t x = n_predict && v->is_number_integer() && v->get<int64_t>() == -1
+                          ? limits_.max_output_tokens
+                          : integer_in(body, name, 0, n_predict ? 0 : 1, limits_.max_output_tokens);
+    if (given != nullptr && x != value)
+      throw ApiError::bad_field(name, std::string(name) + " (" + std::to_string(x) + ") and " +
+                                          given + " (" + std::to_string(value) +
+                                          ") disagree: give one");
+    given = name;
+    value = x;
+  }
+  return static_cast<int32_t>(value);
+}
+
+void RequestParser::refuse_unsupported(const json &body) {
+  // Fields that would change the output if honoured, accepted only at values
+  // that ask for nothing: one rule, support it or refuse it (a client that
+  // sends them must not get an answer that silently ignored them).
+  auto empty = [](const json &v) {
+    return v.is_null() || ((v.is_object() || v.is_array() || v.is_string()) && v.empty());
+  };
+  for (const char *name : {"logit_bias", "tools", "functions", "grammar", "json_schema"})
+    if (const json *v = field(body, name); v && !empty(*v))
+      throw ApiError::bad_field(name, std::string(name) + " is not supported");
+  if (const json *v = field(body, "tool_choice"); v && !(v->is_string() && *v == "none"))
+    throw ApiError::bad_field("tool_choice", "tool_choice is not supported (only \"none\")");
+  if (const json *v = field(body, "function_call"); v && !(v->is_string() && *v == "none"))
+    throw ApiError::bad_field("function_call", "function_call is not supported (only \"none\")");
+  if (const json *v = field(body, "response_format");
+      v && !(v->is_object() && v->size() == 1 && v->value("type", json()) == "text"))
+    throw ApiError::bad_field("response_format",
+                              "response_format is not supported (only {\"type\": \"text\"})");
+  for (const char *name : {"top_logprobs", "n_probs"})
+    if (const json *v = field(body, name); v && !(v->is_number_integer() && *v == 0))
+      throw ApiError::bad_field(name, std::string(name) + " is not supported (must be 0)");
+  if (const json *v = field(body, "best_of"); v && !(v->is_number_integer() && *v == 1))
+    throw ApiError::bad_field("best_of", "best_of must be 1");
 }
 
 ParsedRequest RequestParser::completion(const json &body) const {

@@ -52,6 +52,8 @@ class RequestParser {
   // follow OpenAI (temperature 1) except where the caller passes its own.
   ParsedRequest common(const nlohmann::json &body, int32_t default_max_tokens,
                        double default_temperature) const;
+  int32_t output_limit(const nlohmann::json &body, int32_t default_max_tokens) const;
+  static void refuse_unsupported(const nlohmann::json &body);
   void check_prompt_length(const std::vector<int32_t> &prompt, const char *field) const;
   // Refuses `bytes` of prompt text that cannot fit the token limit, before tokenizing.
   void check_prompt_bytes(uint64_t bytes, const char *field) const;

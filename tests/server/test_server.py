@@ -311,6 +311,25 @@ BAD_REQUESTS = [
     ("/infill", {"input_prefix": "a", "input_extra": {}}, "input_extra"),
     ("/infill", {"input_prefix": "a", "input_extra": [{"filename": "f"}]}, "input_extra[0].text"),
     ("/infill", {"input_prefix": "a", "n_predict": -5}, "n_predict"),
+    # Two names of the output limit that disagree (n_predict used to win silently).
+    ("/v1/completions", {"prompt": "a", "max_tokens": 4, "n_predict": 8}, "n_predict"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "max_tokens": 4, "max_completion_tokens": 5},
+     "max_completion_tokens"),
+    # Fields that would change the output, which used to be ignored silently.
+    ("/v1/completions", {"prompt": "a", "logit_bias": {"5": 10}}, "logit_bias"),
+    ("/v1/completions", {"prompt": "a", "best_of": 2}, "best_of"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}]},
+     "tools"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "tool_choice": "auto"}, "tool_choice"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "response_format": {"type": "json_object"}}, "response_format"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "top_logprobs": 3}, "top_logprobs"),
+    ("/infill", {"input_prefix": "a", "n_probs": 5}, "n_probs"),
+    ("/infill", {"input_prefix": "a", "grammar": "root ::= \"x\""}, "grammar"),
 ]
 
 
@@ -321,6 +340,25 @@ def test_bad_field_is_400_naming_it(server, path, body, field):
     assert status == 400, j
     assert j["error"]["param"] == field
     assert field in j["error"]["message"]
+
+
+def test_fields_at_values_that_ask_nothing_are_served(server):
+    """The refused fields at their no-op values, agreeing limits, cache_prompt
+    (a hint), and n_predict 0 (llama.vscode's warm-up: an empty completion;
+    it used to be a 400)."""
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}
+    for body in (dict(chat, response_format={"type": "text"}, tool_choice="none", tools=[]),
+                 dict(chat, max_completion_tokens=2, logit_bias={}, top_logprobs=0)):
+        status, j = post(server, "/v1/chat/completions", body)
+        assert status == 200, j
+    status, j = post(server, "/v1/completions", {"prompt": "def f(", "max_tokens": 3,
+                                                 "n_predict": 3, "best_of": 1,
+                                                 "cache_prompt": True, "temperature": 0})
+    assert status == 200, j
+    status, j = post(server, "/infill", {"input_prefix": "def f(", "input_suffix": ")",
+                                         "n_predict": 0, "n_probs": 0})
+    assert status == 200, j
+    assert j["content"] == ""
 
 
 @pytest.mark.parametrize("raw", [b"", b"{bad", b"[1, 2]", b"\xff\xfe\x00", b"null", b'"x"'])

@@ -204,20 +204,7 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
   float *o_s = reinterpret_cast<float *>(k_s);   // [warp][16][kOStride]
   float *m_s = o_s + kWarps * 16 * T::kOStride;  // [warp][16]
   float *l_s = m_s + kWarps * 16;                // [warp][16]
-  {
-    float *lo = o_s + (warp * 16 + g) * T::kOStride + 2 * t4, *hi = lo + 8 * T::kOStride;
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      *reinterpret_cast<float2 *>(lo + d * 8) = make_float2(o[d][0], o[d][1]);
-      *reinterpret_cast<float2 *>(hi + d * 8) = make_float2(o[d][2], o[d][3]);
-    }
-    if (t4 == 0) {
-      m_s[warp * 16 + g] = m_lo;
-      m_s[warp * 16 + g + 8] = m_hi;
-      l_s[warp * 16 + g] = l_lo;
-      l_s[warp * 16 + g + 8] = l_hi;
-    }
-  }
+  store_tile_state<HD, T::kOStride>(o, m_lo, m_hi, l_lo, l_hi, warp * 16, o_s, m_s, l_s);
   __syncthreads();
 
   // Combine the slices of each (vector, 8-dim chunk): weights 2^(m_w - m).
@@ -226,23 +213,9 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
     const int gv = v0 + v;
     if (gv > v_last) continue;
     const int vt = v / 16, r = v % 16;  // M tile and row in it; its warps are vt + MT * slice
-    float m = -INFINITY;
-#pragma unroll
-    for (int sl = 0; sl < T::kSlices; ++sl) m = fmaxf(m, m_s[(vt + MT * sl) * 16 + r]);
-    float l = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (m != -INFINITY) {
-#pragma unroll
-      for (int sl = 0; sl < T::kSlices; ++sl) {
-        const int w = vt + MT * sl;
-        const float mw = m_s[w * 16 + r];
-        if (mw == -INFINITY) continue;
-        const float wt = exp2f(mw - m);
-        l += wt * l_s[w * 16 + r];
-        const float *src = o_s + (w * 16 + r) * T::kOStride + c * 8;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += wt * src[e];
-      }
-    }
+    float m, l, acc[8];
+    combine_slices<T::kSlices, T::kOStride>(
+        o_s, m_s, l_s, [&](int sl) { return (vt + MT * sl) * 16 + r; }, c, acc, m, l);
     write_verify_piece<HD>(p, row_start + gv / group, kvh * group + gv % group, c, acc, m, l);
   }
 }

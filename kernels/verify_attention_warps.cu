@@ -223,10 +223,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     look_up(i);
-    if (p.read_ahead)
-      issue(i, true);
-    else
-      issue(i, false);
+    issue(i, p.read_ahead != 0);
   }
   look_up(kStages - 1);
   if (p.read_ahead) {
@@ -375,43 +372,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float *m_s = o_s + kWarps * kVec * L::kOStride;  // [warp][vec]
   float *l_s = m_s + kWarps * kVec;                // [warp][vec]
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    const float sum_lo = quad_sum(l_lo[m]), sum_hi = quad_sum(l_hi[m]);
-    const int v = warp * kVec + m * 16 + g;
-    float *lo = o_s + v * L::kOStride + 2 * t4, *hi = lo + 8 * L::kOStride;
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      *reinterpret_cast<float2 *>(lo + d * 8) = make_float2(o[m][d][0], o[m][d][1]);
-      *reinterpret_cast<float2 *>(hi + d * 8) = make_float2(o[m][d][2], o[m][d][3]);
-    }
-    if (t4 == 0) {
-      m_s[v] = m_lo[m];
-      m_s[v + 8] = m_hi[m];
-      l_s[v] = sum_lo;
-      l_s[v + 8] = sum_hi;
-    }
-  }
+  for (int m = 0; m < MT; ++m)
+    store_tile_state<HD, L::kOStride>(o[m], m_lo[m], m_hi[m], quad_sum(l_lo[m]), quad_sum(l_hi[m]),
+                                      warp * kVec + m * 16, o_s, m_s, l_s);
   __syncthreads();
 
   // Combine the warps' key slices of each (vector, 8-dim chunk): weights 2^(m_w - m).
   for (int i = threadIdx.x; i < (v_last + 1) * kPieces; i += kThreads) {
     const int v = i / kPieces, c = i % kPieces;
-    float m = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, m_s[w * kVec + v]);
-    float l = 0.0f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (m != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float mw = m_s[w * kVec + v];
-        if (mw == -INFINITY) continue;
-        const float wt = exp2f(mw - m);
-        l += wt * l_s[w * kVec + v];
-        const float *src = o_s + (w * kVec + v) * L::kOStride + c * 8;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += wt * src[e];
-      }
-    }
+    float m, l, acc[8];
+    combine_slices<kWarps, L::kOStride>(
+        o_s, m_s, l_s, [&](int w) { return w * kVec + v; }, c, acc, m, l);
     write_verify_piece<HD>(p, row_start + v / group, kvh * group + v % group, c, acc, m, l);
   }
   if (p.n_splits > 1 && p.split_counters != nullptr)

@@ -89,6 +89,7 @@ void Engine::admit(std::shared_ptr<GenerationJob> job) {
     r.finish_reason = VEGAS_FINISH_ERROR;
     r.status = st;
     r.error = last_error("submitting the request", st);
+    r.at_submit = true;
     metrics_->sequences_failed.fetch_add(1);
     metrics_->sequences_finished.fetch_add(1);
     job->finish(r);
@@ -187,6 +188,8 @@ void Engine::run() {
     if (!active_.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
       const vegas_status st = vegas_session_step(session_, nullptr);
+      // Read before vegas_session_get_stats, which clears the thread's last error.
+      const std::string step_error = st != VEGAS_OK ? last_error("decoding step", st) : "";
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       vegas_session_stats stats;
@@ -194,7 +197,7 @@ void Engine::run() {
       if (vegas_session_get_stats(session_, &stats) != VEGAS_OK) stats = vegas_session_stats{};
       metrics_->record_step(seconds, stats);
       if (st != VEGAS_OK) {
-        fail_all(last_error("decoding step", st), st);
+        fail_all(step_error, st);
       } else {
         collect_finished();
       }

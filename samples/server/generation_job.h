@@ -29,6 +29,7 @@ struct GenerationResult {
   int32_t finish_reason = VEGAS_FINISH_NONE;  // vegas_finish_reason
   int32_t status = VEGAS_OK;                  // vegas_status when finish_reason is ERROR
   std::string error;                          // message of a failed submit or step
+  bool at_submit = false;  // the library refused the request itself (else decoding failed)
   int32_t n_prompt = 0;
   int32_t n_generated = 0;
 };

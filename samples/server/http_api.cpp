@@ -3,11 +3,13 @@
 #include <cctype>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <utility>
 
 #include "api_error.h"
+#include "connection_front.h"
 #include "response_format.h"
 
 namespace vegas_server {
@@ -37,11 +39,19 @@ void send_json(httplib::Response &res, int status, const json &body) {
 // Streams one job as Server-Sent Events; lives as long as httplib's content provider.
 class EventStream {
  public:
-  EventStream(std::shared_ptr<GenerationJob> job, ResponseContext ctx, bool include_usage)
-      : job_(std::move(job)), ctx_(std::move(ctx)), include_usage_(include_usage) {}
+  EventStream(std::shared_ptr<GenerationJob> job, ResponseContext ctx, bool include_usage,
+              std::function<bool()> client_left)
+      : job_(std::move(job)),
+        ctx_(std::move(ctx)),
+        include_usage_(include_usage),
+        client_left_(std::move(client_left)) {}
 
   // httplib calls this until sink.done(); false drops the connection.
   bool pump(httplib::DataSink &sink) {
+    if (client_left_()) {
+      job_->cancel();
+      return false;
+    }
     std::string text;
     const bool more = job_->wait_for_text(&text, kPollInterval);
     const auto now = std::chrono::steady_clock::now();
@@ -84,6 +94,7 @@ class EventStream {
   std::shared_ptr<GenerationJob> job_;
   ResponseContext ctx_;
   bool include_usage_;
+  std::function<bool()> client_left_;
   bool first_ = true;
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
@@ -142,8 +153,17 @@ bool HttpApi::authorized(const httplib::Request &req) const {
   return constant_time_equal(options_.api_key, header.substr(kSchemeLength + 1));
 }
 
-void HttpApi::generate(const httplib::ContentReader &reader, httplib::Response &res,
-                       Endpoint endpoint) {
+std::function<bool()> HttpApi::client_watch(const httplib::Request &req) const {
+  const std::string id = req.get_header_value(kFrontConnectionHeader);
+  if (!client_connected_ || id.empty() || id.size() > 19 ||
+      id.find_first_not_of("0123456789") != std::string::npos)
+    return [] { return false; };  // not through the front: only a failed write tells
+  return [this, connection = std::stoull(id)] { return !client_connected_(connection); };
+}
+
+void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader &reader,
+                       httplib::Response &res, Endpoint endpoint) {
+  const std::function<bool()> client_left = client_watch(req);
   std::string raw;
   if (!read_body(reader, &raw, res)) {
     metrics_->requests_invalid.fetch_add(1);
@@ -173,7 +193,8 @@ void HttpApi::generate(const httplib::ContentReader &reader, httplib::Response &
     ctx.created = static_cast<int64_t>(std::time(nullptr));
     ctx.model = model_name_;
     if (parsed.stream) {
-      auto stream = std::make_shared<EventStream>(job, std::move(ctx), parsed.include_usage);
+      auto stream =
+          std::make_shared<EventStream>(job, std::move(ctx), parsed.include_usage, client_left);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
@@ -182,12 +203,16 @@ void HttpApi::generate(const httplib::ContentReader &reader, httplib::Response &
       return;
     }
     std::string text, piece;
-    while (job->wait_for_text(&piece, kPollInterval)) text += piece;
+    while (job->wait_for_text(&piece, kPollInterval)) {
+      text += piece;
+      if (client_left()) job->cancel();  // nobody will read the answer
+    }
     const GenerationResult r = job->wait_result();
     if (r.finish_reason == VEGAS_FINISH_ERROR) {
-      // The library refused what the request asked for (validated here first, so rare).
-      const bool client_fault =
-          r.status == VEGAS_ERR_INVALID_ARGUMENT || r.status == VEGAS_ERR_TOKEN_OUT_OF_RANGE;
+      // The library refused what the request asked for (validated here first, so
+      // rare); a sequence that failed while decoding is the server's fault.
+      const bool client_fault = r.at_submit && (r.status == VEGAS_ERR_INVALID_ARGUMENT ||
+                                                r.status == VEGAS_ERR_TOKEN_OUT_OF_RANGE);
       const int status = r.status == VEGAS_ERR_KV_FULL ? 503 : client_fault ? 400 : 500;
       throw ApiError(status, "", r.error);
     }
@@ -216,10 +241,11 @@ void HttpApi::install(httplib::Server *server) {
                                                       {"/v1/chat/completions", Endpoint::kChat},
                                                       {"/infill", Endpoint::kInfill}};
   for (const auto &[path, endpoint] : routes)
-    server->Post(path, [this, endpoint = endpoint](const httplib::Request &, httplib::Response &res,
-                                                   const httplib::ContentReader &reader) {
-      generate(reader, res, endpoint);
-    });
+    server->Post(path,
+                 [this, endpoint = endpoint](const httplib::Request &req, httplib::Response &res,
+                                             const httplib::ContentReader &reader) {
+                   generate(req, reader, res, endpoint);
+                 });
   server->Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
     send_json(res, 200,
               {{"object", "list"},

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include <httplib.h>
 
@@ -23,11 +25,19 @@ class HttpApi {
 
   // Registers the routes, the API key check and the error handlers.
   void install(httplib::Server *server);
+  // How a handler learns that its client left (ConnectionFront::alive): a
+  // generation nobody will read is cancelled. Set before install.
+  void set_client_connected(std::function<bool(uint64_t)> connected) {
+    client_connected_ = std::move(connected);
+  }
 
   enum class Endpoint { kCompletion, kChat, kInfill };
 
  private:
-  void generate(const httplib::ContentReader &reader, httplib::Response &res, Endpoint endpoint);
+  void generate(const httplib::Request &req, const httplib::ContentReader &reader,
+                httplib::Response &res, Endpoint endpoint);
+  // Whether the request's client has gone, as the front saw it.
+  std::function<bool()> client_watch(const httplib::Request &req) const;
   bool authorized(const httplib::Request &req) const;
 
   const ServerOptions &options_;
@@ -36,6 +46,7 @@ class HttpApi {
   Metrics *metrics_;
   const RequestParser *parser_;
   std::atomic<uint64_t> next_id_{1};
+  std::function<bool(uint64_t)> client_connected_;
 };
 
 // The largest request body read (after any Content-Encoding is undone), 413 beyond.

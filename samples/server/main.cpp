@@ -6,6 +6,7 @@
 //   vegas-server --port 0 --api-key secret   # any free port, printed on stdout
 #include <pthread.h>
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <httplib.h>
 #include <CLI/CLI.hpp>
 
+#include "connection_front.h"
 #include "engine.h"
 #include "http_api.h"
 #include "metrics.h"
@@ -88,6 +90,37 @@ void add_options(CLI::App &app, ServerOptions &o) {
                  "HTTP worker threads, 0 = parallel + max-queue + 4")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
+  app.add_option("--max-connections", o.max_connections, "open client connections, 503 beyond")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--max-client-connections", o.max_client_connections,
+                 "open connections from one client address, 503 beyond")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--request-timeout", o.request_timeout,
+                 "seconds a request's head and body may take to arrive, 408 beyond")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--drain-timeout", o.drain_timeout,
+                 "seconds running generations may finish in after SIGTERM, then cancelled")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+}
+
+// Waits until no request is upstream of the front, or the deadline.
+void wait_until_answered(const ConnectionFront &front, std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (front.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+void wait_for_stop_signal() {
+  sigset_t set;  // blocked in every thread (see main): only this wait takes them
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
 }
 
 [[noreturn]] void die(const char *what, vegas_status status) {
@@ -152,6 +185,16 @@ int serve(const ServerOptions &o) {
   RequestParser parser(&format, limits);
   HttpApi api(o, model_name, &engine, &metrics, &parser);
 
+  // Clients talk to the front; httplib's workers listen on loopback behind it
+  // and answer one request per connection.
+  FrontLimits front_limits;
+  front_limits.max_body_bytes = kMaxBodyBytes;
+  front_limits.request_deadline = std::chrono::seconds(o.request_timeout);
+  front_limits.max_connections = static_cast<size_t>(o.max_connections);
+  front_limits.max_per_client = static_cast<size_t>(o.max_client_connections);
+  ConnectionFront front(front_limits);
+  api.set_client_connected([&front](uint64_t id) { return front.alive(id); });
+
   httplib::Server server;
   // Handler threads block while their request decodes: one per slot and queued request.
   const size_t http_threads =
@@ -159,32 +202,18 @@ int serve(const ServerOptions &o) {
                          : static_cast<size_t>(o.parallel) + static_cast<size_t>(o.max_queue) + 4;
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   server.set_payload_max_length(kMaxBodyBytes);
-  server.set_keep_alive_timeout(2);
+  server.set_keep_alive_max_count(1);
   api.install(&server);
 
-  int port = o.port;
-  if (port == 0) {
-    port = server.bind_to_any_port(o.host);
-    if (port < 0) port = 0;
-  } else if (!server.bind_to_port(o.host, port)) {
-    port = 0;
-  }
-  if (port == 0) {
+  const int port = front.bind(o.host, o.port);
+  const int upstream_port = port < 0 ? -1 : server.bind_to_any_port("127.0.0.1");
+  if (port < 0 || upstream_port < 0) {
     std::fprintf(stderr, "vegas-server: cannot listen on %s:%d\n", o.host.c_str(), o.port);
     return 1;
   }
-
-  // SIGINT/SIGTERM were blocked in every thread (see main); this one waits for them.
-  std::thread signal_thread([&server] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
-    server.stop();
-  });
-  signal_thread.detach();
+  front.set_upstream_port(upstream_port);
+  std::thread workers([&server] { server.listen_after_bind(); });
+  std::thread front_thread([&front] { front.run(); });
 
   std::fprintf(stderr, "vegas-server: KV pool %.0f MiB (%d slots x %llu tokens)\n",
                static_cast<double>(so.kv_bytes) / (1 << 20), o.parallel,
@@ -192,10 +221,21 @@ int serve(const ServerOptions &o) {
   std::printf("vegas-server: listening on http://%s:%d (model %s, mode %s, %d slots)\n",
               o.host.c_str(), port, model_name.c_str(), o.mode.c_str(), o.parallel);
   std::fflush(stdout);
-  const bool ok = server.listen_after_bind();
+
+  // SIGTERM drains: no new requests (503), running ones may finish within the
+  // drain timeout, then they are cancelled and their streams still end with a
+  // final event; only then do the sockets close.
+  wait_for_stop_signal();
+  front.drain();
+  wait_until_answered(front, std::chrono::seconds(o.drain_timeout));
   engine.stop();
+  wait_until_answered(front, std::chrono::seconds(5));
+  front.stop();
+  server.stop();
+  front_thread.join();
+  workers.join();
   std::printf("vegas-server: stopped\n");
-  return ok ? 0 : 1;
+  return 0;
 }
 
 }  // namespace

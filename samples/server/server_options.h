@@ -20,8 +20,12 @@ struct ServerOptions {
   int32_t max_queue = 64;  // requests waiting for a slot before 503
   int32_t max_prompt_tokens = 2048;
   int32_t max_output_tokens = 512;
-  int32_t http_threads = 0;  // 0 = parallel + max_queue + 4
-  std::string model_name;    // the id /v1/models reports; default: the directory name
+  int32_t http_threads = 0;              // 0 = parallel + max_queue + 4
+  std::string model_name;                // the id /v1/models reports; default: the directory name
+  int32_t max_connections = 1024;        // open client connections (connection_front.h)
+  int32_t max_client_connections = 256;  // of them from one address
+  int32_t request_timeout = 30;          // seconds for a request's head and body to arrive
+  int32_t drain_timeout = 10;            // seconds generations may finish in after SIGTERM
 };
 
 }  // namespace vegas_server

@@ -250,8 +250,8 @@ def test_disconnect_cancels_the_sequence(server):
     r = conn.getresponse()
     assert r.status == 200
     assert r.readline().startswith(b"data: ")  # the stream has begun
-    conn.sock.close()
-    r.close()
+    r.close()  # the server answers with Connection: close, so the response holds the socket
+    conn.close()
     deadline = time.time() + 30
     while server.metrics()["vegas_sequences_cancelled_total"] < before + 1:
         assert time.time() < deadline, "the sequence was not cancelled"

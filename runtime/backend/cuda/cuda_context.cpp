@@ -82,10 +82,23 @@ int32_t small_gemm_rows() {
   return rows;
 }
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
-// Sparse drafting is latency-bound: more, shorter splits; 64 keys is one step
-// of a CUDA-core decode_attention block (the tensor-core variant's block step
-// is 128 keys, so half its warps idle on such a split: not re-measured since).
-constexpr int32_t kSparseTokensPerSplit = 64;
+// Sparse drafting is latency-bound: more, shorter splits, down to 128 keys:
+// one block step of the tensor-core decode kernel (8 warps x 16 keys; at 64,
+// half its warps idled). VEGAS_CUDA_SPARSE_SPLIT_KEYS / VEGAS_CUDA_SPLIT_KEYS
+// = 16 .. 4096 set other sizes for sparse and dense keys (A/B timing).
+int32_t env_keys(const char *name, int32_t fallback) {
+  const char *env = std::getenv(name);
+  const int32_t n = env != nullptr ? std::atoi(env) : 0;
+  return n >= 16 && n <= 4096 ? n : fallback;
+}
+int32_t sparse_tokens_per_split() {
+  static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 128);
+  return keys;
+}
+int32_t dense_tokens_per_split() {
+  static const int32_t keys = env_keys("VEGAS_CUDA_SPLIT_KEYS", kMinTokensPerSplit);
+  return keys;
+}
 
 template <typename T>
 T *as(const DeviceBuffer &b) {
@@ -450,7 +463,7 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   // few hundred keys leaves them one or two steps, all start-up and merge
   // (few sequences, many splits: slower than the tiled kernel).
   if (!decode_kernel && kernels::verify_attention_warps_applies(probe))
-    want = std::min<int64_t>(want, std::max<int64_t>(1, useful_splits * kMinTokensPerSplit /
+    want = std::min<int64_t>(want, std::max<int64_t>(1, useful_splits * dense_tokens_per_split() /
                                                             kernels::kVerifyWarpsMinKeysPerSplit));
   want = std::min<int64_t>(want, kMaxSplits);
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
@@ -636,24 +649,23 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     page += s.n_pages;
     st.max_rows_per_seq = std::max({st.max_rows_per_seq, front, s.n_tokens - front});
-    // Splits the sequence can use: dense ranges of at least kMinTokensPerSplit
-    // keys; a sparse set's few keys (drafting, latency-bound) down to one
-    // 64-key tile per split.
+    // Splits the sequence can use: dense ranges of at least
+    // dense_tokens_per_split() keys, a sparse set's of sparse_tokens_per_split().
     int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
-    int64_t per_split = kMinTokensPerSplit;
+    int64_t per_split = dense_tokens_per_split();
     if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
       n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
-      per_split = kSparseTokensPerSplit;
+      per_split = sparse_tokens_per_split();
     }
     if (s.sparse) {
-      per_split = kSparseTokensPerSplit;
+      per_split = sparse_tokens_per_split();
       int32_t most = 0;
       for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
       n_keys =
           std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
     }
     if (s.quest) {
-      per_split = kSparseTokensPerSplit;
+      per_split = sparse_tokens_per_split();
       n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
                                              int64_t{s.start_pos} + 1 - s.quest->prefix);
     }

@@ -307,7 +307,10 @@ typedef enum vegas_decode_mode {
    * kinds of decode step on its device, model and batch (tokens per second,
    * per power-of-two bucket of decoding sequences), runs the faster, and tries
    * the slower now and then, so rarely that the tries cost at most 2% of the
-   * time. What it learns lasts as long as the session. Output is distributed
+   * time. Where the tuning profile (profile_path) marks a bucket of context
+   * and batch "mode": "vanilla" (`vegas tune` found that Vegas did not pay
+   * there), the session starts it with vanilla steps and tries rounds only
+   * every 1024 steps. What it learns lasts as long as the session. Output is distributed
    * as in the other modes (greedy: the same tokens); the speculative options
    * and statistics are VEGAS mode's (rounds only). */
   VEGAS_MODE_AUTO = 2,
@@ -357,7 +360,9 @@ typedef struct vegas_session_options {
    * are then refined from the observed acceptance and step times (a warm-up,
    * a hysteresis window, at most 4 switches per sequence; see
    * vegas_session_get_switch). The policy is one per session: the one most of
-   * the profile's buckets name. Knobs set explicitly stay fixed. */
+   * the profile's buckets name. Knobs set explicitly stay fixed. In
+   * VEGAS_MODE_AUTO the profile is read as well (for its "mode"), whatever the
+   * knobs. */
   const char *profile_path;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);

@@ -24,13 +24,14 @@ const vegas::Session &session_of(const vegas_session *session) {
 
 // The tuning profile a session reads (vegas_session_options.profile_path): a
 // named one always (a bad file fails the create even when no knob is auto),
-// the model directory's or the built-in one only when a knob is auto.
+// the model directory's or the built-in one only when a knob is auto or the
+// mode is (which reads the buckets' "mode").
 std::shared_ptr<const vegas::TuningProfile> session_profile(const vegas_session_options &o,
                                                             const vegas_model &model,
                                                             const vegas::AutoKnobs &autos) {
   if (o.profile_path != nullptr && o.profile_path[0] == '\0')
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "profile_path is empty (NULL = the default profile)");
-  if (o.profile_path == nullptr && !autos.any()) return nullptr;
+  if (o.profile_path == nullptr && !autos.any() && o.mode != VEGAS_MODE_AUTO) return nullptr;
   const char *backend = model.impl->backend().kind() == vegas::BackendKind::kCuda ? "cuda" : "cpu";
   return vegas::TuningProfile::resolve(o.profile_path != nullptr ? o.profile_path : "", model.dir,
                                        backend);

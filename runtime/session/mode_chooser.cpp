@@ -49,11 +49,16 @@ int32_t ModeChooser::bucket_of(int32_t n_decoding) {
   return b;
 }
 
-ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding) {
+ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior) {
   const int32_t b = bucket_of(n_decoding);
   auto it = buckets_.find(b);
   if (it != buckets_.end()) return it->second;
   Bucket fresh;
+  if (prior.vanilla) {  // measured on this device already: no exploration of rounds
+    fresh.best = Kind::kVanilla;
+    fresh.prior_vanilla = true;
+    return buckets_.emplace(b, fresh).first->second;
+  }
   const Bucket *nearest = nullptr;
   int32_t distance = 0;
   for (const auto &entry : buckets_)
@@ -79,9 +84,15 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding) {
   return buckets_.emplace(b, fresh).first->second;
 }
 
-ModeChooser::Kind ModeChooser::next(int32_t n_decoding) {
-  Bucket &b = bucket(n_decoding);
+ModeChooser::Kind ModeChooser::next(int32_t n_decoding, const Prior &prior) {
+  Bucket &b = bucket(n_decoding, prior);
   b.probing = false;
+  if (b.prior_vanilla && b.round.samples < kMinSamples) {
+    if (++b.since_probe < kPriorProbeSteps) return Kind::kVanilla;
+    b.since_probe = 0;
+    b.probing = true;
+    return Kind::kRound;
+  }
   if (b.round.samples < kMinSamples) return Kind::kRound;
   if (b.vanilla.samples < kMinSamples) return Kind::kVanilla;
   if (b.since_probe >= b.probe_interval()) {

@@ -22,6 +22,14 @@
 // there (sequences finishing one by one at the end of a batch would otherwise
 // pay a try in every bucket on the way down).
 //
+// A tuning profile made on this device (`vegas tune`, which measures vanilla
+// next to every setting) may say that Vegas did not pay for a bucket of
+// context and batch (Prior): a batch bucket first seen with such a prior runs
+// vanilla steps without exploring rounds, and tries a round only every
+// kPriorProbeSteps steps (the first round of a session also pays one-time
+// costs, which exploring would spend where the profile already knows the
+// answer). Two counted rounds later it chooses by its own measurements again.
+//
 // Pure bookkeeping: no clock, no backend, so that tests drive it with chosen
 // costs. Session::step is its one writer.
 #pragma once
@@ -31,6 +39,11 @@
 
 namespace vegas {
 
+// What the tuning profile says of a step's bucket of context and batch.
+struct ModePrior {
+  bool vanilla = false;  // vanilla decoding was faster there (TuningBucket::vanilla)
+};
+
 class ModeChooser {
  public:
   enum class Kind { kRound, kVanilla };
@@ -39,9 +52,13 @@ class ModeChooser {
   static constexpr double kProbeBudget = 0.02;  // probes' waste, of the time spent
   static constexpr int32_t kMaxProbeInterval = 8192;
   static constexpr double kDecay = 0.75;  // weight of a kind's history per observation
+  static constexpr int32_t kPriorProbeSteps = 1024;
 
-  // The kind of the next decode step of n_decoding sequences.
-  Kind next(int32_t n_decoding);
+  using Prior = ModePrior;
+
+  // The kind of the next decode step of n_decoding sequences; `prior` counts
+  // when n_decoding's bucket is seen for the first time.
+  Kind next(int32_t n_decoding, const Prior &prior = {});
   // A timed decode step of `kind` over n_decoding sequences that committed
   // `tokens` tokens in `seconds` of wall time (nothing else in the step).
   void observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds);
@@ -62,15 +79,16 @@ class ModeChooser {
   struct Bucket {
     Rate round, vanilla;
     Kind best = Kind::kRound;
-    int32_t since_probe = 0;  // steps of the faster kind since the last probe
-    bool probing = false;     // the step just chosen probes the slower kind
+    int32_t since_probe = 0;     // steps of the faster kind since the last probe
+    bool probing = false;        // the step just chosen probes the slower kind
+    bool prior_vanilla = false;  // started from a profile's "vanilla", rounds not yet measured
     Rate &of(Kind k) { return k == Kind::kRound ? round : vanilla; }
     const Rate &of(Kind k) const { return k == Kind::kRound ? round : vanilla; }
     bool explored() const { return round.samples >= kMinSamples && vanilla.samples >= kMinSamples; }
     int32_t probe_interval() const;
   };
   static int32_t bucket_of(int32_t n_decoding);
-  Bucket &bucket(int32_t n_decoding);
+  Bucket &bucket(int32_t n_decoding, const Prior &prior = {});
 
   std::map<int32_t, Bucket> buckets_;
   bool warmed_[2] = {false, false};  // [kind]: its first (uncounted) step is done

@@ -257,6 +257,21 @@ void Session::commit_token(Sequence &seq, int32_t token) {
   emit(seq, token, piece);
 }
 
+ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) const {
+  ModeChooser::Prior prior;
+  const TuningProfile *profile = params_.spec.profile.get();
+  if (profile == nullptr || decoding.empty()) return prior;
+  int64_t context = 0;
+  for (const Sequence *seq : decoding) context += seq->kv_len;
+  context /= static_cast<int64_t>(decoding.size());
+  // Only a bucket that holds the shape: the nearest one (lookup's fallback)
+  // measured another shape, where what paid says little about this one.
+  const int64_t batch = static_cast<int64_t>(decoding.size());
+  const TuningBucket &b = profile->lookup(context, batch);
+  prior.vanilla = b.vanilla && b.contains(context, batch);
+  return prior;
+}
+
 int32_t Session::step() {
   if (in_callback_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step called from a callback");
   if (in_step_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step is already running");
@@ -291,7 +306,7 @@ int32_t Session::step() {
   const ModeChooser::Kind kind = !spec_ ? ModeChooser::Kind::kVanilla
                                  : !params_.auto_mode || decoding.empty()
                                      ? ModeChooser::Kind::kRound
-                                     : chooser_.next(n_decoding);
+                                     : chooser_.next(n_decoding, mode_prior(decoding));
   (kind == ModeChooser::Kind::kRound ? spec_seqs : batch_seqs) = decoding;
   int32_t prefill_budget = params_.prefill_chunk;
   for (auto &entry : sequences_) {

@@ -65,6 +65,8 @@ class Session {
   void finish(Sequence &seq, vegas_finish_reason reason, vegas_status status);
   void commit_token(Sequence &seq, int32_t token);
   void emit(Sequence &seq, int32_t token, const std::string &piece);
+  // What the tuning profile says of the decoding sequences' context and batch.
+  ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
 
   std::shared_ptr<Model> model_;
   SessionParams params_;

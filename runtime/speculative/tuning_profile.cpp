@@ -106,6 +106,13 @@ TuningBucket parse_bucket(const json &j, const std::string &source, size_t index
   b.gamma = static_cast<int32_t>(o.integer("gamma", 1, kMaxGamma));
   b.ratio = o.number("ratio", 0.0, 1.0, true);
   b.tau = o.has("tau") ? o.number("tau", 1.0, kMaxGamma + 1.0, false) : 0.0;
+  b.speedup = o.has("speedup") ? o.number("speedup", 0.0, 1000.0, false) : 0.0;
+  if (o.has("mode")) {
+    const std::string mode = o.string("mode");
+    if (mode != "vegas" && mode != "vanilla")
+      o.bad("mode", "is \"" + mode + "\", not \"vegas\" or \"vanilla\"");
+    b.vanilla = mode == "vanilla";
+  }
   return b;
 }
 

@@ -10,8 +10,11 @@
 //                    "batch_min": 1, "batch_max": 4,          // [min, max], -1 = unbounded
 //                    "policy": "vegas", "window_share": 0.5,  // window_share optional (0.5)
 //                    "gamma": 6, "ratio": 0.07 }, ... ] }
-// "model", "device", "created_by" and a bucket's "tau", "tokens_per_s",
-// "speedup" are informational.
+// "model", "device", "created_by" and a bucket's "tau", "tokens_per_s" are
+// informational. A bucket's "speedup" (its setting's tokens/s over vanilla's,
+// optional) and "mode" ("vegas", the default, or "vanilla": Vegas did not pay
+// there, `vegas tune` writes it when speedup < 1) guide auto mode
+// (VEGAS_MODE_AUTO, session/mode_chooser.h).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,13 @@ struct TuningBucket {
   // τ measured at this setting when the profile was made (optional "tau");
   // 0 = unknown. Auto mode trusts the setting while the rounds agree with it.
   double tau = 0.0;
+  double speedup = 0.0;  // over vanilla when the profile was made; 0 = unknown
+  bool vanilla = false;  // "mode": "vanilla": vanilla decoding was faster here
+
+  bool contains(int64_t context, int64_t batch) const {
+    return context >= context_min && (context_max < 0 || context < context_max) &&
+           batch >= batch_min && (batch_max < 0 || batch <= batch_max);
+  }
 };
 
 class TuningProfile {

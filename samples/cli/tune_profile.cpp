@@ -30,6 +30,8 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
   nlohmann::json list = nlohmann::json::array();
   for (const TunedBucket &b : buckets) {
     const TunePoint &c = b.choice;
+    const double speedup =
+        b.vanilla_tokens_per_s > 0 ? c.tokens_per_s / b.vanilla_tokens_per_s : 0.0;
     list.push_back(
         {{"context_min", b.context.min},
          {"context_max", b.context.max},
@@ -41,7 +43,10 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
          {"ratio", tidy(c.spec.ratio)},
          {"tau", c.tau},
          {"tokens_per_s", c.tokens_per_s},
-         {"speedup", b.vanilla_tokens_per_s > 0 ? c.tokens_per_s / b.vanilla_tokens_per_s : 0.0}});
+         {"speedup", speedup},
+         // Vanilla is a candidate too: where it beat every setting, auto mode
+         // starts the bucket with vanilla steps (session/mode_chooser.h).
+         {"mode", speedup > 0.0 && speedup < 1.0 ? "vanilla" : "vegas"}});
   }
   return {{"format", "vegas-profile/1"}, {"model", info.model},           {"backend", info.backend},
           {"device", info.device},       {"created_by", info.created_by}, {"buckets", list}};

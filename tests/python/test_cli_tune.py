@@ -74,6 +74,8 @@ def test_profile_schema(tuned):
         assert is_number(b["tau"]) and 1.0 <= b["tau"] <= b["gamma"] + 1
         assert is_number(b["tokens_per_s"]) and b["tokens_per_s"] > 0
         assert is_number(b["speedup"]) and b["speedup"] > 0
+        # Vanilla is a candidate: where it beat every setting, auto mode starts with it.
+        assert b["mode"] == ("vanilla" if b["speedup"] < 1 else "vegas")
 
 
 def test_profile_holds_the_argmax_of_the_sweep(tuned):

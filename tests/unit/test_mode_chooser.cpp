@@ -2,7 +2,9 @@
 // decode step, then runs the faster one and probes the slower only as often
 // as its waste stays within kProbeBudget of the time; it follows a change of
 // costs within one probe interval; a new batch bucket starts from the
-// nearest measured one and one try of its slower kind instead of exploring.
+// nearest measured one and one try of its slower kind instead of exploring;
+// a bucket the tuning profile marks "vanilla" runs vanilla steps without
+// exploring rounds and tries them only every kPriorProbeSteps steps.
 #include "session/mode_chooser.h"
 
 #include <gtest/gtest.h>
@@ -125,6 +127,43 @@ TEST(ModeChooser, IgnoresStepsWithoutTime) {
   c.observe(Kind::kRound, 4, 16, -1.0);
   EXPECT_EQ(c.rate(Kind::kRound, 4), 0.0);
   EXPECT_EQ(c.next(4), Kind::kRound);  // still exploring
+}
+
+// The profile says vanilla: no round at all in the first kPriorProbeSteps - 1
+// steps (exploring would have run three, the first paying one-time costs).
+// Then one probe round every kPriorProbeSteps steps: the first is the
+// uncounted warm-up, and after two counted ones that show rounds twice as
+// fast, the chooser follows its own measurements and runs rounds.
+TEST(ModeChooser, AVanillaPriorSkipsExplorationAndProbesRarely) {
+  ModeChooser c;
+  const ModeChooser::Prior vanilla{true};
+  for (int i = 0; i < ModeChooser::kPriorProbeSteps - 1; ++i) {
+    ASSERT_EQ(c.next(64, vanilla), Kind::kVanilla) << "step " << i;
+    c.observe(Kind::kVanilla, 64, 64, 0.001);
+  }
+  EXPECT_EQ(c.rate(Kind::kRound, 64), 0.0);
+  int rounds = 0;
+  for (int i = 0; i < 3 * ModeChooser::kPriorProbeSteps; ++i) {
+    const Kind kind = c.next(64, vanilla);
+    if (kind == Kind::kRound) ++rounds;
+    // Rounds at twice vanilla's rate: 4 tokens a sequence in two steps' time.
+    c.observe(kind, 64, kind == Kind::kRound ? 256 : 64, 0.002);
+    if (rounds == 3) break;
+  }
+  EXPECT_EQ(rounds, 3) << "one probe every kPriorProbeSteps steps";
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kRound, 64), 128000.0);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(c.next(64, vanilla), Kind::kRound) << "measured faster: rounds from now on";
+    c.observe(Kind::kRound, 64, 256, 0.002);
+  }
+}
+
+// A prior only counts for a bucket seen for the first time: one measured
+// without it keeps its measurements.
+TEST(ModeChooser, APriorDoesNotOverrideMeasurements) {
+  ModeChooser c;
+  drive(c, 16, Costs{40000.0, 10000.0}, 50);  // rounds four times faster
+  EXPECT_EQ(c.next(16, ModeChooser::Prior{true}), Kind::kRound);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // - policy `vegas` (sparse) gives counters that are mutually consistent
 //   (acceptance by position is non-increasing, sums match, tau = committed/rounds);
 // - both sessions, driven through vegas_session_*, generate the vanilla tokens;
-// - VEGAS_MODE_AUTO mixes rounds and vanilla steps, losslessly.
+// - VEGAS_MODE_AUTO mixes rounds and vanilla steps, losslessly, and runs no
+//   round where its tuning profile says vanilla paid.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "safetensors_writer.h"
 #include "session/mode_chooser.h"
 #include "speculative_test_data.h"
 #include "support/abi_model.h"
@@ -37,13 +39,15 @@ void expect_ok(vegas_status status) {
 }
 
 Generation generate(vegas_model *model, const std::vector<int32_t> &prompt, int32_t mode,
-                    const char *policy, int32_t max_tokens = kMaxTokens) {
+                    const char *policy, int32_t max_tokens = kMaxTokens,
+                    const char *profile_path = nullptr) {
   Generation g;
   vegas_session_options so;
   vegas_session_options_init(&so);
   so.mode = mode;
   so.policy = policy;
   so.gamma = kGamma;
+  so.profile_path = profile_path;
   vegas_session *session = nullptr;
   expect_ok(vegas_session_create(model, &so, &session));
   std::unique_ptr<vegas_session, void (*)(vegas_session *)> guard(session, vegas_session_free);
@@ -181,6 +185,36 @@ TEST_F(SpeculativeStats, AutoModeOnAShortPrompt) {
   EXPECT_GE(mixed.stats.rounds, ModeChooser::kMinSamples + 1);
   EXPECT_LE(mixed.stats.committed, kTokens - 1 - (ModeChooser::kMinSamples + 1))
       << "the vanilla steps committed a token each";
+}
+
+// A profile made on this backend whose bucket holding the shape says
+// "mode": "vanilla" (vegas tune found that Vegas did not pay there): auto mode
+// runs vanilla steps only (a round would come after ModeChooser::
+// kPriorProbeSteps steps), where without it it explores rounds first (above).
+// A bucket of other shapes with the same mark changes nothing.
+TEST_F(SpeculativeStats, AutoModeFollowsAVanillaProfile) {
+  auto profile = [](int64_t context_min, const char *mode) {
+    return R"({"format":"vegas-profile/1","backend":"cpu","buckets":[{"context_min":)" +
+           std::to_string(context_min) +
+           R"(,"context_max":-1,"batch_min":1,"batch_max":-1,"policy":"vegas","gamma":6,)"
+           R"("ratio":0.07,"speedup":0.6,"mode":")" +
+           mode + R"("}]})";
+  };
+  const std::vector<int32_t> prefix(prompt_.begin(), prompt_.begin() + 300);
+  constexpr int32_t kTokens = 24;
+  test::TempDir dir;
+  const std::string here = dir.write("here.json", profile(0, "vanilla"));
+  const Generation vanilla = generate(model_, prefix, VEGAS_MODE_VANILLA, nullptr, kTokens);
+  const Generation guided =
+      generate(model_, prefix, VEGAS_MODE_AUTO, "vegas", kTokens, here.c_str());
+  EXPECT_EQ(guided.tokens, vanilla.tokens);
+  EXPECT_EQ(guided.stats.rounds, 0);
+  EXPECT_EQ(guided.info.n_generated, kTokens);
+  const std::string elsewhere = dir.write("elsewhere.json", profile(1 << 20, "vanilla"));
+  const Generation exploring =
+      generate(model_, prefix, VEGAS_MODE_AUTO, "vegas", kTokens, elsewhere.c_str());
+  EXPECT_EQ(exploring.tokens, vanilla.tokens);
+  EXPECT_GE(exploring.stats.rounds, ModeChooser::kMinSamples + 1);
 }
 
 TEST_F(SpeculativeStats, UnknownModeIsRefused) {

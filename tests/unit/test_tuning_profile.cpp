@@ -60,7 +60,8 @@ std::string one_bucket(const std::string &field, const std::string &value) {
   const std::pair<const char *, const char *> fields[] = {
       {"context_min", "0"}, {"context_max", "-1"},   {"batch_min", "1"},
       {"batch_max", "-1"},  {"policy", "\"vegas\""}, {"window_share", "0.5"},
-      {"gamma", "6"},       {"ratio", "0.07"},       {"tau", ""}};  // optional, absent unless given
+      {"gamma", "6"},       {"ratio", "0.07"},       {"tau", ""},  // optional, absent unless given
+      {"mode", ""},         {"speedup", ""}};
   std::string bucket;
   for (const auto &f : fields) {
     std::string v = f.first == field ? value : f.second;
@@ -110,7 +111,13 @@ TEST(TuningProfile, NoMatchTakesNearestByContextThenBatch) {
 TEST(TuningProfile, OptionalAndUnknownKeys) {
   auto p = TuningProfile::parse(one_bucket("window_share", ""), "p.json");
   EXPECT_FLOAT_EQ(p->buckets()[0].window_share, 0.5f);
-  EXPECT_EQ(p->buckets()[0].tau, 0.0);  // unknown: auto mode refines without a trust band
+  EXPECT_EQ(p->buckets()[0].tau, 0.0);    // unknown: auto mode refines without a trust band
+  EXPECT_FALSE(p->buckets()[0].vanilla);  // no "mode": vegas
+  EXPECT_EQ(p->buckets()[0].speedup, 0.0);
+  p = TuningProfile::parse(one_bucket("mode", "\"vanilla\""), "p.json");
+  EXPECT_TRUE(p->buckets()[0].vanilla);
+  p = TuningProfile::parse(one_bucket("speedup", "0.8"), "p.json");
+  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].speedup), 0.8f);
   p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau),
                   5.4f);  // read as a float, like the others
@@ -146,7 +153,8 @@ TEST(TuningProfile, OutOfRangeValuesAreFormatErrors) {
       {"policy", "7"},        {"window_share", "1.5"}, {"window_share", "-0.1"},
       {"gamma", "0"},         {"gamma", "33"},         {"gamma", "6.5"},
       {"ratio", "0"},         {"ratio", "1.01"},       {"ratio", "\"0.07\""},
-      {"tau", "0.5"},         {"tau", "40"},           {"gamma", "99999999999999999999"}};
+      {"tau", "0.5"},         {"tau", "40"},           {"gamma", "99999999999999999999"},
+      {"mode", "\"fast\""},   {"mode", "1"},           {"speedup", "-1"}};
   for (const auto &c : cases) {
     const std::string message = format_error(one_bucket(c.first, c.second));
     EXPECT_NE(message.find(std::string("buckets[0].") + c.first), std::string::npos)

@@ -96,15 +96,22 @@ void Engine::admit(std::shared_ptr<GenerationJob> job) {
     return;
   }
   metrics_->prompt_tokens.fetch_add(static_cast<int64_t>(p.prompt.size()));
-  active_.push_back(Active{std::move(job), seq, false});
+  active_.push_back(Active{std::move(job), seq, false, 0});
 }
 
-void Engine::collect_finished() {
+Engine::StepTally Engine::collect_finished() {
+  StepTally tally;
   for (size_t i = 0; i < active_.size();) {
     Active &a = active_[i];
     vegas_sequence_info info;
     info.struct_size = sizeof(info);
     vegas_status st = vegas_sequence_get_info(session_, a.seq_id, &info);
+    if (st == VEGAS_OK) {
+      // No token before this step: the step prefilled (part of) its prompt.
+      tally.prefilling = tally.prefilling || a.generated == 0;
+      tally.tokens += info.n_generated - a.generated;
+      a.generated = info.n_generated;
+    }
     if (st == VEGAS_OK && info.finish_reason == VEGAS_FINISH_NONE) {
       ++i;
       continue;
@@ -137,6 +144,7 @@ void Engine::collect_finished() {
     active_.pop_back();
   }
   metrics_->active.store(static_cast<int64_t>(active_.size()));
+  return tally;
 }
 
 void Engine::fail_all(const std::string &message, vegas_status status) {
@@ -195,12 +203,13 @@ void Engine::run() {
       vegas_session_stats stats;
       stats.struct_size = sizeof(stats);
       if (vegas_session_get_stats(session_, &stats) != VEGAS_OK) stats = vegas_session_stats{};
-      metrics_->record_step(seconds, stats);
-      if (st != VEGAS_OK) {
+      StepTally tally;
+      tally.prefilling = true;  // a failed step counts as no decoding
+      if (st != VEGAS_OK)
         fail_all(step_error, st);
-      } else {
-        collect_finished();
-      }
+      else
+        tally = collect_finished();
+      metrics_->record_step(seconds, stats, tally.tokens, tally.prefilling);
     }
     if (stopping && active_.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -38,11 +38,17 @@ class Engine {
     std::shared_ptr<GenerationJob> job;
     int32_t seq_id = -1;
     bool cancel_sent = false;
+    int32_t generated = 0;  // tokens as of the last step
+  };
+  // What the last step did, for the decode rate in /metrics.
+  struct StepTally {
+    int64_t tokens = 0;       // generated in the step
+    bool prefilling = false;  // a prompt was (still) being prefilled
   };
 
   void run();
   void admit(std::shared_ptr<GenerationJob> job);
-  void collect_finished();
+  StepTally collect_finished();
   void fail_all(const std::string &message, vegas_status status);
 
   vegas_session *session_;

@@ -14,19 +14,27 @@ void emit(std::ostringstream &out, const char *name, const char *type, const cha
 
 }  // namespace
 
-void Metrics::record_step(double seconds, const vegas_session_stats &stats) {
+void Metrics::record_step(double seconds, const vegas_session_stats &stats, int64_t tokens,
+                          bool prefilling) {
   std::lock_guard<std::mutex> lock(mutex_);
   busy_seconds_ += seconds;
+  if (!prefilling) {
+    decode_seconds_ += seconds;
+    decode_tokens_ += tokens;
+  }
   stats_ = stats;
   steps.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::string Metrics::render_prometheus(const std::string &mode) const {
-  double busy;
+  double busy, decode_seconds;
+  int64_t decode_tokens;
   vegas_session_stats s;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     busy = busy_seconds_;
+    decode_seconds = decode_seconds_;
+    decode_tokens = decode_tokens_;
     s = stats_;
   }
   const double generated = static_cast<double>(generated_tokens.load());
@@ -59,9 +67,13 @@ std::string Metrics::render_prometheus(const std::string &mode) const {
   emit(out, "vegas_steps_total", "counter", "Decoding steps of the session.",
        static_cast<double>(steps.load()));
   emit(out, "vegas_busy_seconds_total", "counter", "Wall time spent in decoding steps.", busy);
+  emit(out, "vegas_decode_seconds_total", "counter",
+       "Wall time of the steps that prefilled no prompt.", decode_seconds);
+  // Prefill time left out: a long prompt's chunks generate nothing, and counting
+  // them made this a mix of prompt and decode speed.
   emit(out, "vegas_tokens_per_second", "gauge",
-       "Generated tokens per second of decoding (tokens / busy seconds).",
-       busy > 0 ? generated / busy : 0.0);
+       "Decode rate: tokens generated in steps without prefill, per second of those steps.",
+       decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0.0);
   emit(out, "vegas_spec_rounds_total", "counter", "Draft-verify rounds (vegas mode).",
        static_cast<double>(s.rounds));
   emit(out, "vegas_spec_drafted_total", "counter", "Draft tokens proposed (vegas mode).",

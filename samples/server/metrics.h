@@ -28,14 +28,18 @@ class Metrics {
   std::atomic<int64_t> active{0};  // sequences in the session now
   std::atomic<int64_t> queued{0};  // waiting for a slot
 
-  // Called by the decode thread after each step.
-  void record_step(double seconds, const vegas_session_stats &stats);
+  // Called by the decode thread after each step: its wall time, the session's
+  // statistics, the tokens it generated and whether a prompt was prefilled in it.
+  void record_step(double seconds, const vegas_session_stats &stats, int64_t tokens,
+                   bool prefilling);
 
   std::string render_prometheus(const std::string &mode) const;
 
  private:
   mutable std::mutex mutex_;
-  double busy_seconds_ = 0;  // wall time spent inside vegas_session_step
+  double busy_seconds_ = 0;    // wall time spent inside vegas_session_step
+  double decode_seconds_ = 0;  // ... in steps without prefill
+  int64_t decode_tokens_ = 0;  // tokens generated in those steps
   vegas_session_stats stats_{};
 };
 

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -287,3 +288,14 @@ def test_sigterm_drains_and_ends_streams_properly():
     assert final["choices"][0]["finish_reason"] is not None
     assert s.proc.wait(timeout=30) == 0
     assert time.time() - start < 15
+
+
+# Before: httplib bound with SO_REUSEPORT, so a second vegas-server on the same
+# port started and the two split the requests between them. The front binds
+# exclusively: the second one fails at once and says why.
+def test_second_server_on_the_same_port_fails_clearly(server):
+    out = subprocess.run([SERVER, "--backend", "cpu", "--port", str(server.port)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{server.port}" in out.stderr
+    assert health(server)[0] == 200

@@ -237,6 +237,23 @@ def concurrent_streams_match_single(server, client, n_tokens):
     assert steps < tokens / 4, (steps, tokens)
 
 
+# Before: vegas_tokens_per_second divided the tokens by every step's time,
+# prefill chunks included (a long prompt made it a mix of prompt and decode
+# speed). Now the steps that prefilled a prompt count apart: a request whose
+# 450-token prompt is prefilled in its first step adds less decode time than
+# busy time.
+def test_metrics_decode_rate_leaves_prefill_out(server, client):
+    before = server.metrics()
+    r = client.completions.create(model="m", prompt="x = 1\n" * 90, max_tokens=8,
+                                  extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 8 and r.usage.prompt_tokens > 300
+    after = server.metrics()
+    busy = after["vegas_busy_seconds_total"] - before["vegas_busy_seconds_total"]
+    decode = after["vegas_decode_seconds_total"] - before["vegas_decode_seconds_total"]
+    assert 0 < decode < busy, (decode, busy)
+    assert after["vegas_tokens_per_second"] > 0
+
+
 def test_16_concurrent_streams_match_single_client(server, client):
     concurrent_streams_match_single(server, client, 24)
 

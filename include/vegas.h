@@ -364,6 +364,13 @@ typedef struct vegas_session_options {
    * VEGAS_MODE_AUTO the profile is read as well (for its "mode"), whatever the
    * knobs. */
   const char *profile_path;
+  /* 1 (default): full KV pages of earlier sequences (finished or running)
+   * serve a new sequence whose prompt starts with the same tokens, which then
+   * prefills only the rest (at least its last two tokens); cached pages no
+   * sequence holds are taken back, least recently used first, when the pool
+   * needs them. The output is what it would be without the cache (the same
+   * K/V values, up to the backend's arithmetic). 0: off. */
+  int32_t prefix_cache;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
 static inline void vegas_session_options_init(vegas_session_options *options) {
@@ -564,6 +571,11 @@ typedef struct vegas_session_stats {
 /* Fills `out` (set out->struct_size first). */
 VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,
                                                vegas_session_stats *out);
+/* The prefix cache (vegas_session_options.prefix_cache) since the session was
+ * made: prompt tokens served from cached pages instead of prefilled, and
+ * cached pages taken back for new tokens. Either pointer may be NULL. */
+VEGAS_API vegas_status vegas_session_get_cache_stats(const vegas_session *session,
+                                                     int64_t *hit_tokens, int64_t *evicted_pages);
 
 /* One automatic switch of a sequence's gamma or ratio (auto knobs, see
  * vegas_session_options.profile_path). */

@@ -48,6 +48,10 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
   if (o.schedule != VEGAS_SCHEDULE_INTERLEAVE && o.schedule != VEGAS_SCHEDULE_PREFILL_FIRST)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown schedule " + std::to_string(o.schedule));
   p.prefill_first = o.schedule == VEGAS_SCHEDULE_PREFILL_FIRST;
+  if (o.prefix_cache != 0 && o.prefix_cache != 1)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
+                "prefix_cache " + std::to_string(o.prefix_cache) + " is not 0 or 1");
+  p.prefix_cache = o.prefix_cache == 1;
   p.speculative = o.mode == VEGAS_MODE_VEGAS || o.mode == VEGAS_MODE_AUTO;
   p.auto_mode = o.mode == VEGAS_MODE_AUTO;
   if (p.speculative) {
@@ -147,6 +151,7 @@ VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, 
   o.select_policy = nullptr;
   o.schedule = VEGAS_SCHEDULE_INTERLEAVE;
   o.profile_path = nullptr;
+  o.prefix_cache = 1;
   vegas::abi::init_struct(o, options, size);
 }
 
@@ -252,6 +257,15 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
     info.ratio = seq.stats.ratio;
     info.switches = seq.stats.switches;
     vegas::abi::write_struct(info, out, "vegas_sequence_info");
+  });
+}
+
+VEGAS_API vegas_status vegas_session_get_cache_stats(const vegas_session *session,
+                                                     int64_t *hit_tokens, int64_t *evicted_pages) {
+  return guarded([&] {
+    const vegas::KvPool &pool = session_of(session).kv_pool();
+    if (hit_tokens != nullptr) *hit_tokens = pool.hit_tokens();
+    if (evicted_pages != nullptr) *evicted_pages = pool.evicted_pages();
   });
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/mi_allocator.h"
+#include "kv/kv_pool.h"
 #include "sampling/sampling.h"
 #include "session/stop_filter.h"
 #include "tokenizer/tokenizer.h"
@@ -64,6 +65,7 @@ struct Sequence {
   MiVector<int32_t> tokens;  // prompt + generated (stop tokens excluded)
   int32_t kv_len = 0;        // leading tokens whose K/V are in the pool
   std::vector<int32_t> page_table;
+  KvPool::PublishCursor published;  // of page_table's pages, those in the prefix cache
   Rng rng;
   std::optional<StreamingDetokenizer> detokenizer;
   StopFilter stop_filter;

@@ -84,7 +84,7 @@ class FlagScope {
 Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     : model_(std::move(model)),
       params_(params),
-      pool_(pages_for_budget(model_->backend(), params), params.page_size) {
+      pool_(pages_for_budget(model_->backend(), params), params.page_size, params.prefix_cache) {
   ContextParams cp;
   cp.num_pages = pool_.num_pages();
   cp.page_size = params_.page_size;
@@ -142,9 +142,16 @@ int32_t Session::submit(SequenceRequest request) {
                                 std::to_string(int64_t{pool_.num_pages()} * pool_.page_size()) +
                                 " tokens)");
   const int32_t id = next_id_.fetch_add(1);
-  sequences_.emplace(
-      id, std::make_unique<Sequence>(id, std::move(request),
-                                     model_->has_tokenizer() ? &model_->tokenizer() : nullptr));
+  auto seq = std::make_unique<Sequence>(id, std::move(request),
+                                        model_->has_tokenizer() ? &model_->tokenizer() : nullptr);
+  // The longest cached prefix, leaving at least two prompt rows to prefill:
+  // the last one's logits give the first token and a prefill (not a decode
+  // step) makes the first selection of VEGAS mode.
+  const int64_t n_prompt = seq->n_prompt();
+  if (n_prompt > 2)
+    seq->kv_len = static_cast<int32_t>(
+        pool_.attach_prefix(seq->page_table, seq->tokens.data(), n_prompt - 2, &seq->published));
+  sequences_.emplace(id, std::move(seq));
   return id;
 }
 
@@ -164,6 +171,7 @@ void Session::release(int32_t seq_id) {
   if (in_callback_ || in_step_)
     fail(VEGAS_ERR_WRONG_STATE, "vegas_sequence_release called from a callback");
   Sequence &seq = find(seq_id);
+  publish(seq);
   pool_.release(seq.page_table);
   sequences_.erase(seq_id);
 }
@@ -202,6 +210,7 @@ int32_t Session::active_count() const {
 void Session::finish(Sequence &seq, vegas_finish_reason reason, vegas_status status) {
   seq.finish = reason;
   seq.status = status;
+  publish(seq);
   pool_.release(seq.page_table);
   seq.kv_len = 0;
   if (spec_) {
@@ -255,6 +264,10 @@ void Session::commit_token(Sequence &seq, int32_t token) {
     finish(seq, VEGAS_FINISH_LENGTH, VEGAS_OK);
   }
   emit(seq, token, piece);
+}
+
+void Session::publish(Sequence &seq) {
+  pool_.publish(seq.page_table, seq.tokens.data(), seq.kv_len, &seq.published);
 }
 
 ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) const {
@@ -437,6 +450,9 @@ int32_t Session::step() {
     for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
     if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, round_seconds);
   }
+  // Pages filled in this step serve later sequences while this one still runs.
+  for (auto &entry : sequences_)
+    if (!entry.second->finished()) publish(*entry.second);
   return active_count();
 }
 

@@ -31,6 +31,8 @@ struct SessionParams {
   // VEGAS_MODE_AUTO (with speculative): each decode step a round or a vanilla
   // step, whichever has been faster here (ModeChooser).
   bool auto_mode = false;
+  // Full KV pages of earlier sequences serve new ones with the same prefix (KvPool).
+  bool prefix_cache = true;
   SpeculativeParams spec;
 };
 
@@ -65,6 +67,8 @@ class Session {
   void finish(Sequence &seq, vegas_finish_reason reason, vegas_status status);
   void commit_token(Sequence &seq, int32_t token);
   void emit(Sequence &seq, int32_t token, const std::string &piece);
+  // Offers the sequence's finished full KV pages to the prefix cache.
+  void publish(Sequence &seq);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_measure.h"
+#include "bench_replay.h"
 #include "bench_report.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -60,6 +61,7 @@ struct BenchArgs {
   int32_t batch = 1;
   bool baseline = true;  // --mode vegas: also run vanilla on the same prompts, for the speed-up
   ReportArgs report;     // --report DIR
+  ReplayArgs replay;     // --edit-replay N
 };
 
 void run_bench(const BenchArgs &a) {
@@ -79,6 +81,22 @@ void run_bench(const BenchArgs &a) {
   vegas_model *model = loaded.model.get();
   const vegas_model_info &info = loaded.info;
   const auto prompts = PromptSource(r, loaded, "vegas bench").get(a.context, a.batch);
+  if (a.replay.requests > 0) {  // an editing session on the first prompt
+    const vegas_session_options base =
+        session_options(info, {prompts.at(0)}, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : 6);
+    vegas_session_options so = base;
+    if (vegas_mode) so = speculative_options(base, r.spec);
+    if (a.mode == "auto") so.mode = VEGAS_MODE_AUTO;
+    nlohmann::json j =
+        edit_replay(model, info, so, prompts.at(0), r.sampling, r.new_tokens, a.replay);
+    j["model"] = info.architecture;
+    j["synthetic"] = !r.model.synthetic.empty();
+    j["backend"] = backend_name(info.backend);
+    j["mode"] = a.mode;
+    j["device"] = loaded.device;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
   int64_t total_prompt = 0;
   for (const auto &p : prompts) total_prompt += static_cast<int64_t>(p.size());
   const SpecSettings &spec = r.spec;
@@ -212,6 +230,13 @@ void add_bench_command(CLI::App &app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("!--no-baseline", args->baseline,
                 "With --mode vegas, skip the vanilla run (no speed-up reported)");
+  cmd->add_option("--edit-replay", args->replay.requests,
+                  "Replay an editing session instead: N requests of the first prompt, each with "
+                  "its last --edited tokens changed, prefix cache on and off (time to first "
+                  "token)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--edited", args->replay.edited, "Tokens changed per --edit-replay request")
+      ->check(CLI::Range(1, 4096));
   add_report_options(cmd, args->report);
   cmd->callback([args, cmd]() {
     args->run.model.seed = args->run.sampling.seed;

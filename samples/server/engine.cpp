@@ -210,6 +210,11 @@ void Engine::run() {
       else
         tally = collect_finished();
       metrics_->record_step(seconds, stats, tally.tokens, tally.prefilling);
+      int64_t hit = 0, evicted = 0;
+      if (vegas_session_get_cache_stats(session_, &hit, &evicted) == VEGAS_OK) {
+        metrics_->prefix_hit_tokens.store(hit);
+        metrics_->prefix_evicted_pages.store(evicted);
+      }
     }
     if (stopping && active_.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);

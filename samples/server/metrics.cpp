@@ -74,6 +74,12 @@ std::string Metrics::render_prometheus(const std::string &mode) const {
   emit(out, "vegas_tokens_per_second", "gauge",
        "Decode rate: tokens generated in steps without prefill, per second of those steps.",
        decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0.0);
+  emit(out, "vegas_prefix_cache_hit_tokens_total", "counter",
+       "Prompt tokens served from the prefix cache instead of prefilled.",
+       static_cast<double>(prefix_hit_tokens.load()));
+  emit(out, "vegas_prefix_cache_evicted_pages_total", "counter",
+       "Cached KV pages taken back for new tokens.",
+       static_cast<double>(prefix_evicted_pages.load()));
   emit(out, "vegas_spec_rounds_total", "counter", "Draft-verify rounds (vegas mode).",
        static_cast<double>(s.rounds));
   emit(out, "vegas_spec_drafted_total", "counter", "Draft tokens proposed (vegas mode).",

@@ -71,7 +71,7 @@ int main(void) {
   PIN_OFFSET(vegas_model_info, weight_bytes, 48);
   PIN_OFFSET(vegas_model_info, kv_bytes_per_token, 56);
   PIN_OFFSET(vegas_model_info, architecture, 64);
-  PIN_SIZE(vegas_session_options, 96);
+  PIN_SIZE(vegas_session_options, 104);
   PIN_OFFSET(vegas_session_options, struct_size, 0);
   PIN_OFFSET(vegas_session_options, kv_bytes, 8);
   PIN_OFFSET(vegas_session_options, page_size, 16);
@@ -89,6 +89,7 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, select_policy, 72);
   PIN_OFFSET(vegas_session_options, schedule, 80);
   PIN_OFFSET(vegas_session_options, profile_path, 88);
+  PIN_OFFSET(vegas_session_options, prefix_cache, 96);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);

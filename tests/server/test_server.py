@@ -254,6 +254,23 @@ def test_metrics_decode_rate_leaves_prefill_out(server, client):
     assert after["vegas_tokens_per_second"] > 0
 
 
+# An IDE's second request repeats the first's prompt with a few tokens
+# changed at the end: the prefix cache serves all of it but the last pages,
+# and the completion is the one a fresh session gives (greedy).
+def test_second_request_reuses_the_cached_prefix(server, client):
+    base = "def add(a, b):\n    return a + b\n\n" * 12
+    first = client.completions.create(model="m", prompt=base + "def sub(", max_tokens=4,
+                                      temperature=0)
+    before = server.metrics()
+    second = client.completions.create(model="m", prompt=base + "def mul(", max_tokens=6,
+                                       temperature=0)
+    after = server.metrics()
+    hit = after["vegas_prefix_cache_hit_tokens_total"] - before["vegas_prefix_cache_hit_tokens_total"]
+    assert first.usage.prompt_tokens > 100
+    assert second.usage.prompt_tokens - 20 <= hit < second.usage.prompt_tokens, hit
+    assert second.choices[0].text == cli_greedy(base + "def mul(", 6)
+
+
 def test_16_concurrent_streams_match_single_client(server, client):
     concurrent_streams_match_single(server, client, 24)
 

@@ -82,6 +82,7 @@ namespace Vegas
             public IntPtr select_policy;
             public int schedule;
             public IntPtr profile_path;
+            public int prefix_cache;
         }
 
         [StructLayout(LayoutKind.Sequential)]

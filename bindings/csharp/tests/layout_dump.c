@@ -64,6 +64,7 @@ int main(void) {
   FIELD(vegas_session_options, select_policy);
   FIELD(vegas_session_options, schedule);
   FIELD(vegas_session_options, profile_path);
+  FIELD(vegas_session_options, prefix_cache);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);

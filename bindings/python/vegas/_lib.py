@@ -82,7 +82,8 @@ class SessionOptions(ctypes.Structure):
                 ("window_share", ctypes.c_float), ("score_kind", ctypes.c_int32),
                 ("sink", ctypes.c_int32), ("top_p_mass", ctypes.c_float),
                 ("select_policy", ctypes.POINTER(SelectPolicyStruct)),
-                ("schedule", ctypes.c_int32), ("profile_path", ctypes.c_char_p)]
+                ("schedule", ctypes.c_int32), ("profile_path", ctypes.c_char_p),
+                ("prefix_cache", ctypes.c_int32)]
 
 
 class SamplingOptions(ctypes.Structure):

@@ -78,7 +78,7 @@ class Sampling:
 # enum names too.
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
-                  "top_p_mass", "schedule", "profile_path")
+                  "top_p_mass", "schedule", "profile_path", "prefix_cache")
 
 
 def session_struct(lib, options: dict):

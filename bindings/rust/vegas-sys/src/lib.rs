@@ -155,6 +155,7 @@ pub struct vegas_session_options {
     pub select_policy: *const vegas_select_policy,
     pub schedule: i32,
     pub profile_path: *const c_char,
+    pub prefix_cache: i32,
 }
 
 #[repr(C)]

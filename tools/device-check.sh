@@ -25,6 +25,8 @@ if ! ldd "$DIR/bin/test_cuda_kernels" | grep -q 'libcublasLt.so.13 => /'; then
   [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt"):$LD_LIBRARY_PATH"
 fi
 export VEGAS_MODEL_DIR="$PWD/models/vegas-code-22m" VEGAS_SOURCE_DIR="$PWD"
+# The public prompts travel in the carry (bench/prompts-public.jsonl), for the tests that read them.
+export VEGAS_SHARED_DIR="${VEGAS_SHARED_DIR:-$PWD/$DIR}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 summary=()
 FILTER=${3:-.}

@@ -99,6 +99,8 @@ class EventStream {
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
 
+}  // namespace
+
 // The request body through httplib's content reader, so that the limit holds
 // for chunked bodies and for the bytes after a Content-Encoding is undone
 // (httplib 0.11 applies set_payload_max_length to a Content-Length alone: a
@@ -125,8 +127,6 @@ bool read_body(const httplib::ContentReader &reader, std::string *body, httplib:
   send_json(res, e.http_status(), e.to_json());
   return false;
 }
-
-}  // namespace
 
 HttpApi::HttpApi(const ServerOptions &options, std::string model_name, Engine *engine,
                  Metrics *metrics, const RequestParser *parser)

@@ -52,6 +52,10 @@ class HttpApi {
 // The largest request body read (after any Content-Encoding is undone), 413 beyond.
 constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 
+// Reads the request body through httplib's content reader under kMaxBodyBytes;
+// false when it answered instead (413, or 400 for a body that could not be read).
+bool read_body(const httplib::ContentReader &reader, std::string *body, httplib::Response &res);
+
 // Key comparison whose time does not depend on how much of the key matches.
 bool constant_time_equal(const std::string &expected, const std::string &given);
 

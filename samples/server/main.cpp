@@ -20,6 +20,7 @@
 #include "connection_front.h"
 #include "engine.h"
 #include "http_api.h"
+#include "info_routes.h"
 #include "metrics.h"
 #include "prompt_format.h"
 #include "request_parser.h"
@@ -204,6 +205,8 @@ int serve(const ServerOptions &o) {
   server.set_payload_max_length(kMaxBodyBytes);
   server.set_keep_alive_max_count(1);
   api.install(&server);
+  InfoRoutes info_routes(o, model_name, &format, limits);
+  info_routes.install(&server);
 
   const int port = front.bind(o.host, o.port);
   const int upstream_port = port < 0 ? -1 : server.bind_to_any_port("127.0.0.1");

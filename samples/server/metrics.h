@@ -25,8 +25,8 @@ class Metrics {
   std::atomic<int64_t> sequences_cancelled{0};  // the client disconnected
   std::atomic<int64_t> sequences_failed{0};
   std::atomic<int64_t> steps{0};
-  std::atomic<int64_t> active{0};  // sequences in the session now
-  std::atomic<int64_t> queued{0};  // waiting for a slot
+  std::atomic<int64_t> active{0};                // sequences in the session now
+  std::atomic<int64_t> queued{0};                // waiting for a slot
   std::atomic<int64_t> prefix_hit_tokens{0};     // prompt tokens served from cached KV
   std::atomic<int64_t> prefix_evicted_pages{0};  // cached KV pages taken back
 

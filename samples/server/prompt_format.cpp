@@ -58,6 +58,48 @@ std::vector<int32_t> PromptFormat::plain(const std::string &text) const {
   return ids;
 }
 
+std::vector<int32_t> PromptFormat::tokenize(const std::string &text, bool add_special,
+                                            bool parse_special) const {
+  std::vector<int32_t> ids;
+  vegas_tokenize_options o;
+  vegas_tokenize_options_init(&o);
+  o.parse_special = parse_special ? 1 : 0;
+  o.add_special = add_special ? 1 : 0;
+  tokenize_into(tokenizer_, text, o, &ids);
+  return ids;
+}
+
+std::string PromptFormat::detokenize(const std::vector<int32_t> &ids) const {
+  std::string text(ids.size() * 8 + 16, '\0');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t n = 0;
+    const vegas_status st =
+        vegas_detokenize(tokenizer_, ids.data(), ids.size(), 0, text.data(), text.size(), &n);
+    if (st == VEGAS_OK) {
+      text.resize(n);
+      return text;
+    }
+    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
+    text.resize(n);
+  }
+  throw ApiError(500, "", std::string("detokenizing failed: ") + vegas_last_error());
+}
+
+std::string PromptFormat::piece(int32_t id) const {
+  std::string bytes(64, '\0');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t n = 0;
+    const vegas_status st = vegas_token_to_piece(tokenizer_, id, bytes.data(), bytes.size(), &n);
+    if (st == VEGAS_OK) {
+      bytes.resize(n);
+      return bytes;
+    }
+    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
+    bytes.resize(n);
+  }
+  throw ApiError(500, "", std::string("token piece failed: ") + vegas_last_error());
+}
+
 std::vector<int32_t> PromptFormat::chat(const std::vector<ChatMessage> &messages) const {
   if (!has_chat())
     throw ApiError::bad_field("messages",

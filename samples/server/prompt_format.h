@@ -28,6 +28,14 @@ class PromptFormat {
 
   // Raw completion prompt: special tokens written in the text are parsed (as the CLI does).
   std::vector<int32_t> plain(const std::string &text) const;
+  // /tokenize: the text's ids, special tokens in it parsed or not, bos added
+  // or not (when the tokenizer adds one at all).
+  std::vector<int32_t> tokenize(const std::string &text, bool add_special,
+                                bool parse_special) const;
+  // /detokenize: the ids' text (invalid UTF-8 as U+FFFD); ids must be valid.
+  std::string detokenize(const std::vector<int32_t> &ids) const;
+  // The raw bytes one token stands for.
+  std::string piece(int32_t id) const;
   // Throws ApiError (param "messages") when the model has no chat template.
   std::vector<int32_t> chat(const std::vector<ChatMessage> &messages) const;
   // <|file_sep|>name\ntext per extra file, then <|fim_prefix|>P<|fim_suffix|>S<|fim_middle|>,

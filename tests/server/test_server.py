@@ -11,6 +11,8 @@ import os
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -183,6 +185,31 @@ def test_infill_equals_cli(server):
     assert j["content"] == cli_greedy(fim_extra, 16, FIM_STOP_IDS)
 
 
+# A llama.vscode-shaped editing session: its /infill requests as the user types
+# on one line (the "prompt" field grows; input_extra, input_prefix and
+# input_suffix stay), with the fields it sends besides (samplers, cache_prompt,
+# t_max_prompt_ms, t_max_predict_ms, n_indent). Every request is answered, and
+# from the second on the prefix cache serves all of the prompt but its last
+# pages (the changed line comes last in the FIM layout).
+def test_llama_vscode_infill_session_reuses_the_prefix(server):
+    extra = [{"filename": "util.py", "text": "def sub(a, b):\n    return a - b\n" * 8}]
+    prefix = "import util\n\n" + "def add(a, b):\n    return a + b\n\n" * 6 + "def mul(a, b):\n"
+    suffix = "\n\nprint(mul(2, 3))\n"
+    hits = []
+    for typed in ["    ", "    r", "    re", "    ret", "    retu"]:
+        before = server.metrics()["vegas_prefix_cache_hit_tokens_total"]
+        status, j = post(server, "/infill", {
+            "input_prefix": prefix, "input_suffix": suffix, "input_extra": extra, "prompt": typed,
+            "n_predict": 16, "top_k": 40, "top_p": 0.99, "stream": False,
+            "samplers": ["top_k", "top_p", "infill"], "cache_prompt": True,
+            "t_max_prompt_ms": 500, "t_max_predict_ms": 1000, "n_indent": 4})
+        assert status == 200, j
+        hits.append((server.metrics()["vegas_prefix_cache_hit_tokens_total"] - before,
+                     j["tokens_evaluated"]))
+    for hit, prompt_tokens in hits[1:]:
+        assert prompt_tokens - 24 <= hit < prompt_tokens, hits
+
+
 def test_infill_stream(server):
     body = {"input_prefix": "for i in range(", "input_suffix": "):\n    print(i)\n",
             "max_tokens": 12, "ignore_eos": True}
@@ -294,6 +321,52 @@ def test_disconnect_cancels_the_sequence(server):
     assert m["vegas_sequences_active"] == 0
     # It stopped early: far from the 500 tokens it asked for.
     assert m["vegas_generated_tokens_total"] - m0["vegas_generated_tokens_total"] < 250
+
+
+# ------------------------------------------------------ tokenizer and info routes
+
+def post_json(server, path, body):
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+# llama-server's /tokenize and /detokenize, as IDE plugins call them: the ids
+# are the CLI's (`vegas tokenize`), the round trip gives the text back, pieces
+# come as text (or bytes where a token ends inside a character).
+def test_tokenize_and_detokenize_round_trip(server):
+    text = "def héllo():\n    return '✓'"
+    status, body = post_json(server, "/tokenize", {"content": text})
+    assert status == 200
+    out = subprocess.run([CLI, "tokenize", "--json", "--text", text], capture_output=True,
+                         text=True, check=True, timeout=120)
+    assert body["tokens"] == json.loads(out.stdout)["ids"]
+    status, back = post_json(server, "/detokenize", {"tokens": body["tokens"]})
+    assert status == 200 and back["content"] == text
+    status, pieces = post_json(server, "/tokenize", {"content": text, "with_pieces": True})
+    assert [p["id"] for p in pieces["tokens"]] == body["tokens"]
+    joined = b"".join(p["piece"].encode() if isinstance(p["piece"], str) else bytes(p["piece"])
+                      for p in pieces["tokens"])
+    assert joined.decode() == text
+    assert post_json(server, "/tokenize", {"content": 5})[0] == 400
+    assert post_json(server, "/tokenize", {"content": "x", "add_special": "yes"})[0] == 400
+    assert post_json(server, "/detokenize", {"tokens": [1, -1]})[0] == 400
+    assert post_json(server, "/detokenize", {"tokens": [10 ** 9]})[0] == 400
+    assert post_json(server, "/detokenize", {"tokens": "12"})[0] == 400
+
+
+def test_props_describe_the_server(server):
+    with urllib.request.urlopen(server.url + "/props", timeout=30) as r:
+        props = json.loads(r.read())
+    assert props["total_slots"] == 16
+    assert props["default_generation_settings"]["n_ctx"] == 512 + 512
+    assert props["max_prompt_tokens"] == 512
+    assert "<|im_start|>" in props["chat_template"]
+    assert props["build_info"].startswith("libvegas ")
 
 
 # -------------------------------------------------------------------- bad input

@@ -102,6 +102,12 @@ void add_options(CLI::App &app, ServerOptions &o) {
                  "seconds a request's head and body may take to arrive, 408 beyond")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_option("--kv-tokens", o.kv_tokens,
+                 "KV pool in tokens, shared by the slots as they need it (pages are taken on "
+                 "demand; a sequence that finds none ends with a 503); 0 = every slot at its "
+                 "longest prompt + output")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 34))
+      ->capture_default_str();
   app.add_option("--drain-timeout", o.drain_timeout,
                  "seconds running generations may finish in after SIGTERM, then cancelled")
       ->check(CLI::Range(0, 3600))
@@ -153,8 +159,9 @@ int serve(const ServerOptions &o) {
   st = vegas_model_get_info(model, &info);
   if (st != VEGAS_OK) die("model info", st);
 
-  // KV for every slot at its longest: prompt + output, a speculative round and
-  // a page of slack each; sequences that still overflow end with KV_FULL.
+  // KV for every slot at its longest by default: prompt + output, a speculative
+  // round and a page of slack each; sequences that still overflow (or find the
+  // smaller pool of --kv-tokens full) end with KV_FULL.
   vegas_session_options so;
   vegas_session_options_init(&so);
   so.mode = o.mode == "vegas"  ? VEGAS_MODE_VEGAS
@@ -166,7 +173,10 @@ int serve(const ServerOptions &o) {
   const uint64_t tokens_per_slot = static_cast<uint64_t>(o.max_prompt_tokens) +
                                    static_cast<uint64_t>(o.max_output_tokens) +
                                    static_cast<uint64_t>(o.gamma) + 1 + 2 * 16;
-  so.kv_bytes = tokens_per_slot * static_cast<uint64_t>(o.parallel) * info.kv_bytes_per_token;
+  const uint64_t kv_tokens = o.kv_tokens > 0
+                                 ? static_cast<uint64_t>(o.kv_tokens)
+                                 : tokens_per_slot * static_cast<uint64_t>(o.parallel);
+  so.kv_bytes = kv_tokens * info.kv_bytes_per_token;
   vegas_session *session = nullptr;
   st = vegas_session_create(model, &so, &session);
   if (st != VEGAS_OK) die("creating the session", st);
@@ -218,9 +228,9 @@ int serve(const ServerOptions &o) {
   std::thread workers([&server] { server.listen_after_bind(); });
   std::thread front_thread([&front] { front.run(); });
 
-  std::fprintf(stderr, "vegas-server: KV pool %.0f MiB (%d slots x %llu tokens)\n",
-               static_cast<double>(so.kv_bytes) / (1 << 20), o.parallel,
-               static_cast<unsigned long long>(tokens_per_slot));
+  std::fprintf(stderr, "vegas-server: KV pool %.0f MiB (%llu tokens for %d slots)\n",
+               static_cast<double>(so.kv_bytes) / (1 << 20),
+               static_cast<unsigned long long>(kv_tokens), o.parallel);
   std::printf("vegas-server: listening on http://%s:%d (model %s, mode %s, %d slots)\n",
               o.host.c_str(), port, model_name.c_str(), o.mode.c_str(), o.parallel);
   std::fflush(stdout);

@@ -299,3 +299,21 @@ def test_second_server_on_the_same_port_fails_clearly(server):
     assert out.returncode == 1
     assert f"cannot listen on 127.0.0.1:{server.port}" in out.stderr
     assert health(server)[0] == 200
+
+
+# A sequence that fails while decoding is the server's fault: a 5xx with the
+# library's status in the message (--kv-tokens 96: six pages, taken on demand,
+# run out mid-answer). (This path was a 503 before too; what changed is that a
+# decode-time refusal such as TOKEN_OUT_OF_RANGE is no longer a 400 and that a
+# failed step's message is read before vegas_session_get_stats clears it, which
+# no request can reach from outside.)
+def test_decode_failure_is_a_5xx_with_its_message():
+    s = ServerProcess(SERVER, "--backend", "cpu", "--kv-tokens", "96", "--threads", "1")
+    try:
+        status, reply = completion(s, {"prompt": "def main():\n", "max_tokens": 200,
+                                       "ignore_eos": True})
+        assert status == 503, reply
+        assert "KV_FULL" in reply["error"]["message"], reply
+        assert completion(s, {"prompt": "def f():", "max_tokens": 4})[0] == 200  # still serving
+    finally:
+        assert s.stop() == 0

@@ -139,6 +139,20 @@ def test_vegas_mode_reports_speculative_stats(model):
     assert done.info.rounds > 0
 
 
+# The prefix cache through the binding: the second generation of a prompt
+# prefills only its last pages (cache_stats), with the same tokens; off, none.
+def test_prefix_cache_stats(model):
+    prompt = "def add(a, b):\n    return a + b\n\n" * 20
+    for cache in (1, 0):
+        with model.session(prefix_cache=cache) as s:
+            first = s.generate(prompt, max_tokens=8, ignore_eos=True)
+            assert s.cache_stats() == (0, 0)
+            second = s.generate(prompt, max_tokens=8, ignore_eos=True)
+            hit, evicted = s.cache_stats()
+        assert second.tokens == first.tokens
+        assert (hit > 100) == bool(cache) and evicted == 0
+
+
 def test_auto_gamma_from_a_named_profile(model, tmp_path):
     profile = tmp_path / "p.json"
     profile.write_text(json.dumps({"format": "vegas-profile/1", "backend": "cpu", "buckets": [

@@ -187,6 +187,7 @@ SIGNATURES = {
     "vegas_sequence_text": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),
     "vegas_sequence_release": (_i, [_vp, _i32]),
     "vegas_session_get_stats": (_i, [_vp, _p(SessionStatsStruct)]),
+    "vegas_session_get_cache_stats": (_i, [_vp, _p(ctypes.c_int64), _p(ctypes.c_int64)]),
     "vegas_session_get_switch": (_i, [_vp, ctypes.c_int64, _p(SwitchInfoStruct)]),
     "vegas_generate_options_init_sized": (None, [_p(GenerateOptions), _sz]),
     "vegas_generate": (_i, [_vp, _cp, _p(GenerateOptions), _buf, _sz, c_size_t_p]),

@@ -230,6 +230,14 @@ class Session:
         with self._free_lock:
             check(self._lib.vegas_session_cancel(self._ptr(), seq))
 
+    def cache_stats(self) -> Tuple[int, int]:
+        """The prefix cache since the session was made: (prompt tokens served from cached KV
+        pages, cached pages taken back for new tokens)."""
+        hit, evicted = ctypes.c_int64(), ctypes.c_int64()
+        check(self._lib.vegas_session_get_cache_stats(self._ptr(), ctypes.byref(hit),
+                                                      ctypes.byref(evicted)))
+        return hit.value, evicted.value
+
     def info(self, seq: int) -> SequenceInfo:
         out = _lib.SequenceInfoStruct()
         out.struct_size = ctypes.sizeof(out)

@@ -428,6 +428,12 @@ extern "C" {
         out: *mut vegas_session_stats,
     ) -> vegas_status;
 
+    pub fn vegas_session_get_cache_stats(
+        session: *const vegas_session,
+        hit_tokens: *mut i64,
+        evicted_pages: *mut i64,
+    ) -> vegas_status;
+
     pub fn vegas_session_get_switch(
         session: *const vegas_session,
         index: i64,

@@ -38,6 +38,24 @@ void tokenize_into(const vegas_tokenizer *tokenizer, const std::string &text,
   throw ApiError(500, "", std::string("tokenizing failed: ") + vegas_last_error());
 }
 
+// Bytes from a library call that reports the size it needs when the buffer
+// is too small: a first guess, then exactly that size.
+template <typename Fill>
+std::string read_bytes(size_t guess, const char *what, Fill fill) {
+  std::string bytes(guess, '\0');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t n = 0;
+    const vegas_status st = fill(bytes.data(), bytes.size(), &n);
+    if (st == VEGAS_OK) {
+      bytes.resize(n);
+      return bytes;
+    }
+    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
+    bytes.resize(n);
+  }
+  throw ApiError(500, "", std::string(what) + " failed: " + vegas_last_error());
+}
+
 }  // namespace
 
 void PromptFormat::append_text(std::vector<int32_t> *ids, const std::string &text,
@@ -70,34 +88,15 @@ std::vector<int32_t> PromptFormat::tokenize(const std::string &text, bool add_sp
 }
 
 std::string PromptFormat::detokenize(const std::vector<int32_t> &ids) const {
-  std::string text(ids.size() * 8 + 16, '\0');
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    size_t n = 0;
-    const vegas_status st =
-        vegas_detokenize(tokenizer_, ids.data(), ids.size(), 0, text.data(), text.size(), &n);
-    if (st == VEGAS_OK) {
-      text.resize(n);
-      return text;
-    }
-    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
-    text.resize(n);
-  }
-  throw ApiError(500, "", std::string("detokenizing failed: ") + vegas_last_error());
+  return read_bytes(ids.size() * 8 + 16, "detokenizing", [&](char *out, size_t cap, size_t *n) {
+    return vegas_detokenize(tokenizer_, ids.data(), ids.size(), 0, out, cap, n);
+  });
 }
 
 std::string PromptFormat::piece(int32_t id) const {
-  std::string bytes(64, '\0');
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    size_t n = 0;
-    const vegas_status st = vegas_token_to_piece(tokenizer_, id, bytes.data(), bytes.size(), &n);
-    if (st == VEGAS_OK) {
-      bytes.resize(n);
-      return bytes;
-    }
-    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
-    bytes.resize(n);
-  }
-  throw ApiError(500, "", std::string("token piece failed: ") + vegas_last_error());
+  return read_bytes(64, "a token's piece", [&](char *out, size_t cap, size_t *n) {
+    return vegas_token_to_piece(tokenizer_, id, out, cap, n);
+  });
 }
 
 std::vector<int32_t> PromptFormat::chat(const std::vector<ChatMessage> &messages) const {

@@ -40,6 +40,17 @@ class ServerProcess:
     def alive(self):
         return self.proc.poll() is None
 
+    def rss_mib(self):
+        """The server's resident memory now, MiB (0 once it has exited)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
     def stop(self):
         """SIGTERM; returns the exit code (0 = a clean shutdown)."""
         if self.proc.poll() is None:

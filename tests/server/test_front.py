@@ -28,14 +28,6 @@ def server():
     assert s.stop() == 0
 
 
-def rss_mib(server):
-    with open(f"/proc/{server.proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def read_response(sock):
     """(status, head bytes, body bytes) of one response read to the server's close."""
     data = b""
@@ -85,7 +77,7 @@ def health(server, timeout=5):
 # before a 401 grew RSS by 466 MB, for good). Now the head is capped at 64 KiB
 # and 100 fields: 431 long before the flood ends.
 def test_header_flood_is_431_and_costs_no_memory(server):
-    before = rss_mib(server)
+    before = server.rss_mib()
     sock = socket.create_connection((server.host, server.port), timeout=30)
     send_quietly(sock, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
     line = b"X-Flood: " + b"a" * 8000 + b"\r\n"
@@ -98,7 +90,7 @@ def test_header_flood_is_431_and_costs_no_memory(server):
     sock.close()
     assert status == 431, body
     assert sent < 4000, "the server read the whole flood"
-    assert rss_mib(server) - before < 32
+    assert server.rss_mib() - before < 32
 
 
 def test_too_many_header_fields_is_431(server):

@@ -26,14 +26,6 @@ def server():
     assert s.stop() == 0
 
 
-def rss_mib(server):
-    with open(f"/proc/{server.proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def raw_request(server, head, body_chunks, timeout=60):
     """Sends the request head and then the body pieces (stopping quietly if the
     server closes early); returns (status, parsed JSON body or raw bytes)."""
@@ -94,7 +86,7 @@ def test_chunked_body_over_the_limit_is_413(server):
             yield b"%x\r\n" % len(part) + part + b"\r\n"
         yield b"0\r\n\r\n"
 
-    before = rss_mib(server)
+    before = server.rss_mib()
     start = time.time()
     status, reply = raw_request(
         server, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -102,7 +94,7 @@ def test_chunked_body_over_the_limit_is_413(server):
     assert status == 413, reply
     assert "larger than 16 MiB" in reply["error"]["message"]
     assert time.time() - start < 30
-    assert rss_mib(server) - before < 200, "the server kept the oversized body"
+    assert server.rss_mib() - before < 200, "the server kept the oversized body"
 
 
 # Before the fix a gzip body was inflated without a limit: 27 KB of gzip gave an

@@ -22,14 +22,6 @@ pytestmark = pytest.mark.skipif(not SERVER, reason="VEGAS_SERVER is not set (run
 MAX_BODY = 16 << 20
 
 
-def rss_mib(proc):
-    with open(f"/proc/{proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def exchange(server, head, pieces, timeout=60):
     """Sends a raw request (stopping quietly if the server closes) and returns
     the response status, or 0 if none came."""
@@ -98,7 +90,7 @@ def normal_request(server, i):
 def test_hostile_soak_then_64_normal_requests_succeed():
     server = ServerProcess(SERVER, "--backend", "cpu", "--threads", "2", "--request-timeout", "4")
     try:
-        start_rss = rss_mib(server.proc)
+        start_rss = server.rss_mib()
         slow = [socket.create_connection((server.host, server.port), timeout=30)
                 for _ in range(100)]
         stop = threading.Event()
@@ -121,14 +113,14 @@ def test_hostile_soak_then_64_normal_requests_succeed():
                     ("header flood", header_flood), ("chunked body", chunked_body),
                     ("gzip body", gzip_body), ("combining marks", combining_marks)]}
                 statuses = {name: f.result(timeout=120) for name, f in attacks.items()}
-                peak_rss = rss_mib(server.proc)
+                peak_rss = server.rss_mib()
                 normal = list(pool.map(lambda i: normal_request(server, i), range(64)))
         finally:
             stop.set()
             dripper.join()
             for s in slow:
                 s.close()
-        end_rss = rss_mib(server.proc)
+        end_rss = server.rss_mib()
         print(f"\nsoak: {time.time() - start:.1f} s, RSS {start_rss:.0f} MiB -> peak "
               f"{peak_rss:.0f} -> {end_rss:.0f} MiB (+{end_rss - start_rss:.0f}); "
               f"attacks {statuses}", file=sys.stderr)

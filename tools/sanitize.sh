@@ -18,6 +18,10 @@ heavy='Greedy2kMatchesF32Reference|GreedyEqualsVanillaOnPublic2kPrompts|Speculat
 # runs on a 2K prompt (7.5 and 3.4 minutes under ASan) and the quest session
 # run: same code as the smaller auto / quest tests that stay.
 heavy+='|AutoTuning\.WrongProfileIsCorrectedAtRunTime|AutoTuningAbi\.GreedyLosslessWithEveryKnobAutoAndTheSwitchLog|SessionQuest\.GreedyEqualsVanilla'
+# The prefix cache's session runs on 4K and 1K prompts (the latter 8.5 minutes
+# under ASan, the former past the 15-minute timeout): its 600-token test and
+# KvPool's 20,000 random page operations cover the same code.
+heavy+='|PrefixCache\.(SecondRequestPrefillsOnlyTheDifference|EvictionNeverTouchesASharedPrefixInUse)'
 configure() {  # build dir, sanitizers
   cmake -S "$root" -B "$1" -G Ninja -DVEGAS_CUDA=OFF -DVEGAS_SANITIZE="$2" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \

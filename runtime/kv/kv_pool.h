@@ -28,7 +28,6 @@ class KvPool {
   int32_t num_pages() const { return num_pages_; }
   // Pages a reserve can take: free ones and cached ones no table holds.
   int32_t free_pages() const { return static_cast<int32_t>(free_.size() + evictable_.size()); }
-  bool prefix_cache() const { return prefix_cache_; }
 
   // Grows `table` so that it covers `n_tokens` token slots. Throws
   // vegas::Error(VEGAS_ERR_KV_FULL) and leaves `table` unchanged if the pool

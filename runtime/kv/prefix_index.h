@@ -32,7 +32,6 @@ class PrefixIndex {
   // Forgets the entry `page` holds, if any.
   void erase_page(int32_t page);
   bool holds(int32_t page) const { return entry_of_page_[static_cast<size_t>(page)] != 0; }
-  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {

@@ -270,17 +270,23 @@ double Measured::tokens_per_s() const {
   return steady() ? steady_tokens_per_s : mean_tokens_per_s();
 }
 
+vegas_sampling_options sampling_options(const SamplingArgs &a) {
+  vegas_sampling_options sampling;
+  vegas_sampling_options_init(&sampling);
+  sampling.temperature = a.temperature;
+  sampling.top_k = a.top_k;
+  sampling.top_p = a.top_p;
+  sampling.seed = a.seed;
+  return sampling;
+}
+
 Measured measure(vegas_model *model, const vegas_session_options &so, const SamplingArgs &a,
                  int32_t new_tokens, const Prompts &prompts) {
   vegas_session *session = nullptr;
   check(vegas_session_create(model, &so, &session), "creating the session");
   std::unique_ptr<vegas_session, void (*)(vegas_session *)> session_guard(session,
                                                                           vegas_session_free);
-  vegas_sampling_options sampling;
-  vegas_sampling_options_init(&sampling);
-  sampling.temperature = a.temperature;
-  sampling.top_k = a.top_k;
-  sampling.top_p = a.top_p;
+  vegas_sampling_options sampling = sampling_options(a);
   std::vector<int32_t> seqs;
   for (size_t i = 0; i < prompts.size(); ++i) {
     sampling.seed = a.seed + i;  // the same seeds in every mode

@@ -49,6 +49,8 @@ struct SamplingArgs {
   float top_p = 1.0f;
   uint64_t seed = 1;  // sequence i samples with seed + i, the same in every run
 };
+// The library's sampling options for these arguments (seed included).
+vegas_sampling_options sampling_options(const SamplingArgs &a);
 
 // The speculative settings of one run. `label` names it in JSON and plots:
 // "policy" or "policy:window_share".

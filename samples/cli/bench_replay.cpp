@@ -39,12 +39,7 @@ nlohmann::json replay_once(vegas_model *model, const vegas_session_options &so,
   vegas_session *session = nullptr;
   check(vegas_session_create(model, &so, &session), "creating the session");
   std::unique_ptr<vegas_session, void (*)(vegas_session *)> guard(session, vegas_session_free);
-  vegas_sampling_options sampling;
-  vegas_sampling_options_init(&sampling);
-  sampling.temperature = a.temperature;
-  sampling.top_k = a.top_k;
-  sampling.top_p = a.top_p;
-  sampling.seed = a.seed;
+  const vegas_sampling_options sampling = sampling_options(a);
   std::vector<double> ttft, total;
   for (const std::vector<int32_t> &prompt : prompts) {
     FirstToken first;

@@ -59,6 +59,20 @@ bool would_block() {
   return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
+// Sends buffer[*sent, end) until done or the socket would block; false when
+// the peer is gone.
+bool send_pending(int fd, const std::string &buffer, size_t *sent) {
+  while (*sent < buffer.size()) {
+    const ssize_t n = send(fd, buffer.data() + *sent, buffer.size() - *sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      *sent += static_cast<size_t>(n);
+      continue;
+    }
+    return n < 0 && would_block();
+  }
+  return true;
+}
+
 }  // namespace
 
 struct ConnectionFront::Connection {
@@ -403,17 +417,8 @@ void ConnectionFront::on_upstream_ready(Connection &c, short revents) {
     if ((revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return;
     c.upstream_connected = true;
   }
-  while (c.upstream_sent < c.to_upstream.size()) {
-    const ssize_t n = send(c.upstream, c.to_upstream.data() + c.upstream_sent,
-                           c.to_upstream.size() - c.upstream_sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.upstream_sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && would_block()) break;
-    c.upstream_done = true;  // it hung up: whatever it answered follows below
-    break;
-  }
+  // Hung up: whatever it answered follows below.
+  if (!send_pending(c.upstream, c.to_upstream, &c.upstream_sent)) c.upstream_done = true;
   if (c.upstream_sent == c.to_upstream.size() && !c.to_upstream.empty()) {
     std::string().swap(c.to_upstream);
     c.upstream_sent = 0;
@@ -440,17 +445,11 @@ void ConnectionFront::on_upstream_ready(Connection &c, short revents) {
 }
 
 bool ConnectionFront::flush_client(Connection &c) {
-  while (c.client_sent < c.to_client.size()) {
-    const ssize_t n = send(c.client, c.to_client.data() + c.client_sent,
-                           c.to_client.size() - c.client_sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.client_sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && would_block()) return true;
+  if (!send_pending(c.client, c.to_client, &c.client_sent)) {
     close_connection(c.id);  // the client is gone
     return false;
   }
+  if (c.client_sent < c.to_client.size()) return true;  // the rest when it can take it
   const bool answered = c.phase == Connection::Phase::kReplying ||
                         (c.phase == Connection::Phase::kUpstream && c.upstream_done);
   if (answered) linger(c);

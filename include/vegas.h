@@ -412,6 +412,9 @@ static inline void vegas_sampling_options_init(vegas_sampling_options *options) 
 typedef int32_t (*vegas_token_fn)(int32_t seq_id, int32_t token, const char *piece,
                                   size_t piece_len, void *user_data);
 
+/* The most alternatives a generated token's log-probabilities report. */
+#define VEGAS_MAX_TOP_LOGPROBS 20
+
 typedef struct vegas_request {
   uint32_t struct_size;
   const int32_t *prompt; /* prompt token ids, copied at submit */
@@ -425,6 +428,13 @@ typedef struct vegas_request {
   size_t n_stop_strings;
   vegas_token_fn on_token; /* optional */
   void *user_data;
+  /* Non-zero: record each generated token's log-probability and its
+   * top_logprobs (0 .. VEGAS_MAX_TOP_LOGPROBS) most probable alternatives, read
+   * with vegas_sequence_get_logprobs. The sequence's logit rows then come to
+   * the host whole: on a GPU its steps (and, in VEGAS mode, its rounds) run
+   * slower. */
+  int32_t logprobs;
+  int32_t top_logprobs;
 } vegas_request;
 VEGAS_API void vegas_request_init_sized(vegas_request *request, size_t size);
 static inline void vegas_request_init(vegas_request *request) {
@@ -491,6 +501,26 @@ VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32
 /* The generated text (stop string excluded), not NUL-terminated. */
 VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id,
                                            char *text, size_t capacity, size_t *n_bytes);
+/* One generated token's log-probabilities (vegas_request.logprobs): the
+ * log_softmax of the model's raw logits at that position, before penalties,
+ * temperature and truncation, so the same in every decode mode and sampling
+ * setting. */
+typedef struct vegas_token_logprobs {
+  uint32_t struct_size;
+  int32_t token;   /* the generated token */
+  float logprob;   /* its log-probability */
+  int32_t n_top;   /* entries below: the request's top_logprobs */
+  int32_t top_ids[VEGAS_MAX_TOP_LOGPROBS]; /* most probable first; equal: lower id first */
+  float top_logprobs[VEGAS_MAX_TOP_LOGPROBS];
+} vegas_token_logprobs;
+/* Fills `out` (set out->struct_size first) for generated token `index`, 0 <=
+ * index < vegas_sequence_info.n_generated, in the order of
+ * vegas_sequence_tokens. Callable from the token callback (the entry of the
+ * token just committed is there; an eos or stop id ends the sequence without
+ * one). Errors: NOT_FOUND (no such sequence or index), WRONG_STATE (the request
+ * did not ask for logprobs). */
+VEGAS_API vegas_status vegas_sequence_get_logprobs(const vegas_session *session, int32_t seq_id,
+                                                   int64_t index, vegas_token_logprobs *out);
 /* Forgets a finished sequence (a running one is cancelled) and frees its KV. */
 VEGAS_API vegas_status vegas_sequence_release(vegas_session *session, int32_t seq_id);
 

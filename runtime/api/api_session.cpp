@@ -121,6 +121,10 @@ vegas::SequenceRequest to_request(const vegas_request *in) {
   }
   out.on_token = r.on_token;
   out.user_data = r.user_data;
+  out.logprobs = r.logprobs != 0;
+  out.top_logprobs = r.top_logprobs;
+  if (!out.logprobs && r.top_logprobs != 0)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.top_logprobs is set but logprobs is 0");
   return out;
 }
 
@@ -320,6 +324,32 @@ VEGAS_API vegas_status vegas_session_get_switch(const vegas_session *session, in
     info.to_ratio = r->event.to.ratio;
     info.tau_ema = r->event.tau_ema;
     vegas::abi::write_struct(info, out, "vegas_switch_info");
+  });
+}
+
+VEGAS_API vegas_status vegas_sequence_get_logprobs(const vegas_session *session, int32_t seq_id,
+                                                   int64_t index, vegas_token_logprobs *out) {
+  return guarded([&] {
+    const vegas::Sequence &seq = session_of(session).sequence(seq_id);
+    require_non_null(out, "out");
+    vegas::abi::check_struct_size(out->struct_size, "vegas_token_logprobs");
+    if (!seq.req.logprobs)
+      vegas::fail(VEGAS_ERR_WRONG_STATE,
+                  "sequence " + std::to_string(seq_id) + " was submitted without request.logprobs");
+    if (index < 0 || index >= static_cast<int64_t>(seq.logprobs.size()))
+      vegas::fail(VEGAS_ERR_NOT_FOUND, "no generated token " + std::to_string(index) +
+                                           ": sequence " + std::to_string(seq_id) + " has " +
+                                           std::to_string(seq.logprobs.size()));
+    const vegas::TokenLogprobs &lp = seq.logprobs[static_cast<size_t>(index)];
+    vegas_token_logprobs info{};
+    info.token = lp.token;
+    info.logprob = lp.logprob;
+    info.n_top = static_cast<int32_t>(lp.top_ids.size());
+    for (size_t i = 0; i < lp.top_ids.size() && i < VEGAS_MAX_TOP_LOGPROBS; ++i) {
+      info.top_ids[i] = lp.top_ids[i];
+      info.top_logprobs[i] = lp.top_logprobs[i];
+    }
+    vegas::abi::write_struct(info, out, "vegas_token_logprobs");
   });
 }
 

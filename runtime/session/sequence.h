@@ -10,6 +10,7 @@
 
 #include "common/mi_allocator.h"
 #include "kv/kv_pool.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampling.h"
 #include "session/stop_filter.h"
 #include "tokenizer/tokenizer.h"
@@ -26,7 +27,14 @@ struct SequenceRequest {
   std::vector<std::string> stop_strings;
   vegas_token_fn on_token = nullptr;
   void *user_data = nullptr;
+  // Record each generated token's log-probability and its `top_logprobs`
+  // most probable alternatives (0 .. kMaxTopLogprobs). Such a sequence's
+  // logit rows come to the host whole.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
 };
+
+constexpr int32_t kMaxTopLogprobs = VEGAS_MAX_TOP_LOGPROBS;
 
 struct SequenceStats {
   int64_t rounds = 0;
@@ -63,7 +71,9 @@ struct Sequence {
   int32_t id;
   SequenceRequest req;
   MiVector<int32_t> tokens;  // prompt + generated (stop tokens excluded)
-  int32_t kv_len = 0;        // leading tokens whose K/V are in the pool
+  // With req.logprobs: one entry per generated token of `tokens`.
+  std::vector<TokenLogprobs> logprobs;
+  int32_t kv_len = 0;  // leading tokens whose K/V are in the pool
   std::vector<int32_t> page_table;
   KvPool::PublishCursor published;  // of page_table's pages, those in the prefix cache
   Rng rng;

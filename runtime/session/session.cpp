@@ -128,6 +128,10 @@ int32_t Session::submit(SequenceRequest request) {
   if (request.max_tokens < 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "max_tokens " + std::to_string(request.max_tokens) + " < 0");
   validate_sampling_params(request.sampling);
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "top_logprobs " + std::to_string(request.top_logprobs) +
+                                         " is outside [0, " + std::to_string(kMaxTopLogprobs) +
+                                         "]");
   const int64_t window = model_->config().sliding_window;
   if (window > 0 && static_cast<int64_t>(request.prompt.size()) + request.max_tokens > window)
     fail(VEGAS_ERR_UNSUPPORTED,
@@ -230,7 +234,7 @@ void Session::emit(Sequence &seq, int32_t token, const std::string &piece) {
   if (stop != 0 && !seq.finished()) finish(seq, VEGAS_FINISH_CALLBACK, VEGAS_OK);
 }
 
-void Session::commit_token(Sequence &seq, int32_t token) {
+void Session::commit_token(Sequence &seq, int32_t token, const float *row) {
   // A synthetic model has no tokenizer: only config.json's eos id ends a sequence.
   const int32_t tokenizer_eos = model_->has_tokenizer() ? model_->tokenizer().special_ids().eos
                                                         : model_->config().eos_token_id;
@@ -247,6 +251,11 @@ void Session::commit_token(Sequence &seq, int32_t token) {
     finish(seq, is_eos ? VEGAS_FINISH_EOS : VEGAS_FINISH_STOP, VEGAS_OK);
     emit(seq, token, piece);
     return;
+  }
+  if (seq.req.logprobs) {
+    if (row == nullptr) fail(VEGAS_ERR_INTERNAL, "a logprobs sequence's row did not come back");
+    seq.logprobs.push_back(
+        row_logprobs(row, model_->config().vocab_size, token, seq.req.top_logprobs));
   }
   seq.tokens.push_back(token);
   const bool last = seq.n_generated() >= seq.req.max_tokens;
@@ -388,8 +397,12 @@ int32_t Session::step() {
     const auto t_forward = std::chrono::steady_clock::now();
     std::vector<int32_t> drawn(ready.size(), -1);
     std::vector<int32_t> device_ids(row_rules.size());
-    const bool on_device =
-        !row_rules.empty() && context_->forward_sample(batch, row_rules.data(), device_ids.data());
+    // A sequence that records logprobs needs its whole row on the host.
+    bool rows_wanted = false;
+    for (size_t i = 0; i < ready.size(); ++i)
+      rows_wanted = rows_wanted || (logit_row[i] >= 0 && ready[i]->req.logprobs);
+    const bool on_device = !row_rules.empty() && !rows_wanted &&
+                           context_->forward_sample(batch, row_rules.data(), device_ids.data());
     const float *logits = on_device ? nullptr : context_->forward(batch);
     const int32_t vocab = model_->config().vocab_size;
     const double forward_seconds = seconds_since(t0);
@@ -424,7 +437,7 @@ int32_t Session::step() {
       if (seq.finished()) continue;  // cancelled from a callback of an earlier sequence
       const int32_t token = drawn[i];
       const bool first_token = seq.n_generated() == 0;
-      commit_token(seq, token);
+      commit_token(seq, token, on_device ? nullptr : logits + logit_row[i] * vocab);
       ++committed;
       if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
     }
@@ -441,8 +454,8 @@ int32_t Session::step() {
     int64_t committed = 0;
     spec_->round(
         live, *context_, pool_,
-        [this, &committed](Sequence &seq, int32_t token) {
-          commit_token(seq, token);
+        [this, &committed](Sequence &seq, int32_t token, const float *row) {
+          commit_token(seq, token, row);
           ++committed;
         },
         [this](Sequence &seq, vegas_status status) { finish(seq, VEGAS_FINISH_ERROR, status); });

@@ -65,7 +65,10 @@ class Session {
   Sequence &find(int32_t seq_id);
   void apply_cancellations();
   void finish(Sequence &seq, vegas_finish_reason reason, vegas_status status);
-  void commit_token(Sequence &seq, int32_t token);
+  // `row`: the logit row `token` was drawn from, whole (vocab logits), or
+  // null where only candidates came back; a sequence with req.logprobs
+  // always has it.
+  void commit_token(Sequence &seq, int32_t token, const float *row);
   void emit(Sequence &seq, int32_t token, const std::string &piece);
   // Offers the sequence's finished full KV pages to the prefix cache.
   void publish(Sequence &seq);

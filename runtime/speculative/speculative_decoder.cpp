@@ -359,7 +359,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     Work w{seq,
            &st,
            std::max(0, std::min(st.tuning.gamma, remaining - 1)),
-           candidate_k(seq->req.sampling),
+           // Logprobs read the whole verify rows: no candidates this round.
+           seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
            {},
            {}};
     try {
@@ -558,9 +559,12 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       totals_.drafted_at[static_cast<size_t>(k)] += 1;
       if (k < result.n_accepted) totals_.accepted_at[static_cast<size_t>(k)] += 1;
     }
-    for (int32_t token : result.tokens) {
+    // Committed token r was drawn from verify row r (an accepted draft, then
+    // the correction or bonus token).
+    for (size_t r = 0; r < result.tokens.size(); ++r) {
       if (seq.finished()) break;
-      commit(seq, token);
+      commit(seq, result.tokens[r],
+             by_candidates ? nullptr : vlogits + (row_base[i] + static_cast<int64_t>(r)) * vocab);
       totals_.committed += 1;
       seq.stats.committed += 1;
     }

@@ -59,9 +59,10 @@ struct SpeculativeTotals {
 
 class SpeculativeDecoder {
  public:
-  // Commits one token to a sequence (the session's stop/eos/callback logic);
-  // after it the sequence may be finished.
-  using CommitFn = std::function<void(Sequence &, int32_t)>;
+  // Commits one token to a sequence (the session's stop/eos/callback logic)
+  // with the whole logit row it was drawn from, or null where the round
+  // worked from candidates; after it the sequence may be finished.
+  using CommitFn = std::function<void(Sequence &, int32_t, const float *)>;
   // Ends a sequence with an error status (e.g. KV_FULL), keeping its tokens.
   using FailFn = std::function<void(Sequence &, vegas_status)>;
 

@@ -101,7 +101,7 @@ int main(void) {
   PIN_OFFSET(vegas_sampling_options, frequency_penalty, 28);
   PIN_OFFSET(vegas_sampling_options, penalty_last_n, 32);
   PIN_OFFSET(vegas_sampling_options, seed, 40);
-  PIN_SIZE(vegas_request, 88);
+  PIN_SIZE(vegas_request, 96);
   PIN_OFFSET(vegas_request, struct_size, 0);
   PIN_OFFSET(vegas_request, prompt, 8);
   PIN_OFFSET(vegas_request, n_prompt, 16);
@@ -114,6 +114,8 @@ int main(void) {
   PIN_OFFSET(vegas_request, n_stop_strings, 64);
   PIN_OFFSET(vegas_request, on_token, 72);
   PIN_OFFSET(vegas_request, user_data, 80);
+  PIN_OFFSET(vegas_request, logprobs, 88);
+  PIN_OFFSET(vegas_request, top_logprobs, 92);
   PIN_SIZE(vegas_sequence_info, 88);
   PIN_OFFSET(vegas_sequence_info, struct_size, 0);
   PIN_OFFSET(vegas_sequence_info, finish_reason, 4);
@@ -169,6 +171,13 @@ int main(void) {
   PIN_OFFSET(vegas_switch_info, from_ratio, 24);
   PIN_OFFSET(vegas_switch_info, to_ratio, 28);
   PIN_OFFSET(vegas_switch_info, tau_ema, 32);
+  PIN_SIZE(vegas_token_logprobs, 176);
+  PIN_OFFSET(vegas_token_logprobs, struct_size, 0);
+  PIN_OFFSET(vegas_token_logprobs, token, 4);
+  PIN_OFFSET(vegas_token_logprobs, logprob, 8);
+  PIN_OFFSET(vegas_token_logprobs, n_top, 12);
+  PIN_OFFSET(vegas_token_logprobs, top_ids, 16);
+  PIN_OFFSET(vegas_token_logprobs, top_logprobs, 96);
   PIN_SIZE(vegas_generate_options, 40);
   PIN_OFFSET(vegas_generate_options, struct_size, 0);
   PIN_OFFSET(vegas_generate_options, max_tokens, 4);

@@ -88,7 +88,7 @@ class SharedPrefixRunner {
       }
     } guard{*pool_, seq, static_cast<int64_t>(prompt_.size()) - 1};
 
-    auto commit = [&](Sequence &s, int32_t token) {
+    auto commit = [&](Sequence &s, int32_t token, const float * /*row*/ = nullptr) {
       s.tokens.push_back(token);
       if (s.n_generated() >= s.req.max_tokens) s.finish = VEGAS_FINISH_LENGTH;
     };

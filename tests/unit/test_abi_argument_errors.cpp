@@ -6,6 +6,7 @@
 // trailing fields the library does not know) must work like the current one.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -89,6 +90,8 @@ TEST_F(AbiArgumentErrors, NullForEveryPointerArgument) {
   si.struct_size = sizeof si;
   vegas_session_stats ss;
   ss.struct_size = sizeof ss;
+  vegas_token_logprobs lp;
+  lp.struct_size = sizeof lp;
   const std::string model_dir = kModelDir;
   const char *dir = model_dir.c_str();
 
@@ -152,6 +155,10 @@ TEST_F(AbiArgumentErrors, NullForEveryPointerArgument) {
       {"sequence_text session", [&] { return vegas_sequence_text(nullptr, seq, buf, 64, &n); }},
       {"sequence_text n_bytes",
        [&] { return vegas_sequence_text(session_, seq, buf, 64, nullptr); }},
+      {"sequence_get_logprobs session",
+       [&] { return vegas_sequence_get_logprobs(nullptr, seq, 0, &lp); }},
+      {"sequence_get_logprobs out",
+       [&] { return vegas_sequence_get_logprobs(session_, seq, 0, nullptr); }},
       {"sequence_release session", [&] { return vegas_sequence_release(nullptr, seq); }},
       {"session_get_stats session", [&] { return vegas_session_get_stats(nullptr, &ss); }},
       {"session_get_stats out", [&] { return vegas_session_get_stats(session_, nullptr); }},
@@ -594,3 +601,93 @@ TEST_F(AbiArgumentErrors, StopStringLongerThanOutput) {
 }
 
 }  // namespace
+
+namespace {
+
+struct LogprobsSeen {
+  vegas_session *session = nullptr;
+  int32_t calls = 0;
+  int32_t entries = 0;  // of the token just committed, read inside the callback
+};
+
+int32_t read_logprobs_in_callback(int32_t seq_id, int32_t token, const char *, size_t, void *user) {
+  auto *seen = static_cast<LogprobsSeen *>(user);
+  vegas_token_logprobs lp;
+  lp.struct_size = sizeof lp;
+  if (vegas_sequence_get_logprobs(seen->session, seq_id, seen->calls, &lp) == VEGAS_OK &&
+      lp.token == token)
+    ++seen->entries;
+  ++seen->calls;
+  return 0;
+}
+
+}  // namespace
+
+// Proves the logprobs request fields and vegas_sequence_get_logprobs: out of
+// range top_logprobs and top_logprobs without logprobs are refused at submit;
+// a sequence without logprobs is WRONG_STATE, an index past the end
+// NOT_FOUND, a too-small struct_size STRUCT_SIZE; a token's entry can be read
+// from its own callback; a struct from an older header (only the fields up to
+// n_top) gets exactly those.
+TEST_F(AbiArgumentErrors, Logprobs) {
+  vegas_request req;
+  vegas_request_init(&req);
+  req.prompt = kPrompt;
+  req.n_prompt = 4;
+  req.max_tokens = 3;
+  req.ignore_eos = 1;
+  int32_t id = -1;
+  req.logprobs = 1;
+  req.top_logprobs = VEGAS_MAX_TOP_LOGPROBS + 1;
+  expect_error(vegas_session_submit(session_, &req, &id), VEGAS_ERR_INVALID_ARGUMENT,
+               "top_logprobs 21");
+  req.top_logprobs = -1;
+  expect_error(vegas_session_submit(session_, &req, &id), VEGAS_ERR_INVALID_ARGUMENT,
+               "top_logprobs -1");
+  req.logprobs = 0;
+  req.top_logprobs = 2;
+  expect_error(vegas_session_submit(session_, &req, &id), VEGAS_ERR_INVALID_ARGUMENT,
+               "top_logprobs without logprobs");
+
+  req.top_logprobs = 0;
+  const int32_t plain = finished_sequence(&req);
+  vegas_token_logprobs lp;
+  lp.struct_size = sizeof lp;
+  expect_error(vegas_sequence_get_logprobs(session_, plain, 0, &lp), VEGAS_ERR_WRONG_STATE,
+               "sequence without logprobs");
+
+  LogprobsSeen seen;
+  seen.session = session_;
+  req.logprobs = 1;
+  req.top_logprobs = 3;
+  req.on_token = read_logprobs_in_callback;
+  req.user_data = &seen;
+  const int32_t seq = finished_sequence(&req);
+  EXPECT_EQ(seen.calls, 3);
+  EXPECT_EQ(seen.entries, 3);
+  for (int64_t index : {int64_t{-1}, int64_t{3}})
+    expect_error(vegas_sequence_get_logprobs(session_, seq, index, &lp), VEGAS_ERR_NOT_FOUND,
+                 "index " + std::to_string(index));
+  expect_error(vegas_sequence_get_logprobs(session_, 12345, 0, &lp), VEGAS_ERR_NOT_FOUND,
+               "no such sequence");
+  lp.struct_size = 4;
+  expect_error(vegas_sequence_get_logprobs(session_, seq, 0, &lp), VEGAS_ERR_STRUCT_SIZE,
+               "struct_size 4");
+  lp.struct_size = sizeof lp;
+  ASSERT_EQ(vegas_sequence_get_logprobs(session_, seq, 0, &lp), VEGAS_OK) << vegas_last_error();
+  EXPECT_EQ(lp.n_top, 3);
+  EXPECT_LE(lp.logprob, 0.0f);
+
+  // An older caller's struct: the library writes only what it states.
+  unsigned char bytes[sizeof(vegas_token_logprobs)];
+  std::memset(bytes, 0xAB, sizeof bytes);
+  auto *small = reinterpret_cast<vegas_token_logprobs *>(bytes);
+  small->struct_size = offsetof(vegas_token_logprobs, top_ids);
+  ASSERT_EQ(vegas_sequence_get_logprobs(session_, seq, 0, small), VEGAS_OK) << vegas_last_error();
+  EXPECT_EQ(small->token, lp.token);
+  EXPECT_EQ(small->n_top, 3);
+  for (size_t i = offsetof(vegas_token_logprobs, top_ids); i < sizeof bytes; ++i)
+    ASSERT_EQ(bytes[i], 0xAB) << "byte " << i << " past the caller's struct was written";
+  EXPECT_EQ(vegas_sequence_release(session_, plain), VEGAS_OK);
+  EXPECT_EQ(vegas_sequence_release(session_, seq), VEGAS_OK);
+}

@@ -115,6 +115,8 @@ namespace Vegas
             public UIntPtr n_stop_strings;
             public IntPtr on_token;
             public IntPtr user_data;
+            public int logprobs;
+            public int top_logprobs;
         }
 
         [StructLayout(LayoutKind.Sequential)]

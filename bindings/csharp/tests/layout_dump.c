@@ -89,6 +89,8 @@ int main(void) {
   FIELD(vegas_request, n_stop_strings);
   FIELD(vegas_request, on_token);
   FIELD(vegas_request, user_data);
+  FIELD(vegas_request, logprobs);
+  FIELD(vegas_request, top_logprobs);
 
   SIZE(vegas_sequence_info);
   FIELD(vegas_sequence_info, finish_reason);

@@ -153,6 +153,27 @@ def test_prefix_cache_stats(model):
         assert (hit > 100) == bool(cache) and evicted == 0
 
 
+# Logprobs through the binding: one entry per generated token, greedy tokens
+# are their own most probable alternative, the alternatives are ordered
+# log-probabilities, and the callback sees each token's entry as it commits.
+def test_logprobs(model):
+    with model.session() as s:
+        seen = []
+        seq = s.submit("def add(a, b):\n", max_tokens=6, ignore_eos=True, logprobs=True,
+                       top_logprobs=3,
+                       on_token=lambda tok: seen.append(s.logprobs(tok.seq)[-1].token))
+        s.run()
+        entries = s.logprobs(seq)
+        assert [e.token for e in entries] == s.tokens(seq) == seen
+        for e in entries:
+            assert len(e.top) == 3 and e.top[0] == (e.token, e.logprob) and e.logprob <= 0
+            assert e.top[0][1] >= e.top[1][1] >= e.top[2][1]
+        plain = s.submit("x", max_tokens=1)
+        s.run()
+        with pytest.raises(vegas.VegasError):
+            s.logprobs(plain)
+
+
 def test_auto_gamma_from_a_named_profile(model, tmp_path):
     profile = tmp_path / "p.json"
     profile.write_text(json.dumps({"format": "vegas-profile/1", "backend": "cpu", "buckets": [

@@ -5,7 +5,8 @@ from .errors import Status, VegasError
 from .model import Model, ModelInfo
 from .options import Backend, FinishReason, Mode, Sampling, Schedule, ScoreKind
 from .policy import SelectInput, SelectPolicy
-from .session import Completion, SequenceInfo, Session, SessionStats, Switch, Token
+from .session import (Completion, SequenceInfo, Session, SessionStats, Switch, Token,
+                      TokenLogprobs)
 from .tokenizer import Detokenizer, SpecialTokens, Tokenizer
 
 
@@ -26,6 +27,6 @@ def status_name(status: int) -> str:
 __version__ = "0.1.0"
 __all__ = ["Backend", "Completion", "Detokenizer", "FinishReason", "Mode", "Model", "ModelInfo",
            "Sampling", "Schedule", "ScoreKind", "SelectInput", "SelectPolicy", "SequenceInfo",
-           "Session", "SessionStats", "SpecialTokens", "Status", "Switch", "Token", "Tokenizer",
-           "VegasError",
+           "Session", "SessionStats", "SpecialTokens", "Status", "Switch", "Token",
+           "TokenLogprobs", "Tokenizer", "VegasError",
            "status_name", "version", "version_number"]

@@ -19,6 +19,7 @@ c_size_t_p = ctypes.POINTER(ctypes.c_size_t)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 VEGAS_MAX_GAMMA = 32
+VEGAS_MAX_TOP_LOGPROBS = 20
 
 
 class TokenizeOptions(ctypes.Structure):
@@ -101,7 +102,15 @@ class Request(ctypes.Structure):
                 ("stop_ids", c_int32_p), ("n_stop_ids", ctypes.c_size_t),
                 ("stop_strings", ctypes.POINTER(ctypes.c_char_p)),
                 ("n_stop_strings", ctypes.c_size_t), ("on_token", TOKEN_FN),
-                ("user_data", ctypes.c_void_p)]
+                ("user_data", ctypes.c_void_p), ("logprobs", ctypes.c_int32),
+                ("top_logprobs", ctypes.c_int32)]
+
+
+class TokenLogprobsStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("token", ctypes.c_int32),
+                ("logprob", ctypes.c_float), ("n_top", ctypes.c_int32),
+                ("top_ids", ctypes.c_int32 * VEGAS_MAX_TOP_LOGPROBS),
+                ("top_logprobs", ctypes.c_float * VEGAS_MAX_TOP_LOGPROBS)]
 
 
 class SequenceInfoStruct(ctypes.Structure):
@@ -189,6 +198,8 @@ SIGNATURES = {
     "vegas_session_get_stats": (_i, [_vp, _p(SessionStatsStruct)]),
     "vegas_session_get_cache_stats": (_i, [_vp, _p(ctypes.c_int64), _p(ctypes.c_int64)]),
     "vegas_session_get_switch": (_i, [_vp, ctypes.c_int64, _p(SwitchInfoStruct)]),
+    "vegas_sequence_get_logprobs": (_i, [_vp, ctypes.c_int32, ctypes.c_int64,
+                                         _p(TokenLogprobsStruct)]),
     "vegas_generate_options_init_sized": (None, [_p(GenerateOptions), _sz]),
     "vegas_generate": (_i, [_vp, _cp, _p(GenerateOptions), _buf, _sz, c_size_t_p]),
 }

@@ -60,6 +60,16 @@ class SessionStats:
 
 
 @dataclass(frozen=True)
+class TokenLogprobs:
+    """One generated token's log-probability under the model's raw distribution (before
+    penalties, temperature and truncation) and its most probable alternatives, most
+    probable first: (token id, log-probability) pairs."""
+    token: int
+    logprob: float
+    top: Tuple[Tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
 class Switch:
     """One automatic switch of a sequence's gamma or ratio (gamma=0 / ratio=0 / policy="auto")."""
     seq_id: int
@@ -165,9 +175,12 @@ class Session:
     def submit(self, prompt: Prompt, max_tokens: Optional[int] = None,
                sampling: Union[Sampling, dict, None] = None, ignore_eos: bool = False,
                stop: Sequence[str] = (), stop_ids: Sequence[int] = (),
-               on_token: Optional[TokenCallback] = None) -> int:
+               on_token: Optional[TokenCallback] = None, logprobs: bool = False,
+               top_logprobs: int = 0) -> int:
         """Adds a sequence (text, or token ids) that starts at the next step; returns its id.
-        `on_token` runs on the thread driving the session for every committed token."""
+        `on_token` runs on the thread driving the session for every committed token.
+        `logprobs` records each generated token's log-probability and `top_logprobs`
+        (0..20) alternatives, read with `logprobs()`."""
         ids = self._prompt_ids(prompt)
         req = _lib.init_struct(_lib.Request)
         prompt_arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
@@ -179,6 +192,7 @@ class Session:
         if max_tokens is not None:
             req.max_tokens = max_tokens
         req.ignore_eos = int(ignore_eos)
+        req.logprobs, req.top_logprobs = int(logprobs), top_logprobs
         stop_id_arr = (ctypes.c_int32 * max(len(stop_ids), 1))(*stop_ids)
         req.stop_ids, req.n_stop_ids = stop_id_arr, len(stop_ids)
         stop_bytes = [s.encode("utf-8") for s in stop]
@@ -268,6 +282,19 @@ class Session:
         values["drafted_at"] = tuple(out.drafted_at)
         values["accepted_at"] = tuple(out.accepted_at)
         return SessionStats(**values)
+
+    def logprobs(self, seq: int, start: int = 0) -> List[TokenLogprobs]:
+        """The log-probabilities of generated tokens `start`.. of a sequence submitted with
+        logprobs=True (also from inside its token callback: the tokens committed so far)."""
+        out: List[TokenLogprobs] = []
+        lp = _lib.TokenLogprobsStruct()
+        lp.struct_size = ctypes.sizeof(lp)
+        for index in range(start, self.info(seq).n_generated):
+            check(self._lib.vegas_sequence_get_logprobs(self._ptr(), seq, index,
+                                                        ctypes.byref(lp)))
+            top = tuple((lp.top_ids[i], lp.top_logprobs[i]) for i in range(lp.n_top))
+            out.append(TokenLogprobs(lp.token, lp.logprob, top))
+        return out
 
     def switches(self) -> List[Switch]:
         """The automatic switches the session still keeps (the last 4096), oldest first."""

@@ -60,6 +60,7 @@ pub const VEGAS_SCORE_WEIGHT: vegas_score_kind = 0;
 pub const VEGAS_SCORE_LOGIT: vegas_score_kind = 1;
 
 pub const VEGAS_MAX_GAMMA: usize = 32;
+pub const VEGAS_MAX_TOP_LOGPROBS: usize = 20;
 
 /// Opaque handles.
 #[repr(C)]
@@ -198,6 +199,19 @@ pub struct vegas_request {
     pub n_stop_strings: usize,
     pub on_token: vegas_token_fn,
     pub user_data: *mut c_void,
+    pub logprobs: i32,
+    pub top_logprobs: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct vegas_token_logprobs {
+    pub struct_size: u32,
+    pub token: i32,
+    pub logprob: f32,
+    pub n_top: i32,
+    pub top_ids: [i32; VEGAS_MAX_TOP_LOGPROBS],
+    pub top_logprobs: [f32; VEGAS_MAX_TOP_LOGPROBS],
 }
 
 #[repr(C)]
@@ -432,6 +446,13 @@ extern "C" {
         session: *const vegas_session,
         hit_tokens: *mut i64,
         evicted_pages: *mut i64,
+    ) -> vegas_status;
+
+    pub fn vegas_sequence_get_logprobs(
+        session: *const vegas_session,
+        seq_id: i32,
+        index: i64,
+        out: *mut vegas_token_logprobs,
     ) -> vegas_status;
 
     pub fn vegas_session_get_switch(

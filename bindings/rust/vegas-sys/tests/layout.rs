@@ -11,7 +11,8 @@ fn struct_sizes_match_the_c_header() {
     assert_eq!(size_of::<vegas_model_info>(), 128);
     assert_eq!(size_of::<vegas_session_options>(), 104);
     assert_eq!(size_of::<vegas_sampling_options>(), 48);
-    assert_eq!(size_of::<vegas_request>(), 88);
+    assert_eq!(size_of::<vegas_request>(), 96);
+    assert_eq!(size_of::<vegas_token_logprobs>(), 176);
     assert_eq!(size_of::<vegas_sequence_info>(), 88);
     assert_eq!(size_of::<vegas_select_input>(), 48);
     assert_eq!(size_of::<vegas_select_policy>(), 40);

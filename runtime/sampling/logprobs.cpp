@@ -1,0 +1,54 @@
+#include "sampling/logprobs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "common/error.h"
+
+namespace vegas {
+
+namespace {
+
+// log(sum(exp(row))) in double, checked: a row the model could not have
+// produced is an error, not a silent NaN in every reported value.
+double row_log_sum_exp(const float *row, int32_t vocab) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity())
+      fail(VEGAS_ERR_INVALID_ARGUMENT, "logit " + std::to_string(i) + " is NaN or +inf");
+    max = std::max(max, row[i]);
+  }
+  if (max == -std::numeric_limits<float>::infinity())
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "logit row has no finite logit");
+  double sum = 0.0;
+  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
+  return static_cast<double>(max) + std::log(sum);
+}
+
+}  // namespace
+
+TokenLogprobs row_logprobs(const float *row, int32_t vocab, int32_t token, int32_t n_top) {
+  if (token < 0 || token >= vocab)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "token " + std::to_string(token) +
+                                         " is outside the vocabulary of " + std::to_string(vocab));
+  const double lse = row_log_sum_exp(row, vocab);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = static_cast<float>(static_cast<double>(row[token]) - lse);
+  const int32_t n = std::clamp(n_top, 0, vocab);
+  if (n == 0) return out;
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [row](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  out.top_ids.assign(ids.begin(), ids.begin() + n);
+  for (int32_t id : out.top_ids)
+    out.top_logprobs.push_back(static_cast<float>(static_cast<double>(row[id]) - lse));
+  return out;
+}
+
+}  // namespace vegas

@@ -281,7 +281,7 @@ vegas_sampling_options sampling_options(const SamplingArgs &a) {
 }
 
 Measured measure(vegas_model *model, const vegas_session_options &so, const SamplingArgs &a,
-                 int32_t new_tokens, const Prompts &prompts) {
+                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq) {
   vegas_session *session = nullptr;
   check(vegas_session_create(model, &so, &session), "creating the session");
   std::unique_ptr<vegas_session, void (*)(vegas_session *)> session_guard(session,
@@ -297,6 +297,10 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     req.sampling = &sampling;
     req.max_tokens = new_tokens;
     req.ignore_eos = 1;
+    if (static_cast<int32_t>(i) == logprobs_seq) {
+      req.logprobs = 1;
+      req.top_logprobs = 2;
+    }
     int32_t id = -1;
     check(vegas_session_submit(session, &req, &id), "submitting");
     seqs.push_back(id);
@@ -350,6 +354,15 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     check(vegas_sequence_tokens(session, id, ids.data(), ids.size(), &n), "tokens");
     ids.resize(n);
     m.tokens.push_back(std::move(ids));
+  }
+  if (logprobs_seq >= 0 && logprobs_seq < static_cast<int32_t>(seqs.size())) {
+    const int32_t id = seqs[static_cast<size_t>(logprobs_seq)];
+    for (size_t i = 0; i < m.tokens[static_cast<size_t>(logprobs_seq)].size(); ++i) {
+      vegas_token_logprobs lp;
+      lp.struct_size = sizeof(lp);
+      check(vegas_sequence_get_logprobs(session, id, static_cast<int64_t>(i), &lp), "logprobs");
+      m.logprobs.push_back(lp);
+    }
   }
   return m;
 }

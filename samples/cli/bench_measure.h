@@ -127,6 +127,8 @@ struct Measured {
   double steady_tokens_per_s = 0.0;
   vegas_session_stats stats{};
   Prompts tokens;  // per sequence
+  // With logprobs_seq: that sequence's token log-probabilities (top 2).
+  std::vector<vegas_token_logprobs> logprobs;
 
   // decode_tokens / decode_s.
   double mean_tokens_per_s() const;
@@ -135,8 +137,10 @@ struct Measured {
   double tokens_per_s() const;
   bool steady() const { return steady_tokens_per_s > 0.0; }
 };
+// `logprobs_seq` >= 0: that sequence also records its logprobs (whole logit
+// rows to the host for it: not a run to time).
 Measured measure(vegas_model *model, const vegas_session_options &so, const SamplingArgs &sampling,
-                 int32_t new_tokens, const Prompts &prompts);
+                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq = -1);
 
 // τ, acceptance by draft position and the draft/verify/select time shares.
 nlohmann::json speculative_json(const Measured &m);

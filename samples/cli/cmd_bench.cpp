@@ -28,8 +28,6 @@ namespace {
 // Where greedy Vegas first left vanilla's tokens: the first sequence that
 // differs, the index among its generated tokens and both tokens there (a
 // token missing at the end is -1); null when every sequence is identical.
-// The logit margin there is not visible through vegas.h: it takes the device
-// golden test's fixtures (transformers' logits) to tell a near tie from a bug.
 nlohmann::json first_difference(const Prompts &vanilla, const Prompts &vegas) {
   const size_t n = std::max(vanilla.size(), vegas.size());
   for (size_t s = 0; s < n; ++s) {
@@ -52,6 +50,32 @@ nlohmann::json first_difference(const Prompts &vanilla, const Prompts &vegas) {
     return d;
   }
   return nullptr;
+}
+
+// The logit margin at a difference, from a rerun of the same batch whose
+// differing sequence records logprobs: the log-probability gap between its two
+// most probable tokens there (= their logit gap), in each mode, and whether
+// the rerun reproduced the timed run's tokens up to and at that position. A
+// near tie (a gap of a few bf16 ulps) is rounding, not a lossless bug.
+void add_margins(nlohmann::json *difference, const Measured &vanilla, const Measured &vanilla_rerun,
+                 const Measured &vegas, const Measured &vegas_rerun) {
+  const size_t s = (*difference)["sequence"].get<size_t>();
+  const size_t k = (*difference)["position"].get<size_t>();
+  auto margin = [&](const Measured &rerun, const Measured &timed, const char *mode) {
+    const std::string name(mode);
+    const bool reproduced =
+        s < rerun.tokens.size() && s < timed.tokens.size() && k < rerun.logprobs.size() &&
+        k < timed.tokens[s].size() &&
+        std::equal(timed.tokens[s].begin(), timed.tokens[s].begin() + static_cast<long>(k) + 1,
+                   rerun.tokens[s].begin());
+    (*difference)[name + "_rerun_reproduced"] = reproduced;
+    if (k >= rerun.logprobs.size() || rerun.logprobs[k].n_top < 2) return;
+    const vegas_token_logprobs &lp = rerun.logprobs[k];
+    (*difference)[name + "_top2"] = {lp.top_ids[0], lp.top_ids[1]};
+    (*difference)[name + "_margin"] = lp.top_logprobs[0] - lp.top_logprobs[1];
+  };
+  margin(vanilla_rerun, vanilla, "vanilla");
+  margin(vegas_rerun, vegas, "vegas");
 }
 
 struct BenchArgs {
@@ -193,7 +217,14 @@ void run_bench(const BenchArgs &a) {
       // Greedy speculative decoding must reproduce vanilla exactly.
       if (r.sampling.temperature <= 0.0f) {
         v["identical_to_vanilla"] = vegas.tokens == vanilla.tokens;
-        v["first_difference"] = first_difference(vanilla.tokens, vegas.tokens);
+        nlohmann::json difference = first_difference(vanilla.tokens, vegas.tokens);
+        if (!difference.is_null()) {
+          const int32_t seq = difference["sequence"].get<int32_t>();
+          const Measured vanilla_rerun = measure(model, so, r.sampling, r.new_tokens, prompts, seq);
+          const Measured vegas_rerun = measure(model, vso, r.sampling, r.new_tokens, prompts, seq);
+          add_margins(&difference, vanilla, vanilla_rerun, vegas, vegas_rerun);
+        }
+        v["first_difference"] = difference;
       }
     }
     j["vegas"] = v;

@@ -8,10 +8,37 @@ namespace vegas_server {
 
 namespace {
 
+std::string token_piece(const vegas_tokenizer *tokenizer, int32_t id) {
+  char buf[256];
+  size_t n = 0;
+  if (vegas_token_to_piece(tokenizer, id, buf, sizeof buf, &n) != VEGAS_OK) return std::string();
+  return std::string(buf, n);
+}
+
+// The entries of the tokens committed since the last call (an eos or stop id
+// has none).
+std::vector<TokenLogprobs> new_logprobs(GenerationJob::LogprobsSource &src, int32_t seq_id) {
+  std::vector<TokenLogprobs> out;
+  vegas_token_logprobs lp;
+  lp.struct_size = sizeof lp;
+  while (vegas_sequence_get_logprobs(src.session, seq_id, src.next, &lp) == VEGAS_OK) {
+    ++src.next;
+    TokenLogprobs e;
+    e.chosen = {lp.token, token_piece(src.tokenizer, lp.token), lp.logprob};
+    for (int32_t i = 0; i < lp.n_top && i < VEGAS_MAX_TOP_LOGPROBS; ++i)
+      e.top.push_back(
+          {lp.top_ids[i], token_piece(src.tokenizer, lp.top_ids[i]), lp.top_logprobs[i]});
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 // Runs on the decode thread inside vegas_session_step for every committed token.
-int32_t on_token(int32_t, int32_t, const char *piece, size_t piece_len, void *user_data) {
+int32_t on_token(int32_t seq_id, int32_t, const char *piece, size_t piece_len, void *user_data) {
   auto *job = static_cast<GenerationJob *>(user_data);
-  job->append(piece, piece_len);
+  job->append(piece, piece_len,
+              job->params().logprobs ? new_logprobs(job->logprobs_source(), seq_id)
+                                     : std::vector<TokenLogprobs>());
   return job->cancel_requested() ? 1 : 0;  // a departed client stops its sequence at once
 }
 
@@ -21,8 +48,10 @@ std::string last_error(const char *what, vegas_status status) {
 
 }  // namespace
 
-Engine::Engine(vegas_session *session, int32_t parallel, int32_t max_queue, Metrics *metrics)
+Engine::Engine(vegas_session *session, const vegas_tokenizer *tokenizer, int32_t parallel,
+               int32_t max_queue, Metrics *metrics)
     : session_(session),
+      tokenizer_(tokenizer),
       parallel_(parallel),
       max_queue_(static_cast<size_t>(max_queue)),
       metrics_(metrics),
@@ -81,6 +110,9 @@ void Engine::admit(std::shared_ptr<GenerationJob> job) {
   req.stop_strings = stops.empty() ? nullptr : stops.data();
   req.n_stop_strings = stops.size();
   req.on_token = on_token;
+  req.logprobs = p.logprobs ? 1 : 0;
+  req.top_logprobs = p.top_logprobs;
+  job->logprobs_source() = {session_, tokenizer_, 0};
   req.user_data = job.get();  // the job outlives the sequence: active_ holds it until release
   int32_t seq = -1;
   const vegas_status st = vegas_session_submit(session_, &req, &seq);

@@ -22,7 +22,9 @@ class Engine {
  public:
   // Takes ownership of `session`. `parallel` jobs decode together; up to
   // `max_queue` more wait for a slot, beyond that submit answers kQueueFull.
-  Engine(vegas_session *session, int32_t parallel, int32_t max_queue, Metrics *metrics);
+  // `tokenizer` (the model's) spells the tokens of logprobs answers.
+  Engine(vegas_session *session, const vegas_tokenizer *tokenizer, int32_t parallel,
+         int32_t max_queue, Metrics *metrics);
   ~Engine();
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;
@@ -52,6 +54,7 @@ class Engine {
   void fail_all(const std::string &message, vegas_status status);
 
   vegas_session *session_;
+  const vegas_tokenizer *tokenizer_;
   const int32_t parallel_;
   const size_t max_queue_;
   Metrics *metrics_;

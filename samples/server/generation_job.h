@@ -22,6 +22,23 @@ struct GenerationParams {
   int32_t ignore_eos = 0;
   std::vector<std::string> stop_strings;
   std::vector<int32_t> stop_ids;
+  // Each generated token's log-probability and `top_logprobs` alternatives.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+// One token of a logprobs answer: its id, its text (bytes, maybe part of a
+// UTF-8 character) and its log-probability.
+struct TokenProb {
+  int32_t id = 0;
+  std::string piece;
+  float logprob = 0.0f;
+};
+
+// A generated token's log-probability and its most probable alternatives.
+struct TokenLogprobs {
+  TokenProb chosen;
+  std::vector<TokenProb> top;
 };
 
 // How a finished job ended, as the decode thread saw it.
@@ -42,10 +59,12 @@ class GenerationJob {
 
   const GenerationParams &params() const { return params_; }
 
-  void append(const char *text, size_t len) {
+  // `logprobs`: the entries of the tokens committed with this text.
+  void append(const char *text, size_t len, std::vector<TokenLogprobs> logprobs = {}) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.append(text, len);
+      for (TokenLogprobs &lp : logprobs) pending_logprobs_.push_back(std::move(lp));
     }
     cv_.notify_all();
   }
@@ -61,13 +80,31 @@ class GenerationJob {
 
   // Moves the text produced so far into *text. Returns false once the job has
   // finished and every byte was handed out; waits at most `timeout` for news.
-  bool wait_for_text(std::string *text, std::chrono::milliseconds timeout) {
+  // With `logprobs`, the entries produced so far move there too.
+  bool wait_for_text(std::string *text, std::chrono::milliseconds timeout,
+                     std::vector<TokenLogprobs> *logprobs = nullptr) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+    cv_.wait_for(lock, timeout,
+                 [&] { return !pending_.empty() || !pending_logprobs_.empty() || finished_; });
     text->clear();
     text->swap(pending_);
-    return !(finished_ && text->empty());
+    bool moved = false;
+    if (logprobs != nullptr) {
+      logprobs->clear();
+      logprobs->swap(pending_logprobs_);
+      moved = !logprobs->empty();
+    }
+    return !(finished_ && text->empty() && !moved);
   }
+
+  // Decode thread only: where its sequence's logprobs are read from, and the
+  // next entry to read.
+  struct LogprobsSource {
+    const vegas_session *session = nullptr;
+    const vegas_tokenizer *tokenizer = nullptr;
+    int64_t next = 0;
+  };
+  LogprobsSource &logprobs_source() { return logprobs_source_; }
 
   // Blocks until the job has finished.
   GenerationResult wait_result() {
@@ -90,6 +127,8 @@ class GenerationJob {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::string pending_;
+  std::vector<TokenLogprobs> pending_logprobs_;
+  LogprobsSource logprobs_source_;
   bool finished_ = false;
   GenerationResult result_;
   std::atomic<bool> cancel_requested_{false};

@@ -53,10 +53,13 @@ class EventStream {
       return false;
     }
     std::string text;
-    const bool more = job_->wait_for_text(&text, kPollInterval);
+    std::vector<TokenLogprobs> logprobs;
+    const bool more = job_->wait_for_text(&text, kPollInterval, &logprobs);
     const auto now = std::chrono::steady_clock::now();
-    if (!text.empty()) {
-      if (!write(sink, sse_event(stream_chunk(ctx_, text, first_)))) return false;
+    if (!text.empty() || !logprobs.empty()) {
+      if (!write(sink, sse_event(stream_chunk(ctx_, text, first_, logprobs, text_offset_))))
+        return false;
+      text_offset_ += token_text_bytes(logprobs);
       first_ = false;
     } else if (more && now - last_write_ >= kKeepAliveAfter) {
       // An SSE comment: keeps proxies patient and notices a departed client.
@@ -96,6 +99,7 @@ class EventStream {
   bool include_usage_;
   std::function<bool()> client_left_;
   bool first_ = true;
+  int64_t text_offset_ = 0;  // bytes of token text streamed (completions' text_offset)
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
 
@@ -192,6 +196,7 @@ void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader
              std::to_string(next_id_.fetch_add(1));
     ctx.created = static_cast<int64_t>(std::time(nullptr));
     ctx.model = model_name_;
+    ctx.logprobs = job->params().logprobs;
     if (parsed.stream) {
       auto stream =
           std::make_shared<EventStream>(job, std::move(ctx), parsed.include_usage, client_left);
@@ -203,8 +208,10 @@ void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader
       return;
     }
     std::string text, piece;
-    while (job->wait_for_text(&piece, kPollInterval)) {
+    std::vector<TokenLogprobs> logprobs, more;
+    while (job->wait_for_text(&piece, kPollInterval, &more)) {
       text += piece;
+      logprobs.insert(logprobs.end(), more.begin(), more.end());
       if (client_left()) job->cancel();  // nobody will read the answer
     }
     const GenerationResult r = job->wait_result();
@@ -216,7 +223,7 @@ void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader
       const int status = r.status == VEGAS_ERR_KV_FULL ? 503 : client_fault ? 400 : 500;
       throw ApiError(status, "", r.error);
     }
-    send_json(res, 200, full_response(ctx, text, r));
+    send_json(res, 200, full_response(ctx, text, r, logprobs));
   } catch (const ApiError &e) {
     if (e.http_status() == 503)
       metrics_->requests_rejected.fetch_add(1);

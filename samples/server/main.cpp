@@ -173,9 +173,8 @@ int serve(const ServerOptions &o) {
   const uint64_t tokens_per_slot = static_cast<uint64_t>(o.max_prompt_tokens) +
                                    static_cast<uint64_t>(o.max_output_tokens) +
                                    static_cast<uint64_t>(o.gamma) + 1 + 2 * 16;
-  const uint64_t kv_tokens = o.kv_tokens > 0
-                                 ? static_cast<uint64_t>(o.kv_tokens)
-                                 : tokens_per_slot * static_cast<uint64_t>(o.parallel);
+  const uint64_t kv_tokens = o.kv_tokens > 0 ? static_cast<uint64_t>(o.kv_tokens)
+                                             : tokens_per_slot * static_cast<uint64_t>(o.parallel);
   so.kv_bytes = kv_tokens * info.kv_bytes_per_token;
   vegas_session *session = nullptr;
   st = vegas_session_create(model, &so, &session);
@@ -185,7 +184,7 @@ int serve(const ServerOptions &o) {
 
   const std::string model_name = o.model_name.empty() ? directory_name(o.model_dir) : o.model_name;
   Metrics metrics;
-  Engine engine(session, o.parallel, o.max_queue, &metrics);
+  Engine engine(session, tokenizer, o.parallel, o.max_queue, &metrics);
   PromptFormat format(tokenizer);
   RequestLimits limits;
   limits.max_prompt_tokens = o.max_prompt_tokens;

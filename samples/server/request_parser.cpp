@@ -176,11 +176,34 @@ ParsedRequest RequestParser::common(const json &body, int32_t default_max_tokens
   if (integer_in(body, "n", 1, 1, 1) != 1) throw ApiError::bad_field("n", "n must be 1");
   if (boolean(body, "echo", false))
     throw ApiError::bad_field("echo", "echo is not supported (must be false)");
-  if (const json *lp = field(body, "logprobs"))
-    if (!(lp->is_boolean() && !lp->get<bool>()) && !(lp->is_number_integer() && *lp == 0))
-      throw ApiError::bad_field("logprobs", "logprobs is not supported");
+  read_logprobs(body, &g);
   refuse_unsupported(body);
   return r;
+}
+
+void RequestParser::read_logprobs(const json &body, GenerationParams *g) {
+  // OpenAI chat: logprobs true plus top_logprobs n. OpenAI completions:
+  // logprobs n (the chosen token and n alternatives). llama.cpp: n_probs n > 0.
+  constexpr int64_t kMax = VEGAS_MAX_TOP_LOGPROBS;
+  if (const json *lp = field(body, "logprobs"); lp && !lp->is_null()) {
+    if (lp->is_boolean()) {
+      g->logprobs = lp->get<bool>();
+    } else if (lp->is_number_integer()) {
+      g->logprobs = true;
+      g->top_logprobs = static_cast<int32_t>(integer_in(body, "logprobs", 0, 0, kMax));
+    } else {
+      throw ApiError::bad_field("logprobs", "logprobs must be a boolean or an integer");
+    }
+  }
+  if (const int64_t top = integer_in(body, "top_logprobs", 0, 0, kMax); top > 0) {
+    if (!g->logprobs)
+      throw ApiError::bad_field("top_logprobs", "top_logprobs needs logprobs: true");
+    g->top_logprobs = static_cast<int32_t>(top);
+  }
+  if (const int64_t n = integer_in(body, "n_probs", 0, 0, kMax); n > 0) {
+    g->logprobs = true;
+    g->top_logprobs = static_cast<int32_t>(n);
+  }
 }
 
 int32_t RequestParser::output_limit(const json &body, int32_t default_max_tokens) const {
@@ -226,9 +249,6 @@ void RequestParser::refuse_unsupported(const json &body) {
       v && !(v->is_object() && v->size() == 1 && v->value("type", json()) == "text"))
     throw ApiError::bad_field("response_format",
                               "response_format is not supported (only {\"type\": \"text\"})");
-  for (const char *name : {"top_logprobs", "n_probs"})
-    if (const json *v = field(body, name); v && !(v->is_number_integer() && *v == 0))
-      throw ApiError::bad_field(name, std::string(name) + " is not supported (must be 0)");
   if (const json *v = field(body, "best_of"); v && !(v->is_number_integer() && *v == 1))
     throw ApiError::bad_field("best_of", "best_of must be 1");
 }

@@ -54,6 +54,8 @@ class RequestParser {
                        double default_temperature) const;
   int32_t output_limit(const nlohmann::json &body, int32_t default_max_tokens) const;
   static void refuse_unsupported(const nlohmann::json &body);
+  // logprobs, top_logprobs, n_probs into g.
+  static void read_logprobs(const nlohmann::json &body, GenerationParams *g);
   void check_prompt_length(const std::vector<int32_t> &prompt, const char *field) const;
   // Refuses `bytes` of prompt text that cannot fit the token limit, before tokenizing.
   void check_prompt_bytes(uint64_t bytes, const char *field) const;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,17 +18,26 @@ struct ResponseContext {
   std::string id;  // "cmpl-7", "chatcmpl-7"
   int64_t created = 0;
   std::string model;
+  bool logprobs = false;  // the request asked for logprobs
 };
 
 // "stop", "length", "cancelled" or "error".
 const char *finish_reason_name(int32_t finish_reason);
 
-// The whole answer of a non-streaming request.
+// The whole answer of a non-streaming request; `logprobs`: every generated
+// token's (ctx.logprobs).
 nlohmann::json full_response(const ResponseContext &ctx, const std::string &text,
-                             const GenerationResult &result);
+                             const GenerationResult &result,
+                             const std::vector<TokenLogprobs> &logprobs = {});
 
-// One streamed event carrying `text`; `first` adds the chat role.
-nlohmann::json stream_chunk(const ResponseContext &ctx, const std::string &text, bool first);
+// One streamed event carrying `text` and the logprobs of its tokens; `first`
+// adds the chat role; `text_offset`: the bytes of token text streamed before
+// (OpenAI completions' text_offset).
+nlohmann::json stream_chunk(const ResponseContext &ctx, const std::string &text, bool first,
+                            const std::vector<TokenLogprobs> &logprobs = {},
+                            int64_t text_offset = 0);
+// The bytes of the tokens' text, for the next chunk's text_offset.
+int64_t token_text_bytes(const std::vector<TokenLogprobs> &logprobs);
 // The last event: finish reason (and, for /infill, the counts).
 nlohmann::json stream_final_chunk(const ResponseContext &ctx, const GenerationResult &result);
 // OpenAI's stream_options.include_usage event: no choices, the usage counts.

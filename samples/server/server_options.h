@@ -26,7 +26,7 @@ struct ServerOptions {
   int32_t max_client_connections = 256;  // of them from one address
   int32_t request_timeout = 30;          // seconds for a request's head and body to arrive
   int32_t drain_timeout = 10;            // seconds generations may finish in after SIGTERM
-  int64_t kv_tokens = 0;  // KV pool in tokens; 0 = every slot at its longest
+  int64_t kv_tokens = 0;                 // KV pool in tokens; 0 = every slot at its longest
 };
 
 }  // namespace vegas_server

@@ -393,7 +393,8 @@ BAD_REQUESTS = [
     ("/v1/completions", {"prompt": "x", "stream": "yes"}, "stream"),
     ("/v1/completions", {"prompt": "x", "n": 2}, "n"),
     ("/v1/completions", {"prompt": "x", "echo": True}, "echo"),
-    ("/v1/completions", {"prompt": "x", "logprobs": 3}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "logprobs": 21}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "logprobs": "yes"}, "logprobs"),
     ("/v1/completions", {"prompt": "x", "stream_options": 1}, "stream_options"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": "hi"}, "messages"),
@@ -435,7 +436,10 @@ BAD_REQUESTS = [
                               "response_format": {"type": "json_object"}}, "response_format"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                               "top_logprobs": 3}, "top_logprobs"),
-    ("/infill", {"input_prefix": "a", "n_probs": 5}, "n_probs"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ("/infill", {"input_prefix": "a", "n_probs": 21}, "n_probs"),
+    ("/infill", {"input_prefix": "a", "n_probs": -1}, "n_probs"),
     ("/infill", {"input_prefix": "a", "grammar": "root ::= \"x\""}, "grammar"),
 ]
 

@@ -551,6 +551,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
     const int32_t front = capture_split(s);
     if (front > 0) {  // the front: dense, no capture; the tail takes index si below
+      st.split_tail = true;
       page_off[si] = page;
       row_start[si] = row;
       n_rows[si] = front;
@@ -746,7 +747,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);
-  ap.read_ahead = s.quest ? 0 : 1;  // quest_select writes records inside the step
+  // Not when quest_select writes records inside the step, nor when a captured
+  // tail attends to its front's keys, which this step's qkv pass writes.
+  ap.read_ahead = s.quest || s.split_tail ? 0 : 1;
   ap.total_rows = s.rows;
   ap.sparse_data = tables();
   ap.sparse_device = as<int32_t>(sel_records_);
@@ -778,7 +781,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       kernels::verify_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     const int32_t *h = meta_host_.get<int32_t>();
     const int64_t R = s.field_stride;
-    bool verify_rows = false, other_rows = false;
+    bool other_rows = false;
+    int32_t verify_rows = 0;  // the most rows of a sequence the verify kernel takes
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
       const bool dense = h[kSeqSparseOff * R + i] == -1;
@@ -786,12 +790,17 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
           h[kSeqCapCand * R + i] == 0)
         continue;
       const bool verify = dense && n >= 2 && n <= kernels::kVerifyMaxRows;
-      verify_rows = verify_rows || verify;
+      if (verify) verify_rows = std::max(verify_rows, n);
       other_rows = other_rows || !verify;
     }
-    if (verify_rows) ap.verify_max_rows = kernels::kVerifyMaxRows;
+    // The longest verified sequence, not the step's longest (a prefill front
+    // next to a captured two-row tail), sizes the verify kernel's blocks: the
+    // tail then takes the warps kernel, not 64-vector tiles for 8 vectors
+    // (H100, 22m, 8K prompt: 250 us a layer). No dense sequence has rows
+    // between it and kVerifyMaxRows, so defers_to_verify picks the same ones.
+    if (verify_rows > 0) ap.verify_max_rows = verify_rows;
     paged_rows = other_rows;
-    merge_only = !other_rows && verify_rows && s.n_splits > 1 &&
+    merge_only = !other_rows && verify_rows > 0 && s.n_splits > 1 &&
                  !kernels::verify_attention_merges_splits(ap);
   }
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;

@@ -127,6 +127,60 @@ __device__ __forceinline__ void merge_splits(const PagedAttentionParams &p, int 
   }
 }
 
+// The online softmax of one key step for a warp's 16-vector M tile (this
+// thread: rows g and g + 8), on unscaled scores s (-inf = hidden) whose
+// maxima over the step are mx_lo / mx_hi. The running reference maxima
+// m_lo / m_hi (log2 domain) may lag the true maxima by up to kRescaleSlack:
+// weights then reach 2^kRescaleSlack, which f32 sums and bf16 P fragments
+// hold at full relative precision, and the output and l are rescaled only
+// when some row of the warp outgrows its reference by more than that
+// (FlashAttention-4's conditional rescaling). With 16 keys a step and 8 steps
+// a warp, a new maximum somewhere in the warp's 32 vectors came nearly every
+// step, so the exact-maximum rule rescaled 64 accumulators almost every step.
+// m + log2(l) and the combination across warps and splits are unchanged.
+constexpr float kRescaleSlack = 8.0f;
+
+template <int NK, int HD>
+__device__ __forceinline__ void lazy_softmax(float (&s)[NK / 8][4], float mx_lo, float mx_hi,
+                                             float scale, float &m_lo, float &m_hi, float &l_lo,
+                                             float &l_hi, float (&o)[HD / 8][4]) {
+  mx_lo = quad_max(mx_lo) * scale;  // -inf stays -inf (scale > 0)
+  mx_hi = quad_max(mx_hi) * scale;
+  const bool grow_lo = mx_lo > m_lo + kRescaleSlack;  // false while the row sees nothing
+  const bool grow_hi = mx_hi > m_hi + kRescaleSlack;
+  if (__any_sync(0xffffffffu, grow_lo || grow_hi)) {
+    // exp2(-inf - finite) = 0 for a row's first keys; 1 exactly where it keeps its reference.
+    const float alpha_lo = grow_lo ? exp2_ftz(m_lo - mx_lo) : 1.0f;
+    const float alpha_hi = grow_hi ? exp2_ftz(m_hi - mx_hi) : 1.0f;
+    if (grow_lo) m_lo = mx_lo;
+    if (grow_hi) m_hi = mx_hi;
+    l_lo *= alpha_lo;
+    l_hi *= alpha_hi;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      o[d][0] *= alpha_lo;
+      o[d][1] *= alpha_lo;
+      o[d][2] *= alpha_hi;
+      o[d][3] *= alpha_hi;
+    }
+  }
+  // A row that has seen no key yet: base 0 keeps every weight exp2(-inf) = 0.
+  const float base_lo = m_lo == -INFINITY ? 0.0f : m_lo;
+  const float base_hi = m_hi == -INFINITY ? 0.0f : m_hi;
+  float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+  for (int n = 0; n < NK / 8; ++n) {
+    s[n][0] = exp2_ftz(fmaf(s[n][0], scale, -base_lo));
+    s[n][1] = exp2_ftz(fmaf(s[n][1], scale, -base_lo));
+    s[n][2] = exp2_ftz(fmaf(s[n][2], scale, -base_hi));
+    s[n][3] = exp2_ftz(fmaf(s[n][3], scale, -base_hi));
+    sum_lo += s[n][0] + s[n][1];
+    sum_hi += s[n][2] + s[n][3];
+  }
+  l_lo += sum_lo;
+  l_hi += sum_hi;
+}
+
 // STEP_PAGES: pages hold a multiple of kNk slots (see look_up).
 template <int HD, int MT, bool STEP_PAGES>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -290,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     m_lo[m] = m_hi[m] = -INFINITY;
     l_lo[m] = l_hi[m] = 0.0f;
   }
-  const float scale = p.scale * kLog2e;  // scores in the log2 domain
+  const float scale = p.scale * kLog2e;  // softmax in the log2 domain
 
   for (int i = 0; i < n_steps; ++i) {
     cp_async_wait<kStages - 2>();   // this lane's copies of step i
@@ -322,46 +376,61 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
     }
 
-    // Scale, mask (causal diagonal, end of the range), capture, online softmax.
+    // Mask (causal diagonal, end of the range), capture, online softmax. The
+    // scores stay unscaled: the capture stores s * scale (the logit), the
+    // softmax takes exp2(s * scale_log2 - m) in one FFMA.
     const bool masked = base + kNk - 1 > start_pos || base + kNk > end;
     const bool capture = any_capture && base < n_cand;
+    // Every key of the step seen and a candidate, rows 4-byte aligned: each
+    // thread stores its key pairs without a check per key.
+    const bool whole_capture = capture && !masked && base + kNk <= n_cand && cap_pairs;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      float mx_lo = m_lo[m], mx_hi = m_hi[m];
+      if (whole_capture)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          if (cap[m][hi] < 0) continue;
+          f16 *dst = p.cap_logits + static_cast<int64_t>(cap[m][hi]) * p.cap_stride + base + 2 * t4;
+#pragma unroll
+          for (int n = 0; n < kNk / 8; ++n)
+            *reinterpret_cast<__half2 *>(dst + n * 8) =
+                __floats2half2_rn(s[m][n][2 * hi] * p.scale, s[m][n][2 * hi + 1] * p.scale);
+        }
+      float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
       for (int n = 0; n < kNk / 8; ++n) {
         const int key = base + n * 8 + 2 * t4;
-        bool seen[4];
+        if (masked) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int pos = key + (e & 1);
-          // A vector sees keys up to its row's position (computed only here,
-          // in the range's last steps, to save registers).
-          seen[e] =
-              !masked || (pos < end && pos <= start_pos + (m * 16 + g + 8 * (e >> 1)) / group);
-          s[m][n][e] *= scale;
+          for (int e = 0; e < 4; ++e) {
+            const int pos = key + (e & 1);
+            // A vector sees keys up to its row's position (computed only here,
+            // in the range's last steps, to save registers).
+            const bool seen =
+                pos < end && pos <= start_pos + (m * 16 + g + 8 * (e >> 1)) / group;
+            if (!seen) s[m][n][e] = -INFINITY;
+          }
         }
-        if (capture)  // captured rows are dense: key index = position
+        if (capture && !whole_capture)  // captured rows are dense: key index = position
 #pragma unroll
           for (int hi = 0; hi < 2; ++hi) {
             if (cap[m][hi] < 0) continue;
             f16 *dst = p.cap_logits + static_cast<int64_t>(cap[m][hi]) * p.cap_stride;
-            const bool lo_ok = seen[2 * hi] && key < n_cand;
-            const bool hi_ok = seen[2 * hi + 1] && key + 1 < n_cand;
-            const float a = s[m][n][2 * hi] * kLn2, b = s[m][n][2 * hi + 1] * kLn2;
+            const float a = s[m][n][2 * hi], b = s[m][n][2 * hi + 1];
+            const bool lo_ok = a != -INFINITY && key < n_cand;  // -inf: masked here
+            const bool hi_ok = b != -INFINITY && key + 1 < n_cand;
             if (lo_ok && hi_ok && cap_pairs) {
-              *reinterpret_cast<__half2 *>(dst + key) = __floats2half2_rn(a, b);
+              *reinterpret_cast<__half2 *>(dst + key) =
+                  __floats2half2_rn(a * p.scale, b * p.scale);
             } else {
-              if (lo_ok) dst[key] = __float2half_rn(a);
-              if (hi_ok) dst[key + 1] = __float2half_rn(b);
+              if (lo_ok) dst[key] = __float2half_rn(a * p.scale);
+              if (hi_ok) dst[key + 1] = __float2half_rn(b * p.scale);
             }
           }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[m][n][e] = seen[e] ? s[m][n][e] : -INFINITY;
         mx_lo = fmaxf(mx_lo, fmaxf(s[m][n][0], s[m][n][1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[m][n][2], s[m][n][3]));
       }
-      softmax_rescale<kNk, HD>(s[m], mx_lo, mx_hi, m_lo[m], m_hi[m], l_lo[m], l_hi[m], o[m]);
+      lazy_softmax<kNk, HD>(s[m], mx_lo, mx_hi, scale, m_lo[m], m_hi[m], l_lo[m], l_hi[m], o[m]);
     }
     accumulate_pv<MT, kNk, HD, kStride>(s, o, vt, lane);
   }

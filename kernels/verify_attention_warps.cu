@@ -406,8 +406,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             const int pos = key + (e & 1);
             // A vector sees keys up to its row's position (computed only here,
             // in the range's last steps, to save registers).
-            const bool seen =
-                pos < end && pos <= start_pos + (m * 16 + g + 8 * (e >> 1)) / group;
+            const bool seen = pos < end && pos <= start_pos + (m * 16 + g + 8 * (e >> 1)) / group;
             if (!seen) s[m][n][e] = -INFINITY;
           }
         }
@@ -420,8 +419,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             const bool lo_ok = a != -INFINITY && key < n_cand;  // -inf: masked here
             const bool hi_ok = b != -INFINITY && key + 1 < n_cand;
             if (lo_ok && hi_ok && cap_pairs) {
-              *reinterpret_cast<__half2 *>(dst + key) =
-                  __floats2half2_rn(a * p.scale, b * p.scale);
+              *reinterpret_cast<__half2 *>(dst + key) = __floats2half2_rn(a * p.scale, b * p.scale);
             } else {
               if (lo_ok) dst[key] = __float2half_rn(a * p.scale);
               if (hi_ok) dst[key + 1] = __float2half_rn(b * p.scale);

@@ -1,4 +1,5 @@
 // Sessions, sequences and the one-call vegas_generate of the C ABI.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,11 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
                 "prefix_cache " + std::to_string(o.prefix_cache) + " is not 0 or 1");
   p.prefix_cache = o.prefix_cache == 1;
+  // VEGAS_VANILLA_CHAIN=1..16: vanilla steps per chain (A/B timing; 1 = off).
+  if (const char *env = std::getenv("VEGAS_VANILLA_CHAIN")) {
+    const int chain = std::atoi(env);
+    if (chain >= 1 && chain <= 16) p.vanilla_chain = chain;
+  }
   p.speculative = o.mode == VEGAS_MODE_VEGAS || o.mode == VEGAS_MODE_AUTO;
   p.auto_mode = o.mode == VEGAS_MODE_AUTO;
   if (p.speculative) {

@@ -340,6 +340,21 @@ int32_t Session::step() {
     prefill_budget -= std::min(prefill_budget, seq.pending_rows());
   }
 
+  // Decode-only vanilla steps: several at once where the backend chains them.
+  if (kind == ModeChooser::Kind::kVanilla && !decoding.empty() &&
+      batch_seqs.size() == decoding.size()) {
+    const auto t_chain = std::chrono::steady_clock::now();
+    const int64_t committed = chained_vanilla_steps(decoding);
+    if (committed >= 0) {
+      const double chain_seconds = seconds_since(t_chain);
+      for (Sequence *seq : decoding) seq->stats.decode_seconds += chain_seconds;
+      if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, chain_seconds);
+      for (auto &entry : sequences_)
+        if (!entry.second->finished()) publish(*entry.second);
+      return active_count();
+    }
+  }
+
   // Reserve KV slots; a sequence that does not fit stops with KV_FULL and
   // keeps every token it has.
   prefill_budget = params_.prefill_chunk;

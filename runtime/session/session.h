@@ -33,6 +33,11 @@ struct SessionParams {
   bool auto_mode = false;
   // Full KV pages of earlier sequences serve new ones with the same prefix (KvPool).
   bool prefix_cache = true;
+  // Vanilla decode steps run this many at a time on a backend that chains
+  // them (each step's tokens fed to the next on the device, the host reading
+  // them once): the host's share of a step overlaps nothing else, so it is
+  // paid once per chain. 1 = a step at a time.
+  int32_t vanilla_chain = 4;
   SpeculativeParams spec;
 };
 
@@ -60,6 +65,8 @@ class Session {
   int32_t active_count() const;
   // nullptr in vanilla mode.
   const SpeculativeDecoder *speculative() const { return spec_.get(); }
+  // Vanilla decode steps run inside chains (SessionParams::vanilla_chain).
+  int64_t chained_steps() const { return chained_steps_; }
 
  private:
   Sequence &find(int32_t seq_id);
@@ -72,6 +79,13 @@ class Session {
   void emit(Sequence &seq, int32_t token, const std::string &piece);
   // Offers the sequence's finished full KV pages to the prefix cache.
   void publish(Sequence &seq);
+  // params_.vanilla_chain vanilla steps of the decoding `seqs` (no prompt
+  // rows) in one backend call, committed step by step as separate steps
+  // would be (a sequence that stops mid-chain drops the rest). Returns the
+  // tokens committed, or -1, having changed nothing a plain step would not
+  // redo, where it does not apply (rules without candidates, penalties,
+  // logprobs, no KV room, a backend without chains).
+  int64_t chained_vanilla_steps(const std::vector<Sequence *> &seqs);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
 
@@ -85,6 +99,7 @@ class Session {
   std::atomic<int32_t> next_id_{0};
   bool in_callback_ = false;
   bool in_step_ = false;
+  int64_t chained_steps_ = 0;
 
   std::mutex cancel_mutex_;  // guards pending_cancels_
   // {id or -1, next_id_ when asked}: -1 cancels the sequences submitted

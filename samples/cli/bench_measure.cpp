@@ -327,11 +327,18 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
 
   std::vector<double> steps;
   std::vector<int64_t> committed;  // tokens generated so far, after each step
+  // Seconds per token of each sequence that was active (a vanilla step, or a
+  // chain of them, spread over the tokens each sequence got from it).
+  std::vector<double> token_steps;
   while (active > 0) {
+    const int32_t active_before = active;
+    const int64_t before = committed.empty() ? after_prefill : committed.back();
     const double t0 = now_s();
     check(vegas_session_step(session, &active), "decode step");
     steps.push_back(now_s() - t0);
     committed.push_back(generated().second);
+    const int64_t made = committed.back() - before;
+    if (made > 0) token_steps.push_back(steps.back() * active_before / static_cast<double>(made));
   }
   constexpr size_t kWarmupSteps = 3;
   if (steps.size() > 2 * kWarmupSteps) {
@@ -343,6 +350,9 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
   // The first decode step may still contain graph capture / warm-up: drop it from the median.
   std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
   m.median_step_s = median(warm);
+  std::vector<double> warm_tokens(
+      token_steps.size() > 2 ? token_steps.begin() + 1 : token_steps.begin(), token_steps.end());
+  m.median_token_step_s = median(warm_tokens);
   for (double s : steps) m.decode_s += s;
   m.decode_steps = static_cast<int64_t>(steps.size());
   m.decode_tokens = generated().second - after_prefill;

@@ -118,6 +118,9 @@ struct Measured {
   double prefill_s = 0.0;
   double decode_s = 0.0;
   double median_step_s = 0.0;
+  // A step's seconds per token of each active sequence: a vanilla step's time,
+  // also where the session runs several steps at once (vanilla_chain).
+  double median_token_step_s = 0.0;
   int64_t decode_steps = 0;
   int64_t decode_tokens = 0;  // tokens committed after each sequence's first
   // Steady state: tokens per second over the decode steps after the first

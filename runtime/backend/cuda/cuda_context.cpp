@@ -1275,16 +1275,20 @@ void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
   check(kernels::logit_candidates(cp, stream_), "logit_candidates");
 }
 
+bool CudaContext::chains_passes() const {
+  static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES") &&
+                              kernels::variant_enabled("VEGAS_CUDA_DRAFT_CHAIN");
+  return enabled && model_.options().use_graphs;
+}
+
 bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
                                       const RowSampling *rows, const int32_t *k,
                                       int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
-  static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES") &&
-                              kernels::variant_enabled("VEGAS_CUDA_DRAFT_CHAIN");
   // Draws from each pass's candidates (sample_candidates) rather than its
   // rows (sample); VEGAS_CUDA_CHAIN_FROM_CANDIDATES=0 keeps the row sampler.
   static const bool from_candidates = kernels::variant_enabled("VEGAS_CUDA_CHAIN_FROM_CANDIDATES");
   const int32_t n = static_cast<int32_t>(first.seqs.size());
-  if (!enabled || steps < 1 || n == 0 || !model_.options().use_graphs) return false;
+  if (!chains_passes() || steps < 1 || n == 0) return false;
   for (int32_t i = 0; i < n; ++i) {
     const SeqRows &r = first.seqs[static_cast<size_t>(i)];
     const SamplingParams *p = rows[i].params;

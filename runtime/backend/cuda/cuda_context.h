@@ -51,6 +51,7 @@ class CudaContext : public BackendContext {
   void end_candidates(std::vector<LogitCandidates> *out) override;
 
   // Off with VEGAS_CUDA_DRAFT_CHAIN=0 (or without device candidates).
+  bool chains_passes() const override;
   bool forward_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
                            const int32_t *k, int32_t *tokens_out,
                            std::vector<LogitCandidates> *cands) override;

@@ -84,7 +84,8 @@ class Session {
   // would be (a sequence that stops mid-chain drops the rest). Returns the
   // tokens committed, or -1, having changed nothing a plain step would not
   // redo, where it does not apply (rules without candidates, penalties,
-  // logprobs, no KV room, a backend without chains).
+  // logprobs, a sequence one token from max_tokens, no KV room, a backend
+  // without chains).
   int64_t chained_vanilla_steps(const std::vector<Sequence *> &seqs);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;

@@ -5,6 +5,7 @@
 // host commits them step by step afterwards. The tokens, the K/V and the RNG
 // use are those of as many separate steps; only the host's share of a step
 // (staging, launch, synchronisation, download) is paid once per chain.
+#include <algorithm>
 #include <vector>
 
 #include "common/error.h"
@@ -13,8 +14,13 @@
 namespace vegas {
 
 int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
-  const int32_t steps = params_.vanilla_chain;
-  if (steps < 2 || seqs.empty() || !context_->chains_passes()) return -1;
+  if (params_.vanilla_chain < 2 || seqs.empty() || !context_->chains_passes()) return -1;
+  // No sequence runs past its last token: near a sequence's max_tokens the
+  // chain is shorter (a server's batch nearly always holds one near its end).
+  int32_t steps = params_.vanilla_chain;
+  for (const Sequence *seq : seqs)
+    steps = std::min(steps, seq->req.max_tokens - seq->n_generated());
+  if (steps < 2) return -1;
   std::vector<RowSampling> rules;
   std::vector<int32_t> k;
   for (const Sequence *seq : seqs) {
@@ -23,8 +29,6 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
     // logprobs need whole rows.
     const int32_t rule_k = candidate_k(seq->req.sampling);
     if (rule_k <= 0 || seq->req.sampling.has_penalties() || seq->req.logprobs) return -1;
-    // Up to the last token it may still make: no sequence runs past max_tokens.
-    if (seq->req.max_tokens - seq->n_generated() < steps) return -1;
     RowSampling rule;
     rule.params = &seq->req.sampling;
     rule.rng_counter = seq->rng.counter();

@@ -3,8 +3,8 @@
 // a time must produce exactly the tokens of one that runs them one by one,
 // greedy and sampled (the device draws each chained step from the step's
 // candidates with the counter a plain step would use), with different
-// max_tokens (a chain never runs past a sequence's last token: plain steps
-// end it), a sequence stopped by its callback, and more sequences arriving
+// max_tokens (a chain never runs past a sequence's last token: it is shorter
+// there), a sequence stopped by its callback, and more sequences arriving
 // while others decode (steps with prompt rows are plain).
 #include <gtest/gtest.h>
 

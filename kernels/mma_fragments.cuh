@@ -111,6 +111,19 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// Multiplies an M tile's output accumulators (this thread: rows lane / 4 and
+// lane / 4 + 8) by their rows' factors.
+template <int HD>
+__device__ __forceinline__ void scale_rows(float (&o)[HD / 8][4], float alpha_lo, float alpha_hi) {
+#pragma unroll
+  for (int d = 0; d < HD / 8; ++d) {
+    o[d][0] *= alpha_lo;
+    o[d][1] *= alpha_lo;
+    o[d][2] *= alpha_hi;
+    o[d][3] *= alpha_hi;
+  }
+}
+
 // The online-softmax step of one key tile for a warp's 16-row M tile (this
 // thread: rows lane / 4 and lane / 4 + 8). `s` holds the tile's scaled
 // scores in the log2 domain (-inf = hidden) for NK keys; mx_lo/mx_hi are this
@@ -146,13 +159,7 @@ __device__ __forceinline__ void softmax_rescale(float (&s)[NK / 8][4], float mx_
   // (most of a step's arithmetic once the maxima settle). The whole warp
   // calls this function, as every mma helper here.
   if (!__any_sync(0xffffffffu, alpha_lo != 1.0f || alpha_hi != 1.0f)) return;
-#pragma unroll
-  for (int d = 0; d < HD / 8; ++d) {
-    o[d][0] *= alpha_lo;
-    o[d][1] *= alpha_lo;
-    o[d][2] *= alpha_hi;
-    o[d][3] *= alpha_hi;
-  }
+  scale_rows<HD>(o, alpha_lo, alpha_hi);
 }
 
 // One key tile of flash attention's online softmax for one 16-row M tile:

@@ -156,13 +156,7 @@ __device__ __forceinline__ void lazy_softmax(float (&s)[NK / 8][4], float mx_lo,
     if (grow_hi) m_hi = mx_hi;
     l_lo *= alpha_lo;
     l_hi *= alpha_hi;
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      o[d][0] *= alpha_lo;
-      o[d][1] *= alpha_lo;
-      o[d][2] *= alpha_hi;
-      o[d][3] *= alpha_hi;
-    }
+    scale_rows<HD>(o, alpha_lo, alpha_hi);
   }
   // A row that has seen no key yet: base 0 keeps every weight exp2(-inf) = 0.
   const float base_lo = m_lo == -INFINITY ? 0.0f : m_lo;

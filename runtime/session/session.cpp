@@ -279,6 +279,11 @@ void Session::publish(Sequence &seq) {
   pool_.publish(seq.page_table, seq.tokens.data(), seq.kv_len, &seq.published);
 }
 
+void Session::publish_running() {
+  for (auto &entry : sequences_)
+    if (!entry.second->finished()) publish(*entry.second);
+}
+
 ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) const {
   ModeChooser::Prior prior;
   const TuningProfile *profile = params_.spec.profile.get();
@@ -349,8 +354,7 @@ int32_t Session::step() {
       const double chain_seconds = seconds_since(t_chain);
       for (Sequence *seq : decoding) seq->stats.decode_seconds += chain_seconds;
       if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, chain_seconds);
-      for (auto &entry : sequences_)
-        if (!entry.second->finished()) publish(*entry.second);
+      publish_running();
       return active_count();
     }
   }
@@ -478,9 +482,7 @@ int32_t Session::step() {
     for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
     if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, round_seconds);
   }
-  // Pages filled in this step serve later sequences while this one still runs.
-  for (auto &entry : sequences_)
-    if (!entry.second->finished()) publish(*entry.second);
+  publish_running();
   return active_count();
 }
 

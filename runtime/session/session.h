@@ -79,6 +79,9 @@ class Session {
   void emit(Sequence &seq, int32_t token, const std::string &piece);
   // Offers the sequence's finished full KV pages to the prefix cache.
   void publish(Sequence &seq);
+  // After a step: pages the running sequences filled serve later sequences
+  // while these still run.
+  void publish_running();
   // params_.vanilla_chain vanilla steps of the decoding `seqs` (no prompt
   // rows) in one backend call, committed step by step as separate steps
   // would be (a sequence that stops mid-chain drops the rest). Returns the

@@ -415,6 +415,20 @@ typedef int32_t (*vegas_token_fn)(int32_t seq_id, int32_t token, const char *pie
 /* The most alternatives a generated token's log-probabilities report. */
 #define VEGAS_MAX_TOP_LOGPROBS 20
 
+/* Which distribution vegas_request.logprobs reports. */
+typedef enum vegas_logprobs_kind {
+  VEGAS_LOGPROBS_OFF = 0,
+  /* log_softmax of the model's raw logits: before penalties, temperature and
+   * truncation, the same in every decode mode and sampling setting (what
+   * OpenAI and vLLM report by default) */
+  VEGAS_LOGPROBS_RAW = 1,
+  /* the distribution the token was drawn from, after penalties, temperature,
+   * top-k, top-p and min-p (llama.cpp's post_sampling_probs); tokens outside
+   * it have -inf, greedy decoding has its argmax at 0 */
+  VEGAS_LOGPROBS_PROCESSED = 2,
+  VEGAS_LOGPROBS_FORCE32 = 0x7FFFFFFF
+} vegas_logprobs_kind;
+
 typedef struct vegas_request {
   uint32_t struct_size;
   const int32_t *prompt; /* prompt token ids, copied at submit */
@@ -428,11 +442,11 @@ typedef struct vegas_request {
   size_t n_stop_strings;
   vegas_token_fn on_token; /* optional */
   void *user_data;
-  /* Non-zero: record each generated token's log-probability and its
-   * top_logprobs (0 .. VEGAS_MAX_TOP_LOGPROBS) most probable alternatives, read
-   * with vegas_sequence_get_logprobs. The sequence's logit rows then come to
-   * the host whole: on a GPU its steps (and, in VEGAS mode, its rounds) run
-   * slower. */
+  /* A vegas_logprobs_kind other than OFF: record each generated token's
+   * log-probability and its top_logprobs (0 .. VEGAS_MAX_TOP_LOGPROBS) most
+   * probable alternatives, read with vegas_sequence_get_logprobs. The
+   * sequence's logit rows then come to the host whole: on a GPU its steps
+   * (and, in VEGAS mode, its rounds) run slower. */
   int32_t logprobs;
   int32_t top_logprobs;
 } vegas_request;
@@ -501,10 +515,9 @@ VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32
 /* The generated text (stop string excluded), not NUL-terminated. */
 VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id,
                                            char *text, size_t capacity, size_t *n_bytes);
-/* One generated token's log-probabilities (vegas_request.logprobs): the
- * log_softmax of the model's raw logits at that position, before penalties,
- * temperature and truncation, so the same in every decode mode and sampling
- * setting. */
+/* One generated token's log-probabilities (vegas_request.logprobs: of the raw
+ * logits or of the processed distribution at that position; speculative
+ * decoding reports what vanilla decoding does). */
 typedef struct vegas_token_logprobs {
   uint32_t struct_size;
   int32_t token;   /* the generated token */

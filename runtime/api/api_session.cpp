@@ -127,7 +127,11 @@ vegas::SequenceRequest to_request(const vegas_request *in) {
   }
   out.on_token = r.on_token;
   out.user_data = r.user_data;
-  out.logprobs = r.logprobs != 0;
+  if (r.logprobs < VEGAS_LOGPROBS_OFF || r.logprobs > VEGAS_LOGPROBS_PROCESSED)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.logprobs " + std::to_string(r.logprobs) +
+                                                " is not a vegas_logprobs_kind (0, 1 or 2)");
+  out.logprobs = r.logprobs != VEGAS_LOGPROBS_OFF;
+  out.processed_logprobs = r.logprobs == VEGAS_LOGPROBS_PROCESSED;
   out.top_logprobs = r.top_logprobs;
   if (!out.logprobs && r.top_logprobs != 0)
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "request.top_logprobs is set but logprobs is 0");

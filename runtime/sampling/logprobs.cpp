@@ -51,4 +51,27 @@ TokenLogprobs row_logprobs(const float *row, int32_t vocab, int32_t token, int32
   return out;
 }
 
+TokenLogprobs distribution_logprobs(const TokenDistribution &dist, int32_t token, int32_t n_top) {
+  auto log_of = [](float p) {
+    return p > 0.0f ? static_cast<float>(std::log(static_cast<double>(p)))
+                    : -std::numeric_limits<float>::infinity();
+  };
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = log_of(dist.prob_of(token));
+  std::vector<size_t> order(dist.ids.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const size_t n = std::min(order.size(), static_cast<size_t>(std::max(n_top, 0)));
+  std::partial_sort(order.begin(), order.begin() + static_cast<long>(n), order.end(),
+                    [&dist](size_t a, size_t b) {
+                      return dist.probs[a] > dist.probs[b] ||
+                             (dist.probs[a] == dist.probs[b] && dist.ids[a] < dist.ids[b]);
+                    });
+  for (size_t i = 0; i < n; ++i) {
+    out.top_ids.push_back(dist.ids[order[i]]);
+    out.top_logprobs.push_back(log_of(dist.probs[order[i]]));
+  }
+  return out;
+}
+
 }  // namespace vegas

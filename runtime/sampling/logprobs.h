@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sampling/sampling.h"
+
 namespace vegas {
 
 struct TokenLogprobs {
@@ -22,5 +24,12 @@ struct TokenLogprobs {
 // logits count as probability 0. Throws INVALID_ARGUMENT (as sampling does)
 // for a row whose logits are all -inf or hold NaN / +inf, or a token outside it.
 TokenLogprobs row_logprobs(const float *row, int32_t vocab, int32_t token, int32_t n_top);
+
+// The same from the processed distribution the token was drawn from (after
+// penalties, temperature, top-k, top-p and min-p: build_distribution's):
+// tokens outside its support have log-probability -inf, and the alternatives
+// are its most probable members (at most its size; greedy: the argmax alone,
+// log-probability 0).
+TokenLogprobs distribution_logprobs(const TokenDistribution &dist, int32_t token, int32_t n_top);
 
 }  // namespace vegas

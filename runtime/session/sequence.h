@@ -32,6 +32,8 @@ struct SequenceRequest {
   // logit rows come to the host whole.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Of the processed distribution (VEGAS_LOGPROBS_PROCESSED), not the raw logits.
+  bool processed_logprobs = false;
 };
 
 constexpr int32_t kMaxTopLogprobs = VEGAS_MAX_TOP_LOGPROBS;

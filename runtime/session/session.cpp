@@ -254,8 +254,17 @@ void Session::commit_token(Sequence &seq, int32_t token, const float *row) {
   }
   if (seq.req.logprobs) {
     if (row == nullptr) fail(VEGAS_ERR_INTERNAL, "a logprobs sequence's row did not come back");
-    seq.logprobs.push_back(
-        row_logprobs(row, model_->config().vocab_size, token, seq.req.top_logprobs));
+    const int32_t vocab = model_->config().vocab_size;
+    if (seq.req.processed_logprobs) {
+      // The rule over the history the token was drawn after, as its step had it.
+      std::vector<int32_t> history;
+      if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+      TokenDistribution dist;
+      build_distribution(row, vocab, seq.req.sampling, history, &dist);
+      seq.logprobs.push_back(distribution_logprobs(dist, token, seq.req.top_logprobs));
+    } else {
+      seq.logprobs.push_back(row_logprobs(row, vocab, token, seq.req.top_logprobs));
+    }
   }
   seq.tokens.push_back(token);
   const bool last = seq.n_generated() >= seq.req.max_tokens;

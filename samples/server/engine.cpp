@@ -110,7 +110,9 @@ void Engine::admit(std::shared_ptr<GenerationJob> job) {
   req.stop_strings = stops.empty() ? nullptr : stops.data();
   req.n_stop_strings = stops.size();
   req.on_token = on_token;
-  req.logprobs = p.logprobs ? 1 : 0;
+  req.logprobs = !p.logprobs            ? VEGAS_LOGPROBS_OFF
+                 : p.processed_logprobs ? VEGAS_LOGPROBS_PROCESSED
+                                        : VEGAS_LOGPROBS_RAW;
   req.top_logprobs = p.top_logprobs;
   job->logprobs_source() = {session_, tokenizer_, 0};
   req.user_data = job.get();  // the job outlives the sequence: active_ holds it until release

@@ -25,6 +25,7 @@ struct GenerationParams {
   // Each generated token's log-probability and `top_logprobs` alternatives.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  bool processed_logprobs = false;  // llama.cpp's post_sampling_probs
 };
 
 // One token of a logprobs answer: its id, its text (bytes, maybe part of a

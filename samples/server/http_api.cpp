@@ -197,6 +197,7 @@ void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader
     ctx.created = static_cast<int64_t>(std::time(nullptr));
     ctx.model = model_name_;
     ctx.logprobs = job->params().logprobs;
+    ctx.processed_logprobs = job->params().processed_logprobs;
     if (parsed.stream) {
       auto stream =
           std::make_shared<EventStream>(job, std::move(ctx), parsed.include_usage, client_left);

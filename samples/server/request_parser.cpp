@@ -203,6 +203,8 @@ void RequestParser::read_logprobs(const json &body, GenerationParams *g) {
   if (const int64_t n = integer_in(body, "n_probs", 0, 0, kMax); n > 0) {
     g->logprobs = true;
     g->top_logprobs = static_cast<int32_t>(n);
+    // llama.cpp: the distribution after the sampling rules instead of the logits'.
+    g->processed_logprobs = boolean(body, "post_sampling_probs", false);
   }
 }
 

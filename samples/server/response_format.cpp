@@ -1,5 +1,7 @@
 #include "response_format.h"
 
+#include <cmath>
+
 namespace vegas_server {
 
 using nlohmann::json;
@@ -72,18 +74,23 @@ json completion_logprobs(const std::vector<TokenLogprobs> &lps, int64_t offset) 
           {"text_offset", offsets}};
 }
 
-// llama.cpp (/infill, n_probs): [{id, token, logprob, bytes, top_logprobs}].
-json llama_probabilities(const std::vector<TokenLogprobs> &lps) {
-  auto one = [](const TokenProb &t) {
-    return json{
-        {"id", t.id}, {"token", t.piece}, {"logprob", t.logprob}, {"bytes", piece_bytes(t.piece)}};
+// llama.cpp (/infill, n_probs): [{id, token, logprob, bytes, top_logprobs}],
+// or with post_sampling_probs [{id, token, prob, bytes, top_probs}].
+json llama_probabilities(const std::vector<TokenLogprobs> &lps, bool processed) {
+  auto one = [processed](const TokenProb &t) {
+    json j = {{"id", t.id}, {"token", t.piece}, {"bytes", piece_bytes(t.piece)}};
+    if (processed)
+      j["prob"] = std::exp(t.logprob);
+    else
+      j["logprob"] = t.logprob;
+    return j;
   };
   json out = json::array();
   for (const TokenLogprobs &lp : lps) {
     json e = one(lp.chosen);
     json top = json::array();
     for (const TokenProb &t : lp.top) top.push_back(one(t));
-    e["top_logprobs"] = top;
+    e[processed ? "top_probs" : "top_logprobs"] = top;
     out.push_back(e);
   }
   return out;
@@ -136,7 +143,8 @@ json full_response(const ResponseContext &ctx, const std::string &text,
             {"model", ctx.model},
             {"tokens_predicted", result.n_generated},
             {"tokens_evaluated", result.n_prompt}};
-  if (ctx.logprobs) j["completion_probabilities"] = llama_probabilities(logprobs);
+  if (ctx.logprobs)
+    j["completion_probabilities"] = llama_probabilities(logprobs, ctx.processed_logprobs);
   return j;
 }
 
@@ -165,7 +173,8 @@ json stream_chunk(const ResponseContext &ctx, const std::string &text, bool firs
       break;
   }
   json j = {{"content", text}, {"stop", false}};
-  if (ctx.logprobs) j["completion_probabilities"] = llama_probabilities(logprobs);
+  if (ctx.logprobs)
+    j["completion_probabilities"] = llama_probabilities(logprobs, ctx.processed_logprobs);
   return j;
 }
 

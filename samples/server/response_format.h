@@ -18,7 +18,8 @@ struct ResponseContext {
   std::string id;  // "cmpl-7", "chatcmpl-7"
   int64_t created = 0;
   std::string model;
-  bool logprobs = false;  // the request asked for logprobs
+  bool logprobs = false;            // the request asked for logprobs
+  bool processed_logprobs = false;  // ... of the processed distribution (post_sampling_probs)
 };
 
 // "stop", "length", "cancelled" or "error".

@@ -98,3 +98,20 @@ def test_infill_n_probs(server):
                            [(t["id"], t["logprob"]) for t in e["top_logprobs"]])
     streamed = [e for ev in sse(server, "/infill", body) for e in ev.get("completion_probabilities", [])]
     assert streamed == probs
+
+
+def test_infill_post_sampling_probs(server):
+    """post_sampling_probs: the probabilities of the distribution each token was
+    drawn from (greedy: the token alone, probability 1; top_k 3: at most 3)."""
+    body = {"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n", "n_predict": 6,
+            "n_probs": 4, "post_sampling_probs": True, "temperature": 0}
+    status, greedy = post(server, "/infill", body)
+    assert status == 200, greedy
+    for e in greedy["completion_probabilities"]:
+        assert e["prob"] == 1.0 and [t["id"] for t in e["top_probs"]] == [e["id"]]
+    status, sampled = post(server, "/infill", dict(body, temperature=0.8, top_k=3, seed=5))
+    assert status == 200, sampled
+    for e in sampled["completion_probabilities"]:
+        top = e["top_probs"]
+        assert 0 < e["prob"] <= 1 and len(top) <= 3 and e["id"] in [t["id"] for t in top]
+        assert sum(t["prob"] for t in top) == pytest.approx(1.0, abs=1e-4)

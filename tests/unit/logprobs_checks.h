@@ -29,7 +29,7 @@ struct Generated {
 inline Generated generate_with_logprobs(const std::shared_ptr<Model> &model,
                                         const std::vector<int32_t> &prompt, bool speculative,
                                         const SamplingParams &sampling, int32_t top,
-                                        int32_t max_tokens) {
+                                        int32_t max_tokens, bool processed = false) {
   SessionParams params;
   params.speculative = speculative;
   params.spec.gamma = 4;
@@ -40,6 +40,7 @@ inline Generated generate_with_logprobs(const std::shared_ptr<Model> &model,
   req.max_tokens = max_tokens;
   req.ignore_eos = true;
   req.logprobs = true;
+  req.processed_logprobs = processed;
   req.top_logprobs = top;
   const int32_t id = session.submit(std::move(req));
   session.run();

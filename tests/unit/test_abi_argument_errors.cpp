@@ -648,8 +648,12 @@ TEST_F(AbiArgumentErrors, Logprobs) {
   req.top_logprobs = 2;
   expect_error(vegas_session_submit(session_, &req, &id), VEGAS_ERR_INVALID_ARGUMENT,
                "top_logprobs without logprobs");
-
+  req.logprobs = 3;
   req.top_logprobs = 0;
+  expect_error(vegas_session_submit(session_, &req, &id), VEGAS_ERR_INVALID_ARGUMENT,
+               "logprobs 3 (not a vegas_logprobs_kind)");
+
+  req.logprobs = 0;
   const int32_t plain = finished_sequence(&req);
   vegas_token_logprobs lp;
   lp.struct_size = sizeof lp;

@@ -78,5 +78,43 @@ TEST(SessionLogprobs, SpeculativeUsesTheDecidingVerifyRow) {
                                    short_prompt(), 12, kCpuTolerance, /*exact_greedy=*/true);
 }
 
+// Proves processed logprobs (VEGAS_LOGPROBS_PROCESSED) are those of the
+// distribution each token was drawn from: build_distribution of the prefill
+// row that predicts it under the request's rule, in vanilla and VEGAS mode;
+// greedy has its token alone at log-probability 0.
+TEST(SessionLogprobs, ProcessedAreTheDistributionDrawnFrom) {
+  const auto &model = test::shared_cpu_model(test::embedded_model_dir());
+  const int32_t vocab = model->config().vocab_size;
+  SamplingParams sampled;
+  sampled.temperature = 0.8f;
+  sampled.top_k = 5;
+  sampled.top_p = 0.9f;
+  sampled.seed = 3;
+  for (bool speculative : {false, true}) {
+    for (const SamplingParams &s : {SamplingParams(), sampled}) {
+      const test::Generated seq =
+          test::generate_with_logprobs(model, short_prompt(), speculative, s, 3, 12, true);
+      ASSERT_EQ(seq.logprobs.size(), static_cast<size_t>(seq.n_generated()));
+      const std::vector<float> rows = test::prefill_rows(*model, seq.tokens);
+      for (int32_t g = 0; g < seq.n_generated(); ++g) {
+        const TokenLogprobs &got = seq.logprobs[static_cast<size_t>(g)];
+        const int32_t pos = seq.n_prompt + g;
+        TokenDistribution dist;
+        build_distribution(rows.data() + int64_t{pos - 1} * vocab, vocab, s, {}, &dist);
+        const int32_t token = seq.tokens[static_cast<size_t>(pos)];
+        ASSERT_EQ(got.token, token);
+        EXPECT_NEAR(got.logprob, std::log(dist.prob_of(token)), kCpuTolerance) << g;
+        ASSERT_LE(got.top_ids.size(), static_cast<size_t>(dist.size()));
+        for (size_t j = 0; j < got.top_ids.size(); ++j)
+          EXPECT_NEAR(got.top_logprobs[j], std::log(dist.prob_of(got.top_ids[j])), kCpuTolerance);
+        if (s.greedy()) {
+          EXPECT_EQ(got.logprob, 0.0f);
+          EXPECT_EQ(got.top_ids, std::vector<int32_t>{token});
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vegas

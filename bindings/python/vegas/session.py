@@ -175,12 +175,13 @@ class Session:
     def submit(self, prompt: Prompt, max_tokens: Optional[int] = None,
                sampling: Union[Sampling, dict, None] = None, ignore_eos: bool = False,
                stop: Sequence[str] = (), stop_ids: Sequence[int] = (),
-               on_token: Optional[TokenCallback] = None, logprobs: bool = False,
+               on_token: Optional[TokenCallback] = None, logprobs: Union[bool, int] = False,
                top_logprobs: int = 0) -> int:
         """Adds a sequence (text, or token ids) that starts at the next step; returns its id.
         `on_token` runs on the thread driving the session for every committed token.
         `logprobs` records each generated token's log-probability and `top_logprobs`
-        (0..20) alternatives, read with `logprobs()`."""
+        (0..20) alternatives, read with `logprobs()`: True (or 1) of the raw logits, 2 of
+        the processed distribution the token was drawn from."""
         ids = self._prompt_ids(prompt)
         req = _lib.init_struct(_lib.Request)
         prompt_arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)

@@ -189,6 +189,10 @@ class BackendContext {
   }
   virtual void end_candidates(std::vector<LogitCandidates> *out) { (void)out; }
 
+  // Whether forward_draft_chain may run at all here (it can still decline a
+  // batch): callers reserve KV for a chain only then.
+  virtual bool chains_passes() const { return false; }
+
   // Optional: a speculative round's `steps` draft passes in one call, the
   // host reading their results once. `first` is pass 0: one row per
   // sequence, Logits::kLast, no quest, host sparse record or capture. Pass j
@@ -201,9 +205,6 @@ class BackendContext {
   // (rule, shape, or a candidate overflow found afterwards); the K/V it may
   // have written is what the same passes run one by one write, so the caller
   // then runs them so. Throws as forward_sample for a bad row.
-  // Whether forward_draft_chain may run at all here (it can still decline a
-  // batch): callers reserve KV for a chain only then.
-  virtual bool chains_passes() const { return false; }
   virtual bool forward_draft_chain(const ForwardBatch &first, int32_t steps,
                                    const RowSampling *rows, const int32_t *k, int32_t *tokens_out,
                                    std::vector<LogitCandidates> *cands) {

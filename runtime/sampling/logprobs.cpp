@@ -12,20 +12,12 @@ namespace vegas {
 
 namespace {
 
-// log(sum(exp(row))) in double, checked: a row the model could not have
-// produced is an error, not a silent NaN in every reported value.
+// log(sum(exp(row))) in double, over a row sampling accepts (scan_logits).
 double row_log_sum_exp(const float *row, int32_t vocab) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < vocab; ++i) {
-    if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity())
-      fail(VEGAS_ERR_INVALID_ARGUMENT, "logit " + std::to_string(i) + " is NaN or +inf");
-    max = std::max(max, row[i]);
-  }
-  if (max == -std::numeric_limits<float>::infinity())
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "logit row has no finite logit");
+  const double max = scan_logits(row, vocab).max;
   double sum = 0.0;
   for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
-  return static_cast<double>(max) + std::log(sum);
+  return max + std::log(sum);
 }
 
 }  // namespace

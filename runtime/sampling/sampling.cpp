@@ -43,15 +43,11 @@ Scratch &scratch() {
   return s;
 }
 
-struct LogitScan {
-  float max = -INFINITY;
-  int32_t n_finite = 0;
-};
+}  // namespace
 
-// Rejects NaN and +inf, finds the largest finite logit and counts the finite
-// ones. Eight independent lanes break the max/count dependency chains (the
-// compiler may not reassociate a float max by itself); the offending index is
-// looked up only on error.
+// Eight independent lanes break the max/count dependency chains (the compiler
+// may not reassociate a float max by itself); the offending index is looked
+// up only on error.
 LogitScan scan_logits(const float *logits, int32_t n_vocab) {
   LogitScan scan;
   constexpr int kLanes = 8;
@@ -96,6 +92,8 @@ LogitScan scan_logits(const float *logits, int32_t n_vocab) {
   scan.n_finite = finite;
   return scan;
 }
+
+namespace {
 
 // The k-th largest finite logit (1-based k < n_finite). A bounded min-heap is a
 // single cheap pass for the usual small k; nth_element wins for large k.

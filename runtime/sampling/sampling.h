@@ -13,6 +13,7 @@
 // argmax (lowest id on ties).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -110,6 +111,14 @@ void extract_candidates(const float *logits, int32_t n_vocab, int32_t k, LogitCa
 // candidates, or ids not ascending.
 void build_distribution_from_candidates(const LogitCandidates &c, const SamplingParams &params,
                                         TokenDistribution *out);
+
+// A logit row's largest finite logit and how many are finite. Throws
+// INVALID_ARGUMENT for NaN or +inf, or a row with no finite logit.
+struct LogitScan {
+  float max = -INFINITY;
+  int32_t n_finite = 0;
+};
+LogitScan scan_logits(const float *logits, int32_t n_vocab);
 
 // The lowest index of the largest logit (NaN entries are never chosen).
 int32_t argmax(const float *logits, int32_t n_vocab);

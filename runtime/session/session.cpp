@@ -288,6 +288,19 @@ void Session::publish(Sequence &seq) {
   pool_.publish(seq.page_table, seq.tokens.data(), seq.kv_len, &seq.published);
 }
 
+SeqRows Session::pending_rows(Sequence &seq, int32_t n_tokens) {
+  SeqRows r;
+  r.tokens = seq.tokens.data() + seq.kv_len;
+  r.n_tokens = n_tokens;
+  r.start_pos = seq.kv_len;
+  r.page_table = seq.page_table.data();
+  r.n_pages = static_cast<int32_t>(seq.page_table.size());
+  r.logits = seq.kv_len + n_tokens == static_cast<int32_t>(seq.tokens.size())
+                 ? SeqRows::Logits::kLast
+                 : SeqRows::Logits::kNone;
+  return r;
+}
+
 void Session::publish_running() {
   for (auto &entry : sequences_)
     if (!entry.second->finished()) publish(*entry.second);
@@ -391,15 +404,7 @@ int32_t Session::step() {
   }
   for (size_t i = 0; i < ready.size(); ++i) {
     Sequence &seq = *ready[i];
-    SeqRows r;
-    r.tokens = seq.tokens.data() + seq.kv_len;
-    r.n_tokens = rows_of[i];
-    r.start_pos = seq.kv_len;
-    r.page_table = seq.page_table.data();
-    r.n_pages = static_cast<int32_t>(seq.page_table.size());
-    r.logits = seq.kv_len + rows_of[i] == static_cast<int32_t>(seq.tokens.size())
-                   ? SeqRows::Logits::kLast
-                   : SeqRows::Logits::kNone;
+    SeqRows r = pending_rows(seq, rows_of[i]);
     if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0)
       spec_->prepare_prefill_capture(seq, r, active_count());
     batch.seqs.push_back(r);

@@ -90,6 +90,9 @@ class Session {
   // logprobs, a sequence one token from max_tokens, no KV room, a backend
   // without chains).
   int64_t chained_vanilla_steps(const std::vector<Sequence *> &seqs);
+  // The sequence's next n_tokens rows not yet in the KV cache (from kv_len),
+  // with the logits of the last one when it is the newest token.
+  static SeqRows pending_rows(Sequence &seq, int32_t n_tokens);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
 

@@ -47,16 +47,7 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
     }
   }
   ForwardBatch first;
-  for (Sequence *seq : seqs) {
-    SeqRows r;
-    r.tokens = seq->tokens.data() + seq->kv_len;  // the pending token
-    r.n_tokens = 1;
-    r.start_pos = seq->kv_len;
-    r.page_table = seq->page_table.data();
-    r.n_pages = static_cast<int32_t>(seq->page_table.size());
-    r.logits = SeqRows::Logits::kLast;
-    first.seqs.push_back(r);
-  }
+  for (Sequence *seq : seqs) first.seqs.push_back(pending_rows(*seq, 1));  // the newest token
   const size_t n = seqs.size();
   std::vector<int32_t> tokens(static_cast<size_t>(steps) * n);
   std::vector<LogitCandidates> cands;

@@ -2,17 +2,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <utility>
 
 namespace vegas_server {
 
 namespace {
 
-std::string token_piece(const vegas_tokenizer *tokenizer, int32_t id) {
-  char buf[256];
-  size_t n = 0;
-  if (vegas_token_to_piece(tokenizer, id, buf, sizeof buf, &n) != VEGAS_OK) return std::string();
-  return std::string(buf, n);
+// Inside the library's callback nothing may throw: a piece that cannot be
+// read (a bug) is spelled empty.
+std::string token_piece(const PromptFormat &format, int32_t id) {
+  try {
+    return format.piece(id);
+  } catch (const std::exception &) {
+    return std::string();
+  }
 }
 
 // The entries of the tokens committed since the last call (an eos or stop id
@@ -24,10 +28,9 @@ std::vector<TokenLogprobs> new_logprobs(GenerationJob::LogprobsSource &src, int3
   while (vegas_sequence_get_logprobs(src.session, seq_id, src.next, &lp) == VEGAS_OK) {
     ++src.next;
     TokenLogprobs e;
-    e.chosen = {lp.token, token_piece(src.tokenizer, lp.token), lp.logprob};
+    e.chosen = {lp.token, token_piece(*src.format, lp.token), lp.logprob};
     for (int32_t i = 0; i < lp.n_top && i < VEGAS_MAX_TOP_LOGPROBS; ++i)
-      e.top.push_back(
-          {lp.top_ids[i], token_piece(src.tokenizer, lp.top_ids[i]), lp.top_logprobs[i]});
+      e.top.push_back({lp.top_ids[i], token_piece(*src.format, lp.top_ids[i]), lp.top_logprobs[i]});
     out.push_back(std::move(e));
   }
   return out;
@@ -48,10 +51,10 @@ std::string last_error(const char *what, vegas_status status) {
 
 }  // namespace
 
-Engine::Engine(vegas_session *session, const vegas_tokenizer *tokenizer, int32_t parallel,
+Engine::Engine(vegas_session *session, const PromptFormat *format, int32_t parallel,
                int32_t max_queue, Metrics *metrics)
     : session_(session),
-      tokenizer_(tokenizer),
+      format_(format),
       parallel_(parallel),
       max_queue_(static_cast<size_t>(max_queue)),
       metrics_(metrics),
@@ -114,7 +117,7 @@ void Engine::admit(std::shared_ptr<GenerationJob> job) {
                  : p.processed_logprobs ? VEGAS_LOGPROBS_PROCESSED
                                         : VEGAS_LOGPROBS_RAW;
   req.top_logprobs = p.top_logprobs;
-  job->logprobs_source() = {session_, tokenizer_, 0};
+  job->logprobs_source() = {session_, format_, 0};
   req.user_data = job.get();  // the job outlives the sequence: active_ holds it until release
   int32_t seq = -1;
   const vegas_status st = vegas_session_submit(session_, &req, &seq);

@@ -14,6 +14,7 @@
 
 #include "generation_job.h"
 #include "metrics.h"
+#include "prompt_format.h"
 #include "vegas.h"
 
 namespace vegas_server {
@@ -22,9 +23,9 @@ class Engine {
  public:
   // Takes ownership of `session`. `parallel` jobs decode together; up to
   // `max_queue` more wait for a slot, beyond that submit answers kQueueFull.
-  // `tokenizer` (the model's) spells the tokens of logprobs answers.
-  Engine(vegas_session *session, const vegas_tokenizer *tokenizer, int32_t parallel,
-         int32_t max_queue, Metrics *metrics);
+  // `format` (the model's tokenizer) spells the tokens of logprobs answers.
+  Engine(vegas_session *session, const PromptFormat *format, int32_t parallel, int32_t max_queue,
+         Metrics *metrics);
   ~Engine();
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;
@@ -54,7 +55,7 @@ class Engine {
   void fail_all(const std::string &message, vegas_status status);
 
   vegas_session *session_;
-  const vegas_tokenizer *tokenizer_;
+  const PromptFormat *format_;
   const int32_t parallel_;
   const size_t max_queue_;
   Metrics *metrics_;

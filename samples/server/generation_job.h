@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "prompt_format.h"
 #include "vegas.h"
 
 namespace vegas_server {
@@ -102,7 +103,7 @@ class GenerationJob {
   // next entry to read.
   struct LogprobsSource {
     const vegas_session *session = nullptr;
-    const vegas_tokenizer *tokenizer = nullptr;
+    const PromptFormat *format = nullptr;  // spells the tokens
     int64_t next = 0;
   };
   LogprobsSource &logprobs_source() { return logprobs_source_; }

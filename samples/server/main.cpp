@@ -184,8 +184,8 @@ int serve(const ServerOptions &o) {
 
   const std::string model_name = o.model_name.empty() ? directory_name(o.model_dir) : o.model_name;
   Metrics metrics;
-  Engine engine(session, tokenizer, o.parallel, o.max_queue, &metrics);
   PromptFormat format(tokenizer);
+  Engine engine(session, &format, o.parallel, o.max_queue, &metrics);
   RequestLimits limits;
   limits.max_prompt_tokens = o.max_prompt_tokens;
   limits.max_output_tokens = o.max_output_tokens;

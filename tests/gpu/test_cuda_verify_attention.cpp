@@ -4,7 +4,8 @@
 // page tables: verification-sized sequences (2, 5, 7, 8, 33, 64 rows) at short
 // and 8K contexts, GQA groups 1, 4 and 8, head_dim 64 and 128, splits 1, 4 and
 // 16, with score capture on some rows, mixed with sequences the paged kernel
-// keeps (decode, sparse drafting, more than 64 rows).
+// keeps (sparse drafting, more than 64 rows); one-row dense sequences (decode
+// rows, a gamma-0 verification) are the verify kernel's whenever it runs.
 //
 // Tolerances. Output: inputs are exact bf16 values and accumulation is f32;
 // the output is rounded to bf16 (relative step 2^-8, RMS error ~1.1e-3) and
@@ -82,7 +83,7 @@ struct Batch {
   size_t cap_size() const { return size_t(std::max(cap_slots, 1)) * sh.n_heads * cap_stride; }
   // What defers_to_verify selects at verify_max_rows = kVerifyMaxRows (no prefill kernel here).
   bool verified(size_t s) const {
-    return n_rows[s] >= 2 && n_rows[s] <= kernels::kVerifyMaxRows && sparse_off[s] == -1;
+    return n_rows[s] >= 1 && n_rows[s] <= kernels::kVerifyMaxRows && sparse_off[s] == -1;
   }
 
   Batch(const Shape &shape, const std::vector<SeqSpec> &specs, uint32_t seed)
@@ -457,12 +458,14 @@ class VerifyAttention : public ::testing::Test {
   }
 };
 
-// Verified sequences of 2, 5, 7, 8, 33 and 64 rows (captured rows among them,
-// one capturing past its own rows so masked positions must stay unwritten,
-// one whose context is shorter than a tile) next to paged ones: decode, a
-// sparse draft, 65 rows.
+// Verified sequences of 1, 2, 5, 7, 8, 33 and 64 rows (captured rows among
+// them, one capturing past its own rows so masked positions must stay
+// unwritten, one whose context is shorter than a tile; a decode row and a
+// captured gamma-0 verification of one row) next to paged ones: a sparse
+// draft, 65 rows.
 std::vector<SeqSpec> mixed() {
   return {{3000, 7, -1, 0, 2900, {0, 6}},
+          {2500, 1, -1, 0, 2501, {0}},
           {500, 2, -1, 0, 505, {0, 1}},
           {1234, 5},
           {10, 8, -1, 0, 18, {0, 3, 7}},
@@ -496,7 +499,7 @@ TEST_F(VerifyAttention, SmallTiles) {
 // vectors per sequence and KV head, captured rows among them (one capturing
 // past its own rows, masked positions must stay unwritten), contexts shorter
 // than one warp step and than the steps read ahead (the rows' own keys then
-// fall in the steps copied before the PDL wait), next to a decode row and a
+// fall in the steps copied before the PDL wait), a one-row sequence, and a
 // sparse draft that the paged kernel keeps. Every shape is checked to be
 // the warps kernel's, so that this test cannot pass on the tiled kernel alone.
 std::vector<SeqSpec> warps_batch(int max_rows) {

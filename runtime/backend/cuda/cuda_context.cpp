@@ -781,7 +781,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       kernels::verify_attention_supports(c.head_dim, c.n_heads / c.n_kv_heads)) {
     const int32_t *h = meta_host_.get<int32_t>();
     const int64_t R = s.field_stride;
-    bool other_rows = false;
+    bool other_rows = false, one_row = false;
     int32_t verify_rows = 0;  // the most rows of a sequence the verify kernel takes
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
@@ -789,10 +789,17 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       if (dense && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows &&
           h[kSeqCapCand * R + i] == 0)
         continue;
+      // One-row dense sequences go with the verified ones when there are any
+      // (defers_to_verify).
+      if (dense && n == 1) {
+        one_row = true;
+        continue;
+      }
       const bool verify = dense && n >= 2 && n <= kernels::kVerifyMaxRows;
       if (verify) verify_rows = std::max(verify_rows, n);
       other_rows = other_rows || !verify;
     }
+    other_rows = other_rows || (one_row && verify_rows == 0);
     // The longest verified sequence, not the step's longest (a prefill front
     // next to a captured two-row tail), sizes the verify kernel's blocks: the
     // tail then takes the warps kernel, not 64-vector tiles for 8 vectors

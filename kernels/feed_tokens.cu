@@ -10,7 +10,10 @@ constexpr int kThreads = 256;
 __global__ void feed_tokens_kernel(FeedTokensParams p) {
   pdl_enter();
   const int i = blockIdx.x * kThreads + threadIdx.x;
-  if (i < p.n) p.tokens[i] = p.ids[i] < 0 ? 0 : p.ids[i];
+  if (i >= p.n) return;
+  const int src = p.from == nullptr ? i : p.from[i];
+  if (src < 0) return;
+  p.tokens[i] = p.ids[src] < 0 ? 0 : p.ids[src];
 }
 
 }  // namespace

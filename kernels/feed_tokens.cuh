@@ -10,9 +10,13 @@
 
 namespace vegas::kernels {
 
+// tokens[i] = ids[i], or with `from`, ids[from[i]] where from[i] >= 0 (a
+// verify pass behind a draft chain: its draft rows take the chain's draws,
+// each sequence's first row keeps its staged token).
 struct FeedTokensParams {
-  const int32_t *ids = nullptr;  // [n] drawn ids (or error codes)
-  int32_t *tokens = nullptr;     // [n] the next step's staged input tokens
+  const int32_t *ids = nullptr;   // drawn ids (or error codes)
+  const int32_t *from = nullptr;  // [n] or null: index into ids per token, -1 = keep
+  int32_t *tokens = nullptr;      // [n] the next step's staged input tokens
   int32_t n = 0;
 };
 

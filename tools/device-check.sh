@@ -43,10 +43,12 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
   done
   # Variants with a switch (kernels/cuda_utils.cuh): the tests that exercise
   # them, again with the switch the other way (candidates on by default,
-  # cluster merge opt-in).
+  # cluster merge opt-in), and a chain that loses its candidates (the round
+  # drops its drafts: greedy Vegas must still equal vanilla).
   for entry in "VEGAS_CUDA_CANDIDATES=0 test_cuda_vegas" "VEGAS_CUDA_CANDIDATES=0 test_cuda_backend" \
     "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend" \
-    "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas"; do
+    "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas" \
+    "VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 test_cuda_vegas"; do
     set -- $entry
     echo "$2" | grep -Eq "$FILTER" || continue
     env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1

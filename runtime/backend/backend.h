@@ -181,10 +181,16 @@ class BackendContext {
   // the pass runs. begin_candidates enqueues the pass and returns at once
   // (false, having done nothing, when this backend cannot); end_candidates
   // waits for it and gives what forward_candidates would. Nothing else may be
-  // called on the context in between.
-  virtual bool begin_candidates(const ForwardBatch &batch, const int32_t *k) {
+  // called on the context in between, but end_draft_chain for a chain begun
+  // before. `fed` (may be null), one entry per token row of the batch: the
+  // index j * rows + i of the draw of the last chain (begin_draft_chain) that
+  // replaces the row's token on the device, or -1 to keep it: a verify pass
+  // enqueued behind its drafts before the host has seen them.
+  virtual bool begin_candidates(const ForwardBatch &batch, const int32_t *k,
+                                const int32_t *fed = nullptr) {
     (void)batch;
     (void)k;
+    (void)fed;
     return false;
   }
   virtual void end_candidates(std::vector<LogitCandidates> *out) { (void)out; }
@@ -212,6 +218,25 @@ class BackendContext {
     (void)steps;
     (void)rows;
     (void)k;
+    (void)tokens_out;
+    (void)cands;
+    return false;
+  }
+
+  // Optional: forward_draft_chain in two halves. begin_draft_chain enqueues
+  // the passes (false, having done nothing, where forward_draft_chain declines
+  // up front); end_draft_chain waits for them alone and gives its results.
+  // A false from end_draft_chain (a candidate overflow) leaves the caller the
+  // draws it may have fed to a later pass, but no candidates for them.
+  virtual bool begin_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
+                                 const int32_t *k) {
+    (void)first;
+    (void)steps;
+    (void)rows;
+    (void)k;
+    return false;
+  }
+  virtual bool end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
     (void)tokens_out;
     (void)cands;
     return false;

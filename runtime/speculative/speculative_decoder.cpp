@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "common/parallel_rows.h"
@@ -15,6 +19,54 @@ namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// VEGAS_ROUND_TRACE=1: one stderr line per round with its host sections (ms):
+// `between` is the time since the previous round ended (the session's own
+// work: commits were counted in the round, so mostly scheduling), then the
+// round's preparation, the draft and verify calls (device time inside), the
+// acceptance, the commits and the selection that follows them.
+class RoundTrace {
+ public:
+  RoundTrace() {
+    static const bool on = [] {
+      const char *env = std::getenv("VEGAS_ROUND_TRACE");
+      return env != nullptr && env[0] == '1';
+    }();
+    on_ = on;
+    if (on_) mark("between", last_end());
+  }
+  void mark(const char *what) {
+    if (on_) mark(what, t_);
+  }
+  void finish(size_t n_seqs, int32_t max_gamma) {
+    if (!on_) return;
+    std::string line =
+        "[vegas-round] seqs " + std::to_string(n_seqs) + " gamma " + std::to_string(max_gamma);
+    double total = 0.0;
+    for (const auto &[what, ms] : sections_) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %s %.3f", what, ms);
+      line += buf;
+      if (std::string(what) != "between") total += ms;
+    }
+    std::fprintf(stderr, "%s round %.3f ms\n", line.c_str(), total);
+    last_end() = now_seconds();
+  }
+
+ private:
+  static double &last_end() {
+    static double t = 0.0;
+    return t;
+  }
+  void mark(const char *what, double since) {
+    const double now = now_seconds();
+    sections_.emplace_back(what, since > 0.0 ? (now - since) * 1e3 : 0.0);
+    t_ = now;
+  }
+  bool on_ = false;
+  double t_ = 0.0;
+  std::vector<std::pair<const char *, double>> sections_;
+};
 
 // The history the logit rules see for a row: the sequence's tokens, then the
 // drafts before that row. Only built when penalties need it.
@@ -64,6 +116,31 @@ class PassCandidates {
     cands_.resize(k_.size());
     ready_.assign(k_.size(), picked ? 1 : 0);
     picked_ = picked;
+  }
+  // run() with the batch's tokens fed on the device (begin_candidates' `fed`)
+  // and `meanwhile` run while it runs; false, having done nothing, when the
+  // backend cannot begin such a pass. The pass is ended even when `meanwhile`
+  // throws (its results then dropped).
+  bool run_fed(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
+               int32_t vocab, const int32_t *fed, const std::function<void()> &meanwhile) {
+    k_ = std::move(k);
+    vocab_ = vocab;
+    logits_ = nullptr;
+    if (!context.begin_candidates(batch, k_.data(), fed)) return false;
+    try {
+      meanwhile();
+    } catch (...) {
+      try {
+        context.end_candidates(&cands_);
+      } catch (...) {  // the first error is the one to report
+      }
+      throw;
+    }
+    context.end_candidates(&cands_);
+    cands_.resize(k_.size());
+    ready_.assign(k_.size(), 1);
+    picked_ = true;
+    return true;
   }
   // Whether the backend picked them: the rows are then cheap (~0.3 us a
   // distribution), not worth waking threads for.
@@ -282,7 +359,7 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
   return r;
 }
 
-bool SpeculativeDecoder::draft_chained(std::vector<RoundWork> &work, int32_t max_gamma,
+bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
                                        BackendContext &context, KvPool &pool,
                                        ChainedDrafts *chain) {
   if (!device_ || max_gamma == 0) return false;
@@ -297,6 +374,7 @@ bool SpeculativeDecoder::draft_chained(std::vector<RoundWork> &work, int32_t max
       pool.reserve(w->seq->page_table, int64_t{w->seq->kv_len} + max_gamma + 1);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
+      chain->seqs.clear();
       return false;  // no room for the extra drafts: one pass at a time
     }
   }
@@ -313,13 +391,32 @@ bool SpeculativeDecoder::draft_chained(std::vector<RoundWork> &work, int32_t max
     rules[i].rng_counter = w.seq->rng.counter();
     k[i] = w.k;
   }
+  chain->steps = max_gamma;
   chain->tokens.resize(n * static_cast<size_t>(max_gamma));
-  if (!context.forward_draft_chain(first, max_gamma, rules.data(), k.data(), chain->tokens.data(),
-                                   &chain->rows))
-    return false;
+  if (context.begin_draft_chain(first, max_gamma, rules.data(), k.data())) return true;
+  chain->seqs.clear();
+  return false;
+}
+
+std::vector<int32_t> SpeculativeDecoder::chain_feed(const std::vector<RoundWork> &work,
+                                                    const ChainedDrafts &chain) {
+  const int32_t n = static_cast<int32_t>(chain.seqs.size());
+  std::vector<int32_t> fed;
+  for (const RoundWork &w : work) {
+    const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
+    const int32_t i = static_cast<int32_t>(at - chain.seqs.begin());
+    fed.push_back(-1);  // row 0: the last committed token, staged by the host
+    for (int32_t j = 0; j < w.gamma; ++j) fed.push_back(at == chain.seqs.end() ? -1 : j * n + i);
+  }
+  return fed;
+}
+
+bool SpeculativeDecoder::finish_chained(ChainedDrafts &chain, BackendContext &context) {
+  if (!context.end_draft_chain(chain.tokens.data(), &chain.rows)) return false;
+  const size_t n = chain.seqs.size();
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < static_cast<size_t>(chain->seqs[i]->gamma); ++j)
-      chain->seqs[i]->drafts[j] = chain->tokens[j * n + i];
+    for (size_t j = 0; j < static_cast<size_t>(chain.seqs[i]->gamma); ++j)
+      chain.seqs[i]->drafts[j] = chain.tokens[j * n + i];
   return true;
 }
 
@@ -347,9 +444,22 @@ void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
       n >= threaded_round_seqs());
 }
 
+void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
+  // Their draws were fed to the verify pass, whose rows stay as they are; the
+  // sequence commits verify row 0's token alone (plain decoding, so exact),
+  // and its RNG skips the chain's draws.
+  for (RoundWork *w : chain.seqs) {
+    if (!w->seq->req.sampling.greedy()) w->seq->rng.set_counter(w->seq->rng.counter() + w->gamma);
+    w->gamma = 0;
+    w->drafts.clear();
+    w->q.clear();
+  }
+}
+
 void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
                                KvPool &pool, const CommitFn &commit, const FailFn &fail_seq) {
   const int32_t vocab = config_.vocab_size;
+  RoundTrace trace;
   // Per sequence: how many drafts this round (never more than max_tokens allows).
   using Work = RoundWork;
   std::vector<Work> work;
@@ -397,15 +507,17 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   PassCandidates cands;
   std::vector<int32_t> cand_k;
 
+  trace.mark("prepare");
   // Draft: γ single-row sparse forward passes, batched over the sequences.
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
   std::vector<int32_t> inputs(work.size());
+  // Chained drafts are begun here and read while the verify pass, enqueued
+  // behind them with their draws fed on the device, runs.
   ChainedDrafts chain;
-  const bool drafts_chained =
-      by_candidates && draft_chained(work, max_gamma, context, pool, &chain);
-  for (int32_t j = drafts_chained ? max_gamma : 0; j < max_gamma; ++j) {
+  const bool chain_begun = by_candidates && begin_chained(work, max_gamma, context, pool, &chain);
+  for (int32_t j = chain_begun ? max_gamma : 0; j < max_gamma; ++j) {
     ForwardBatch batch;
     std::vector<Work *> in_batch;
     for (size_t i = 0; i < work.size(); ++i) {
@@ -442,24 +554,30 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
         },
         !(by_candidates && cands.picked()) || in_batch.size() >= threaded_round_seqs());
   }
-  double draft_seconds = now_seconds() - t_draft;
-  if (query_aware_) {  // the selection ran inside the draft passes: count it apart
-    const double select_s = context.take_select_seconds();
-    draft_seconds -= select_s;
-    totals_.select_seconds += select_s;
-  }
-  totals_.draft_seconds += draft_seconds;
+  // With a chain, the drafts end when the host has read them (in the verify call).
+  double t_verify = now_seconds(), draft_seconds = 0.0;
+  auto count_drafts = [&] {
+    draft_seconds = t_verify - t_draft;
+    if (query_aware_) {  // the selection ran inside the draft passes: count it apart
+      const double select_s = context.take_select_seconds();
+      draft_seconds -= select_s;
+      totals_.select_seconds += select_s;
+    }
+    totals_.draft_seconds += draft_seconds;
+    trace.mark("draft");
+  };
+  if (!chain_begun) count_drafts();
 
   // Verify: γ+1 full-attention rows per sequence, with the scores the policy needs.
-  const double t_verify = now_seconds();
   const ScoreRows score_rows = policy_->needs().score_rows;
   std::vector<std::vector<int32_t>> verify_tokens(work.size());
   ForwardBatch verify;
   for (size_t i = 0; i < work.size(); ++i) {
     Work &w = work[i];
+    w.verified = w.gamma;
     std::vector<int32_t> &vt = verify_tokens[i];
     vt.push_back(w.seq->tokens.back());
-    vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());
+    vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());  // zeros for fed chain draws
     SeqRows r;
     r.tokens = vt.data();
     r.n_tokens = static_cast<int32_t>(vt.size());
@@ -480,10 +598,23 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   if (by_candidates) {
     cand_k.clear();
     for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
-    // The chained drafts' q are built while the verify pass runs.
-    cands.run(context, verify, cand_k, vocab,
-              drafts_chained ? std::function<void()>([&] { build_chained_q(chain); })
-                             : std::function<void()>());
+    if (chain_begun) {
+      // The chain's draws and q are read while the verify pass runs.
+      const std::vector<int32_t> fed = chain_feed(work, chain);
+      const bool began = cands.run_fed(context, verify, cand_k, vocab, fed.data(), [&] {
+        const bool read = finish_chained(chain, context);
+        t_verify = now_seconds();
+        count_drafts();
+        if (read)
+          build_chained_q(chain);
+        else
+          drop_chained_drafts(chain);
+      });
+      if (!began)
+        fail(VEGAS_ERR_INTERNAL, "the backend began a draft chain but no verify pass behind it");
+    } else {
+      cands.run(context, verify, cand_k, vocab);
+    }
   } else {
     vlogits = context.forward(verify);
   }
@@ -494,6 +625,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     totals_.select_seconds += select_s;
   }
   totals_.verify_seconds += verify_seconds;
+  trace.mark("verify");
   // What the round cost, for the tuning of each sequence's γ and ratio.
   RoundObservation cost;
   cost.draft_step_seconds = max_gamma > 0 ? draft_seconds / max_gamma : 0.0;
@@ -503,7 +635,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   // Accept: per sequence, independent of the others, so in parallel.
   std::vector<AcceptResult> results(work.size());
   std::vector<int64_t> row_base(work.size(), 0);
-  for (size_t i = 1; i < work.size(); ++i) row_base[i] = row_base[i - 1] + work[i - 1].gamma + 1;
+  for (size_t i = 1; i < work.size(); ++i) row_base[i] = row_base[i - 1] + work[i - 1].verified + 1;
   parallel_rows(
       static_cast<int64_t>(work.size()),
       [&](int64_t wi) {
@@ -541,6 +673,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       },
       !(by_candidates && cands.picked()) || work.size() >= threaded_round_seqs());
 
+  trace.mark("accept");
   // Commit (session callbacks: one thread, in order), then select.
   std::vector<BackendContext::DeferredSelect> deferred;
   for (size_t i = 0; i < work.size(); ++i) {
@@ -591,8 +724,11 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     select(seq, *w.st, old_kv + 1, last_row);
     totals_.select_seconds += now_seconds() - t_select;
   }
+  trace.mark("commit");
   if (!deferred.empty()) context.select_deferred(deferred);
   if (device_) totals_.select_seconds += context.take_select_seconds();
+  trace.mark("select");
+  trace.finish(work.size(), max_gamma);
 }
 
 }  // namespace vegas

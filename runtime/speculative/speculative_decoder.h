@@ -129,6 +129,7 @@ class SpeculativeDecoder {
     int32_t k;  // candidate_k of the sequence's rule
     std::vector<int32_t> drafts;
     std::vector<TokenDistribution> q;
+    int32_t verified = 0;  // draft rows in its verification (gamma, unless drafts were dropped)
   };
   // The drafts of one forward_draft_chain call: the chained sequences, the
   // draws [pass][sequence] and their candidates, and pass 0's input tokens.
@@ -137,23 +138,33 @@ class SpeculativeDecoder {
     std::vector<int32_t> tokens;
     std::vector<LogitCandidates> rows;
     std::vector<int32_t> first_tokens;
+    int32_t steps = 0;
   };
 
   // Draft pass j's row of a sequence, on *token.
   SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token) const;
   // Every drafting sequence with a rule without penalties on a
-  // device-selected set: the round's max_gamma passes in one backend call,
-  // each fed the previous pass's draws on the device, the host reading them
-  // once; fills each sequence's drafts. A sequence with a shorter gamma (its
-  // last tokens) drafts max_gamma too, into slots reserved for them, and its
-  // extra drafts are dropped. False when nothing ran this way (the caller
-  // drafts pass by pass).
-  bool draft_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+  // device-selected set: the round's max_gamma passes enqueued in one backend
+  // call, each fed the previous pass's draws on the device. A sequence with a
+  // shorter gamma (its last tokens) drafts max_gamma too, into slots reserved
+  // for them, and its extra drafts are dropped. False when nothing was begun
+  // (the caller drafts pass by pass); else the verify pass follows with the
+  // draws fed on the device (chain_feed), and finish_chained reads them.
+  bool begin_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
                      KvPool &pool, ChainedDrafts *chain);
+  // Per token row of the verification of `work`: the chain draw it takes, or -1.
+  static std::vector<int32_t> chain_feed(const std::vector<RoundWork> &work,
+                                         const ChainedDrafts &chain);
+  // Waits for the chain and fills each sequence's drafts; false when the
+  // backend lost their candidates (then no q can be built for them).
+  bool finish_chained(ChainedDrafts &chain, BackendContext &context);
   // Each chained draft's q from the chain's candidates, checking that the
   // device's token lies in it, and the sampled sequences' RNG counters
   // advanced past their draws. Runs while the verify pass does.
   void build_chained_q(ChainedDrafts &chain);
+  // When the chain's candidates were lost: each chained sequence keeps its
+  // verification rows but drops its drafts (gamma 0 from here on).
+  static void drop_chained_drafts(ChainedDrafts &chain);
 
   // The sequence's state, its tuning started (for `batch` sequences) on first use.
   SeqState &state(Sequence &seq, int32_t batch = 1);

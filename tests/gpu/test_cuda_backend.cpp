@@ -442,6 +442,83 @@ TEST_F(CudaVsCpu, DraftChainMatchesPassByPass) {
   }
 }
 
+// A verify pass enqueued behind a begun chain, its draft rows' tokens fed
+// from the chain's draws on the device (begin_candidates' `fed`), gives the
+// candidates of the same pass with those tokens staged by the host. Sequence
+// 1 verifies only its last token (gamma 0: not in the chain), sequence 2
+// fewer rows than the chain drew for it; the sequences sit in another order
+// than the chain's, so the verify pass rewrites the staged page tables that
+// the chain's first pass uploads.
+TEST_F(CudaVsCpu, VerifyFedFromChainMatchesHostTokens) {
+  if (device_candidates_off()) GTEST_SKIP() << "VEGAS_CUDA_CANDIDATES=0: no chain";
+  std::vector<Seq> seqs;
+  std::vector<Seq *> ptrs;
+  prefill(&seqs, &ptrs, {300, 40, 900});
+  const int32_t steps = 4;
+  const std::vector<int32_t> chained = {0, 2}, gamma = {4, 0, 2};
+  SamplingParams sampled;
+  sampled.temperature = 0.7f;
+  sampled.top_k = 20;
+  sampled.seed = 3;
+  std::vector<RowSampling> rows(2, RowSampling{&sampled, 7});
+  const std::vector<int32_t> k(2, 20);
+  std::vector<int32_t> first_tokens;
+  for (int32_t i : chained) first_tokens.push_back(seqs[i].tokens.back());
+  for (Seq &s : seqs) pool_->reserve(s.table, static_cast<int64_t>(s.tokens.size()) + steps + 1);
+  ForwardBatch first;
+  for (size_t c = 0; c < chained.size(); ++c) {
+    Seq &s = seqs[chained[c]];
+    SeqRows r;
+    r.tokens = &first_tokens[c];
+    r.n_tokens = 1;
+    r.start_pos = static_cast<int32_t>(s.tokens.size());
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    first.seqs.push_back(r);
+  }
+  // Verify order: sequences 2, 1, 0.
+  const std::vector<int32_t> order = {2, 1, 0};
+  std::vector<std::vector<int32_t>> tokens(3);
+  std::vector<int32_t> fed;
+  ForwardBatch verify;
+  for (int32_t i : order) {
+    Seq &s = seqs[i];
+    tokens[i].assign(static_cast<size_t>(gamma[i]) + 1, 0);
+    tokens[i][0] = s.tokens.back();
+    fed.push_back(-1);
+    const int32_t c = i == 0 ? 0 : 1;  // its index in the chain
+    for (int32_t j = 0; j < gamma[i]; ++j) fed.push_back(j * 2 + c);
+    SeqRows r;
+    r.tokens = tokens[i].data();
+    r.n_tokens = gamma[i] + 1;
+    r.start_pos = static_cast<int32_t>(s.tokens.size());
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    r.logits = SeqRows::Logits::kAll;
+    verify.seqs.push_back(r);
+  }
+  const std::vector<int32_t> vk(static_cast<size_t>(verify.total_rows()), 20);
+  ASSERT_TRUE(cuda_ctx_->begin_draft_chain(first, steps, rows.data(), k.data()));
+  ASSERT_TRUE(cuda_ctx_->begin_candidates(verify, vk.data(), fed.data()));
+  std::vector<int32_t> draws(size_t(steps) * 2);
+  std::vector<LogitCandidates> chain_cands, fed_cands, host_cands;
+  ASSERT_TRUE(cuda_ctx_->end_draft_chain(draws.data(), &chain_cands));
+  cuda_ctx_->end_candidates(&fed_cands);
+  // The same pass with the draws staged by the host.
+  for (int32_t i : order)
+    for (int32_t j = 0; j < gamma[i]; ++j)
+      tokens[i][static_cast<size_t>(j) + 1] = draws[size_t(j) * 2 + (i == 0 ? 0 : 1)];
+  ASSERT_TRUE(cuda_ctx_->forward_candidates(verify, vk.data(), &host_cands));
+  ASSERT_EQ(fed_cands.size(), host_cands.size());
+  for (size_t r = 0; r < host_cands.size(); ++r) {
+    EXPECT_EQ(fed_cands[r].ids, host_cands[r].ids) << "verify row " << r;
+    EXPECT_EQ(fed_cands[r].logits, host_cands[r].logits) << "verify row " << r;
+  }
+  // A draw index past the chain is refused before anything runs.
+  fed[1] = steps * 2;
+  EXPECT_THROW(cuda_ctx_->begin_candidates(verify, vk.data(), fed.data()), Error);
+}
+
 TEST_F(CudaVsCpu, BadBatchIsAnError) {
   Seq a;
   a.tokens = {config_->vocab_size + 5};

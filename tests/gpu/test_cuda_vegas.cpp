@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,6 +118,10 @@ void check_file(const std::string &file) {
     compared += n;
   }
   EXPECT_GT(compared, 0) << "no prompt had a step before its first near tie";
+  // Under VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 every chained round drops its
+  // drafts (none is rejected): only the tokens are compared then.
+  const char *fault = std::getenv("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
+  if (fault != nullptr && std::string(fault) == "1") return;
   for (size_t k = 0; k < policies.size(); ++k) {
     if (policies[k] == "full") {
       EXPECT_EQ(rejected[k], 0) << "full attention drafts must all be accepted";

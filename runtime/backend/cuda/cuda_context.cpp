@@ -199,7 +199,10 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   // host staging, device and wall time), for finding where a step's time goes.
   const char *trace = std::getenv("VEGAS_CUDA_TRACE");
   trace_ = trace != nullptr && trace[0] == '1';
+  check(cudaEventCreateWithFlags(&chain_done_, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventCreateWithFlags(&chain_tables_read_, cudaEventDisableTiming), "cudaEventCreate");
   check(cudaEventCreate(&trace_begin_), "cudaEventCreate");
+  check(cudaEventCreate(&trace_forward_), "cudaEventCreate");
   check(cudaEventCreate(&trace_end_), "cudaEventCreate");
   if (params_.warm_rows > 0) warm_gemm_plans(std::min(params_.warm_rows, params_.max_rows));
 }
@@ -247,7 +250,10 @@ CudaContext::~CudaContext() {
   }
   if (sel_begin_) cudaEventDestroy(sel_begin_);
   if (sel_end_) cudaEventDestroy(sel_end_);
+  if (chain_done_) cudaEventDestroy(chain_done_);
+  if (chain_tables_read_) cudaEventDestroy(chain_tables_read_);
   if (trace_begin_) cudaEventDestroy(trace_begin_);
+  if (trace_forward_) cudaEventDestroy(trace_forward_);
   if (trace_end_) cudaEventDestroy(trace_end_);
 }
 
@@ -973,14 +979,16 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
   const int64_t fields = kFields * int64_t{params_.max_rows};  // where the tables start
   const int64_t table_end = int64_t{s.pages} + s.extra;
   grow_capture(s);
+  const auto enqueue_begin = std::chrono::steady_clock::now();
   if (trace_) check(cudaEventRecord(trace_begin_, stream_), "cudaEventRecord");
-  check(cudaMemcpyAsync(meta_dev_.get(), feed ? feed->fields : meta_host_.get<int32_t>(),
-                        kFields * int64_t{s.field_stride} * sizeof(int32_t), cudaMemcpyHostToDevice,
-                        stream_),
+  check(cudaMemcpyAsync(
+            meta_dev_.get(), feed && feed->fields ? feed->fields : meta_host_.get<int32_t>(),
+            kFields * int64_t{s.field_stride} * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
         "upload of staged indices");
   if (feed && feed->ids != nullptr) {
     kernels::FeedTokensParams fp;
     fp.ids = feed->ids;
+    fp.from = feed->from;
     fp.tokens = meta(s, kTokens);
     fp.n = feed->n;
     check(kernels::feed_tokens(fp, stream_), "feed_tokens");
@@ -997,8 +1005,14 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
                 [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
+  if (trace_) check(cudaEventRecord(trace_forward_, stream_), "cudaEventRecord");
   launch_select(sel_step_, s.cap_slots, s.cap_stride);
-  if (trace_) check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
+  if (trace_) {
+    check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
+    trace_enqueue_ms_ =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - enqueue_begin)
+            .count();
+  }
   if (pending_.empty()) return;  // no host-side capture
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
   // Pinned host copies only for host-side selection (device selection needs none).
@@ -1073,16 +1087,18 @@ void CudaContext::trace_step(const Step &s, const char *kind,
                              std::chrono::steady_clock::time_point t0,
                              std::chrono::steady_clock::time_point t1) {
   if (!trace_) return;
-  float device_ms = 0.0f;
+  float device_ms = 0.0f, forward_ms = 0.0f;
   check(cudaEventElapsedTime(&device_ms, trace_begin_, trace_end_), "trace");
+  check(cudaEventElapsedTime(&forward_ms, trace_begin_, trace_forward_), "trace");
   const auto t2 = std::chrono::steady_clock::now();
   using ms = std::chrono::duration<double, std::milli>;
   std::fprintf(
       stderr,
       "[vegas-cuda] %s rows %d seqs %d max_rows/seq %d splits %d graph %d cap_slots %d "
-      "stage %.3f ms device %.3f ms total %.3f ms host gap before %.3f ms\n",
+      "stage %.3f ms enqueue %.3f ms device %.3f ms (forward %.3f) total %.3f ms host gap before "
+      "%.3f ms\n",
       kind, s.rows, s.n_seqs, s.max_rows_per_seq, s.n_splits, s.graph ? 1 : 0, s.cap_slots,
-      ms(t1 - t0).count(), device_ms, ms(t2 - t0).count(),
+      ms(t1 - t0).count(), trace_enqueue_ms_, device_ms, forward_ms, ms(t2 - t0).count(),
       trace_last_end_.time_since_epoch().count() == 0 ? 0.0 : ms(t0 - trace_last_end_).count());
   trace_last_end_ = t2;
 }
@@ -1176,19 +1192,52 @@ bool CudaContext::forward_candidates(const ForwardBatch &batch, const int32_t *k
   return true;
 }
 
-bool CudaContext::begin_candidates(const ForwardBatch &batch, const int32_t *k) {
+bool CudaContext::begin_candidates(const ForwardBatch &batch, const int32_t *k,
+                                   const int32_t *fed) {
   static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_CANDIDATES");
   if (!enabled) return false;
+  // A pass begun and never ended (its caller threw in between) is abandoned.
+  if (pending_cand_) {
+    check(cudaStreamSynchronize(stream_), "abandoned pass");
+    pending_cand_.reset();
+  }
   const int32_t n = batch.logit_rows();
   for (int32_t i = 0; i < n; ++i)
     if (k[i] < 1)
       fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_candidates: k of logit row " + std::to_string(i) +
                                            " is " + std::to_string(k[i]) + ", not >= 1");
+  const int32_t token_rows = batch.total_rows();
+  if (fed != nullptr)
+    for (int32_t r = 0; r < token_rows; ++r)
+      if (fed[r] < -1 || fed[r] >= chain_draws_)
+        fail(VEGAS_ERR_INTERNAL, "begin_candidates: row " + std::to_string(r) + " is fed draw " +
+                                     std::to_string(fed[r]) + " of a chain of " +
+                                     std::to_string(chain_draws_));
   model_.activate();
+  if (pending_chain_) check(cudaEventSynchronize(chain_tables_read_), "chain table upload");
   const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
   const auto t1 = std::chrono::steady_clock::now();
-  launch(s, false);
+  if (fed != nullptr) {
+    // The draft rows' tokens are the chain's draws, still on the device.
+    const size_t bytes = static_cast<size_t>(token_rows) * sizeof(int32_t);
+    if (feed_from_.bytes() < bytes) {
+      check(cudaStreamSynchronize(stream_), "stream sync");
+      feed_from_.allocate(std::max(bytes, size_t{4096}), "verify feed");
+    }
+    feed_from_host_.reserve(bytes, "verify feed");
+    std::copy(fed, fed + token_rows, feed_from_host_.get<int32_t>());
+    check(cudaMemcpyAsync(feed_from_.get(), feed_from_host_.get(), bytes, cudaMemcpyHostToDevice,
+                          stream_),
+          "upload of the verify feed");
+    StepFeed feed;
+    feed.ids = chain_out_.get<int32_t>();
+    feed.from = feed_from_.get<int32_t>();
+    feed.n = token_rows;
+    launch(s, false, &feed);
+  } else {
+    launch(s, false);
+  }
   constexpr int32_t cap = kMaxCandidateTopK;
   const int64_t out_ints = int64_t{n} * (1 + 2 * cap);
   if (n > 0) {
@@ -1291,11 +1340,22 @@ bool CudaContext::chains_passes() const {
 bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
                                       const RowSampling *rows, const int32_t *k,
                                       int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
+  return begin_draft_chain(first, steps, rows, k) && end_draft_chain(tokens_out, cands);
+}
+
+bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
+                                    const RowSampling *rows, const int32_t *k) {
   // Draws from each pass's candidates (sample_candidates) rather than its
   // rows (sample); VEGAS_CUDA_CHAIN_FROM_CANDIDATES=0 keeps the row sampler.
   static const bool from_candidates = kernels::variant_enabled("VEGAS_CUDA_CHAIN_FROM_CANDIDATES");
   const int32_t n = static_cast<int32_t>(first.seqs.size());
   if (!chains_passes() || steps < 1 || n == 0) return false;
+  // A chain or pass begun and never ended (its caller threw in between) is abandoned.
+  if (pending_chain_ || pending_cand_) {
+    check(cudaStreamSynchronize(stream_), "abandoned pass");
+    pending_chain_.reset();
+    pending_cand_.reset();
+  }
   for (int32_t i = 0; i < n; ++i) {
     const SeqRows &r = first.seqs[static_cast<size_t>(i)];
     const SamplingParams *p = rows[i].params;
@@ -1356,6 +1416,9 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
     feed.ids = j > 0 ? ids + int64_t{j - 1} * n : nullptr;
     feed.n = n;
     launch(s, false, &feed);
+    // Pass 0 uploads page tables from meta_host_, which a pass staged behind
+    // the chain (a fed verify) rewrites: begin_candidates waits for this.
+    if (j == 0) check(cudaEventRecord(chain_tables_read_, stream_), "cudaEventRecord");
     const kernels::SamplingRow *rules = chain_rules_.get<kernels::SamplingRow>() + int64_t{j} * n;
     int32_t *pass_cands = ids + int64_t{steps} * n + j * pass_ints;
     if (from_candidates) {
@@ -1385,9 +1448,28 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
   check(cudaMemcpyAsync(chain_out_host_.get(), ids, out_ints * sizeof(int32_t),
                         cudaMemcpyDeviceToHost, stream_),
         "draft chain download");
-  const auto t1 = std::chrono::steady_clock::now();  // every pass enqueued
-  check(cudaStreamSynchronize(stream_), "forward_draft_chain");
-  trace_step(s, "draft-chain (stage: all passes enqueued; device: the last pass)", t0, t1);
+  check(cudaEventRecord(chain_done_, stream_), "cudaEventRecord");
+  chain_draws_ = int64_t{steps} * n;
+  pending_chain_ = PendingChain{s, steps, n, t0, std::chrono::steady_clock::now()};
+  return true;
+}
+
+bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidates> *cands) {
+  if (!pending_chain_)
+    fail(VEGAS_ERR_INTERNAL, "end_draft_chain without a chain begun by begin_draft_chain");
+  const PendingChain pc = std::move(*pending_chain_);
+  pending_chain_.reset();
+  const int32_t steps = pc.steps, n = pc.n;
+  constexpr int32_t cap = kMaxCandidateTopK;
+  const int64_t pass_ints = int64_t{n} * (1 + 2 * cap);
+  check(cudaEventSynchronize(chain_done_), "forward_draft_chain");
+  // The trace's events are a later pass's when one was begun behind the chain.
+  if (!pending_cand_)
+    trace_step(pc.last, "draft-chain (stage: all passes enqueued; device: the last pass)", pc.t0,
+               pc.t1);
+  // Fault injection for the tests: the chain reports a candidate overflow.
+  static const bool fault_overflow = kernels::variant_opted_in("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
+  if (fault_overflow) return false;
   const int32_t *host = chain_out_host_.get<int32_t>();
   for (int64_t i = 0; i < int64_t{steps} * n; ++i) {
     if (host[i] >= 0) continue;

@@ -47,7 +47,8 @@ class CudaContext : public BackendContext {
   // false: the caller downloads whole rows).
   bool forward_candidates(const ForwardBatch &batch, const int32_t *k,
                           std::vector<LogitCandidates> *out) override;
-  bool begin_candidates(const ForwardBatch &batch, const int32_t *k) override;
+  bool begin_candidates(const ForwardBatch &batch, const int32_t *k,
+                        const int32_t *fed = nullptr) override;
   void end_candidates(std::vector<LogitCandidates> *out) override;
 
   // Off with VEGAS_CUDA_DRAFT_CHAIN=0 (or without device candidates).
@@ -55,6 +56,9 @@ class CudaContext : public BackendContext {
   bool forward_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
                            const int32_t *k, int32_t *tokens_out,
                            std::vector<LogitCandidates> *cands) override;
+  bool begin_draft_chain(const ForwardBatch &first, int32_t steps, const RowSampling *rows,
+                         const int32_t *k) override;
+  bool end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidates> *cands) override;
 
   bool device_selection() const override { return true; }
   void select_deferred(const std::vector<DeferredSelect> &items) override;
@@ -106,9 +110,12 @@ class CudaContext : public BackendContext {
   // Device-fed steps (forward_draft_chain): the staged fields come from
   // `fields` (pinned, kept until the step ran) instead of meta_host_, and the
   // input tokens of the first `n` rows from device ids (a previous draw).
+  // A verify pass behind a draft chain (begin_candidates' `fed`) keeps
+  // meta_host_'s fields and takes its tokens through `from` (device).
   struct StepFeed {
-    const int32_t *fields = nullptr;
+    const int32_t *fields = nullptr;  // null: meta_host_
     const int32_t *ids = nullptr;
+    const int32_t *from = nullptr;
     int32_t n = 0;
   };
   // Uploads the staged indices and runs the step (graph replay or eager).
@@ -174,6 +181,19 @@ class CudaContext : public BackendContext {
   // [tokens: steps x rows][candidates of each pass] on the device and host.
   PinnedBuffer chain_fields_host_, chain_rules_host_, chain_out_host_;
   DeviceBuffer chain_rules_, chain_out_;
+  // A chain begun by begin_draft_chain: what end_draft_chain reads once
+  // chain_done_ (recorded after its download) has passed. Its draws stay in
+  // chain_out_ for a fed verify pass until the next chain.
+  struct PendingChain {
+    Step last;
+    int32_t steps = 0, n = 0;
+    std::chrono::steady_clock::time_point t0, t1;
+  };
+  std::optional<PendingChain> pending_chain_;
+  int64_t chain_draws_ = 0;  // steps x rows of the last chain's draws in chain_out_
+  cudaEvent_t chain_done_ = nullptr, chain_tables_read_ = nullptr;
+  DeviceBuffer feed_from_;  // begin_candidates' `fed`, uploaded
+  PinnedBuffer feed_from_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;
   // Penalty edits of forward_sample (grown on demand) and their host scratch.
@@ -224,7 +244,11 @@ class CudaContext : public BackendContext {
   bool sel_timed_ = false;  // an event pair is recorded and not yet read
   double select_seconds_ = 0.0;
   bool trace_ = false;
-  cudaEvent_t trace_begin_ = nullptr, trace_end_ = nullptr;
+  // Device events around a step (its forward pass ends at trace_forward_), and
+  // the host's time spent enqueueing it: where device time is no more than
+  // that, the step waited on its launches.
+  cudaEvent_t trace_begin_ = nullptr, trace_forward_ = nullptr, trace_end_ = nullptr;
+  double trace_enqueue_ms_ = 0.0;
   std::chrono::steady_clock::time_point trace_last_end_{};  // host time between forwards
 };
 

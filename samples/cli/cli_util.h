@@ -24,8 +24,25 @@ inline void check(vegas_status status, const char *what) {
 // The whole of an input file the user named (a prompt, text to tokenize), or
 // "vegas: VEGAS_ERR_IO: ..." and a non-zero exit: only a regular file of at
 // most 1 GB is read (a FIFO blocked, /dev/zero ran the process out of memory).
+// "-" is standard input, read to its end (at most 1 GB too).
 inline std::string read_input_file(const std::string &path, const char *what) {
   constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
+  if (path == "-") {
+    std::string all;
+    char buf[1 << 16];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
+      all.append(buf, got);
+      if (all.size() > kMaxBytes) {
+        std::fprintf(stderr, "vegas: VEGAS_ERR_IO: %s from standard input: more than 1 GB\n", what);
+        throw CLI::RuntimeError(1);
+      }
+    }
+    if (std::ferror(stdin)) {
+      std::fprintf(stderr, "vegas: VEGAS_ERR_IO: cannot read %s from standard input\n", what);
+      throw CLI::RuntimeError(1);
+    }
+    return all;
+  }
   std::error_code ec;
   const bool exists = std::filesystem::exists(path, ec);
   const bool regular = std::filesystem::is_regular_file(path, ec);

@@ -174,7 +174,8 @@ void add_generate_command(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("generate", "Complete a prompt with a model");
   cmd->add_option("--model", args->model_dir, "Model directory (default: the embedded model)");
   auto *p = cmd->add_option("--prompt", args->prompt, "Prompt text");
-  auto *pf = cmd->add_option("--prompt-file", args->prompt_file, "Read the prompt from a file");
+  auto *pf = cmd->add_option("--prompt-file", args->prompt_file,
+                             "Read the prompt from a file (- for standard input)");
   p->excludes(pf);
   pf->excludes(p);
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate")

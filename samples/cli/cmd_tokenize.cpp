@@ -62,12 +62,17 @@ void run_tokenize(const TokenizeArgs &a) {
 
 struct DetokenizeArgs {
   std::string model_dir, ids;
+  bool json = false;
 };
 
+// Ids separated by commas and/or white space ("1,2,3" or tokenize's "1 2 3").
 std::vector<int32_t> parse_ids(const std::string &list) {
   std::vector<int32_t> ids;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
+  std::string spaced = list;
+  for (char &c : spaced)
+    if (c == ',' || c == '\n' || c == '\t' || c == '\r') c = ' ';
+  std::stringstream ss(spaced);
+  for (std::string item; ss >> item;) {
     size_t used = 0;
     long long v = 0;
     try {
@@ -85,17 +90,36 @@ std::vector<int32_t> parse_ids(const std::string &list) {
   return ids;
 }
 
-void run_detokenize(const DetokenizeArgs &a) {
-  const std::vector<int32_t> ids = parse_ids(a.ids);
-  TokenizerPtr tok = load_tokenizer(a.model_dir);
+// The text of `ids` (their bytes; a piece may hold part of a UTF-8 character).
+std::string detokenize(vegas_tokenizer *tok, const std::vector<int32_t> &ids) {
   size_t n = 0;
-  vegas_status st = vegas_detokenize(tok.get(), ids.data(), ids.size(), 0, nullptr, 0, &n);
+  vegas_status st = vegas_detokenize(tok, ids.data(), ids.size(), 0, nullptr, 0, &n);
   std::string text(n, '\0');
   if (st == VEGAS_ERR_BUFFER_TOO_SMALL)
-    st = vegas_detokenize(tok.get(), ids.data(), ids.size(), 0, text.data(), text.size(), &n);
+    st = vegas_detokenize(tok, ids.data(), ids.size(), 0, text.data(), text.size(), &n);
   check_status(st);
-  std::fwrite(text.data(), 1, n, stdout);
-  std::printf("\n");
+  text.resize(n);
+  return text;
+}
+
+void run_detokenize(const DetokenizeArgs &a) {
+  const std::vector<int32_t> ids =
+      parse_ids(a.ids == "-" ? read_input_file("-", "token ids") : a.ids);
+  TokenizerPtr tok = load_tokenizer(a.model_dir);
+  const std::string text = detokenize(tok.get(), ids);
+  if (!a.json) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
+    return;
+  }
+  // Each id's own piece too: where a text's token boundaries fall. A piece
+  // that is not whole UTF-8 (part of a character) is shown with U+FFFD.
+  nlohmann::json pieces = nlohmann::json::array();
+  for (int32_t id : ids) pieces.push_back(detokenize(tok.get(), {id}));
+  const auto replace = nlohmann::json::error_handler_t::replace;
+  std::printf("%s\n", nlohmann::json{{"text", text}, {"ids", ids}, {"pieces", pieces}}
+                          .dump(-1, ' ', false, replace)
+                          .c_str());
 }
 
 }  // namespace
@@ -105,7 +129,8 @@ void add_tokenize_commands(CLI::App &app) {
   CLI::App *tok = app.add_subcommand("tokenize", "Print the token ids of a text");
   tok->add_option("--model", targs->model_dir, "Model directory (default: the embedded model)");
   auto *text = tok->add_option("--text", targs->text, "Text to tokenize");
-  auto *file = tok->add_option("--file", targs->file, "File whose contents to tokenize");
+  auto *file = tok->add_option("--file", targs->file,
+                               "File whose contents to tokenize (- for standard input)");
   text->excludes(file);
   tok->add_flag("--json", targs->json, "Print {\"ids\":[...]}");
   tok->add_flag("--no-special", targs->no_special, "Treat special-token text as plain text");
@@ -117,7 +142,11 @@ void add_tokenize_commands(CLI::App &app) {
   auto dargs = std::make_shared<DetokenizeArgs>();
   CLI::App *detok = app.add_subcommand("detokenize", "Print the text of token ids");
   detok->add_option("--model", dargs->model_dir, "Model directory (default: the embedded model)");
-  detok->add_option("--ids", dargs->ids, "Comma-separated token ids")->required();
+  detok
+      ->add_option("--ids", dargs->ids,
+                   "Token ids, separated by commas or spaces; - reads them from standard input")
+      ->required();
+  detok->add_flag("--json", dargs->json, "Print {\"text\":...,\"ids\":[...],\"pieces\":[...]}");
   detok->callback([dargs] { run_detokenize(*dargs); });
 }
 

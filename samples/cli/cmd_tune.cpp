@@ -7,6 +7,7 @@
 // prefill between sessions, so every measured point prefills its prompts anew.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,7 @@ struct TuneArgs {
   std::string out;         // empty: <model dir>/vegas-profile.json
   std::string sweep_json;  // empty: stdout
   bool quick = false;
+  bool replace = false;  // --replace: may overwrite the model directory's profile
 };
 
 [[noreturn]] void usage_error(const std::string &message) {
@@ -162,6 +164,11 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
     if (!a.run.model.synthetic.empty())
       usage_error("a synthetic model has no directory: give --out for the profile");
     a.out = a.run.model.model_dir + "/vegas-profile.json";
+    // The model directory's profile may be the one shipped with it (measured
+    // on another machine, in a long sweep): replaced only when asked.
+    std::error_code ec;
+    if (!a.replace && std::filesystem::exists(a.out, ec))
+      usage_error(a.out + " exists: give --out for the new profile, or --replace to overwrite it");
   }
   // Before the sweep: a profile that cannot be written should not cost an hour.
   check_writable_dir(parent_dir(a.out), kCommand, "the profile (--out)");
@@ -291,7 +298,10 @@ void add_tune_command(CLI::App &app) {
   cmd->add_option("--batch-edges", args->batch_edges,
                   "Last batch of each batch bucket but the unbounded one (default 4,16)")
       ->delimiter(',');
-  cmd->add_option("--out", args->out, "Profile path (default <model dir>/vegas-profile.json)");
+  cmd->add_option("--out", args->out,
+                  "Profile path (default <model dir>/vegas-profile.json, if there is none yet)");
+  cmd->add_flag("--replace", args->replace,
+                "Without --out: overwrite the model directory's existing profile");
   cmd->add_option("--sweep-json", args->sweep_json, "Write the whole sweep here, not to stdout");
   cmd->add_flag("--quick", args->quick,
                 "A tiny sweep (seconds on a CPU; for tests): one context of 256, batch 1, two "

@@ -54,3 +54,36 @@ def test_errors_are_reported():
     r = run("tokenize", "--model", "/nonexistent/model", "--text", "x")
     assert r.returncode != 0
     assert r.stderr.decode().startswith("vegas: VEGAS_ERR_IO: ")
+
+
+def test_detokenize_json_pieces_and_stdin():
+    """detokenize --json gives the text, the ids and each id's piece; ids may be
+    separated by spaces (as tokenize prints them) and read from standard input."""
+    plain = run("tokenize", "--model", MODEL_DIR, "--text", TEXT).stdout.decode().strip()
+    ids = [int(x) for x in plain.split()]
+    r = subprocess.run([CLI, "detokenize", "--model", MODEL_DIR, "--ids", "-", "--json"],
+                       input=plain.encode(), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["text"] == TEXT and j["ids"] == ids
+    assert len(j["pieces"]) == len(ids)
+    # The ASCII pieces join to the text; byte-level tokens holding part of a
+    # character (é, 你好) are shown as U+FFFD.
+    joined = "".join(j["pieces"])
+    assert joined.startswith("def f(x):\n    return x  # ") and joined.endswith("<|endoftext|>")
+    assert "\ufffd" in joined
+
+
+def test_tokenize_and_generate_read_standard_input():
+    """--file - and --prompt-file - read standard input."""
+    r = subprocess.run([CLI, "tokenize", "--model", MODEL_DIR, "--file", "-", "--json"],
+                       input=TEXT.encode(), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    direct = run("tokenize", "--model", MODEL_DIR, "--text", TEXT, "--json")
+    assert json.loads(r.stdout) == json.loads(direct.stdout)
+    r = subprocess.run([CLI, "generate", "--model", MODEL_DIR, "--backend", "cpu", "--prompt-file", "-",
+                        "--max-tokens", "3", "--temperature", "0", "--json"],
+                       input=b"def add(a, b):\n", capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stats"]["prompt_tokens"] == len(
+        json.loads(run("tokenize", "--model", MODEL_DIR, "--text", "def add(a, b):\n", "--json").stdout)["ids"])

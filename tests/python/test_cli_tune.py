@@ -5,6 +5,7 @@ is written (and plotted when matplotlib is there); bad input fails with a
 message and a non-zero exit."""
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -196,3 +197,29 @@ def test_greedy_bench_reports_where_vegas_differs(tmp_path):
     v = json.loads(r.stdout)["vegas"]
     assert v["identical_to_vanilla"] is True
     assert "first_difference" in v and v["first_difference"] is None
+
+
+def test_tune_keeps_the_model_directorys_profile(tmp_path):
+    """Without --out, tune refuses to overwrite a profile already in the model
+    directory (the shipped one, measured on a GPU) before measuring anything;
+    --replace allows it."""
+    source = os.path.join(SOURCE_DIR, "models", "vegas-code-22m")
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in os.listdir(source):  # the weights linked, the profile copied
+        if name == "vegas-profile.json":
+            shutil.copy(os.path.join(source, name), model / name)
+        else:
+            os.symlink(os.path.join(os.path.abspath(source), name), model / name)
+    shipped = (model / "vegas-profile.json").read_bytes()
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    r = run("tune", "--backend", "cpu", "--quick", "--model", str(model), "--prompts", str(prompts))
+    assert r.returncode != 0
+    assert "vegas-profile.json exists" in r.stderr and "--replace" in r.stderr
+    assert "[tune]" not in r.stderr  # refused before the sweep
+    assert (model / "vegas-profile.json").read_bytes() == shipped
+    r = run("tune", "--backend", "cpu", "--quick", "--model", str(model), "--prompts", str(prompts),
+            "--replace", "--sweep-json", str(tmp_path / "sweep.json"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((model / "vegas-profile.json").read_text())["created_by"].startswith("vegas tune ")

@@ -11,7 +11,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 which=${1:-all}
-export OMP_WAIT_POLICY=passive
 heavy='Greedy2kMatchesF32Reference|GreedyEqualsVanillaOnPublic2kPrompts|SpeculativeStats\.(FullPolicyAcceptsEveryDraftAndCountsExactly|SparsePolicyCountersAreConsistent|AutoModeMixesRoundsAndVanillaStepsLosslessly)'
 # VEGAS_MODE_AUTO's run on a 2K prompt (4.2 minutes under ASan) stays out too:
 # SpeculativeStats.AutoModeOnAShortPrompt runs the same path. The auto-tuning

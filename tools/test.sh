@@ -10,8 +10,6 @@ build=${VEGAS_BUILD_DIR:-$root/build}
 "$root/tools/build.sh"
 echo "test: the gpu-labelled tests are skipped on this machine (no GPU); see tools/device-check.sh"
 cd "$build"
-# OpenMP threads must sleep, not spin, while ctest runs tests side by side on few cores.
-export OMP_WAIT_POLICY=passive
 ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900
 # The CPU suite again under ASan + UBSan (CUDA off, -O1; ~6 min on 2 cores), and
 # the threading tests under TSan (~35 s).

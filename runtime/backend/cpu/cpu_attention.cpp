@@ -1,7 +1,6 @@
 #include "backend/cpu/cpu_attention.h"
 #include "common/target_clones.h"
-
-#include <omp.h>
+#include "common/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -124,15 +123,16 @@ void cpu_paged_attention(const float *q, const std::vector<AttentionRow> &rows, 
   const int64_t items = n_rows * shape.n_kv_heads;
   const int64_t row_stride = shape.n_heads * shape.head_dim;
   // Rows differ in length (causal prefill), hence dynamic scheduling.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (items > 1)
-  for (int64_t it = 0; it < items; ++it) {
-    const int64_t r = it / shape.n_kv_heads;
-    const int64_t h = it % shape.n_kv_heads;
-    const int64_t first = r * row_stride + h * group * shape.head_dim;
-    float *scores = scratch.data() + omp_get_thread_num() * per_thread;
-    attend_group(q + first, rows[static_cast<size_t>(r)], layer, k_cache, v_cache, shape, h, scores,
-                 out + first);
-  }
+  parallel_ranges(items, n_threads, 1, [&](int64_t begin, int64_t end, int thread) {
+    float *scores = scratch.data() + thread * per_thread;
+    for (int64_t it = begin; it < end; ++it) {
+      const int64_t r = it / shape.n_kv_heads;
+      const int64_t h = it % shape.n_kv_heads;
+      const int64_t first = r * row_stride + h * group * shape.head_dim;
+      attend_group(q + first, rows[static_cast<size_t>(r)], layer, k_cache, v_cache, shape, h,
+                   scores, out + first);
+    }
+  });
 }
 
 }  // namespace vegas

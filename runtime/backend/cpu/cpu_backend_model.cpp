@@ -1,11 +1,10 @@
 #include "backend/cpu/cpu_backend_model.h"
 
-#include <omp.h>
-
 #include <string>
 
 #include "backend/cpu/cpu_context.h"
 #include "common/error.h"
+#include "common/worker_pool.h"
 #include "model/rope.h"
 
 namespace vegas {
@@ -46,7 +45,7 @@ CpuBackendModel::CpuBackendModel(const ModelConfig &config, const ModelWeights &
     fail(VEGAS_ERR_INVALID_ARGUMENT, "CPU backend: n_threads " + std::to_string(options.n_threads) +
                                          " is outside [0, " + std::to_string(kMaxCpuThreads) + "]");
   }
-  n_threads_ = options.n_threads > 0 ? options.n_threads : omp_get_max_threads();
+  n_threads_ = options.n_threads > 0 ? options.n_threads : hardware_threads();
   inv_freq_ = vegas::rope_inv_freq(config_);
   rope_scaling_ = vegas::rope_attention_scaling(config_);
   if (inv_freq_.empty() || static_cast<int64_t>(inv_freq_.size()) * 2 > config_.head_dim) {

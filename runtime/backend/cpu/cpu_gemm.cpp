@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_gemm.h"
 #include "common/target_clones.h"
+#include "common/worker_pool.h"
 
 #include <algorithm>
 
@@ -81,15 +82,16 @@ void cpu_matmul(const float *x, int64_t m, const float *w, const float *bias, in
   const int64_t tasks = row_blocks * col_blocks;
   // Tasks walk W's blocks fastest, so neighbouring threads share X rows and,
   // with one row block (decode), each thread streams its own slice of W once.
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t rb = t / col_blocks;
-    const int64_t cb = t % col_blocks;
-    const int64_t m0 = rb * kRowBlock;
-    const int64_t n0 = cb * kColBlock;
-    gemm_block(x, m0, std::min(m, m0 + kRowBlock), w, bias, n0, std::min(n, n0 + kColBlock), k, y,
-               n);
-  }
+  parallel_ranges(tasks, n_threads, 0, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t rb = t / col_blocks;
+      const int64_t cb = t % col_blocks;
+      const int64_t m0 = rb * kRowBlock;
+      const int64_t n0 = cb * kColBlock;
+      gemm_block(x, m0, std::min(m, m0 + kRowBlock), w, bias, n0, std::min(n, n0 + kColBlock), k, y,
+                 n);
+    }
+  });
 }
 
 }  // namespace vegas

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/worker_pool.h"
 #include "select/quest_pages.h"
 
 namespace vegas {
@@ -43,12 +44,13 @@ void CpuKeyBounds::update(int layer, const float *k_cache, const std::vector<int
   // One page: its own table entry, all page_size slots (a page only serves as
   // a full candidate page once every slot is written, and the write of the
   // last one re-bounds it).
-#pragma omp parallel for num_threads(n_threads) if (n > 8)
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t page = pages[static_cast<size_t>(i)];
-    compute_key_bounds(paged_keys(k_cache, &page, shape_), shape_.page_size, shape_.page_size, 0, 1,
-                       min_.data() + at(layer, page), max_.data() + at(layer, page));
-  }
+  parallel_ranges(n, n > 8 ? n_threads : 1, 0, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t page = pages[static_cast<size_t>(i)];
+      compute_key_bounds(paged_keys(k_cache, &page, shape_), shape_.page_size, shape_.page_size, 0,
+                         1, min_.data() + at(layer, page), max_.data() + at(layer, page));
+    }
+  });
 }
 
 void CpuQuestRows::prepare(const ForwardBatch &batch, const QuestShape &shape) {
@@ -111,9 +113,10 @@ void CpuQuestRows::select_row(Row &r, int layer, const float *q, const float *k_
 void CpuQuestRows::select_layer(int layer, const float *q, const float *k_cache,
                                 const CpuKeyBounds &bounds, int n_threads) {
   const int64_t n = static_cast<int64_t>(n_rows_);
-#pragma omp parallel for num_threads(n_threads) if (n > 1)
-  for (int64_t i = 0; i < n; ++i)
-    select_row(rows_[static_cast<size_t>(i)], layer, q, k_cache, bounds);
+  parallel_ranges(n, n_threads, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      select_row(rows_[static_cast<size_t>(i)], layer, q, k_cache, bounds);
+  });
 }
 
 }  // namespace vegas

@@ -3,7 +3,7 @@
 #   asan: every unit and ABI test under ASan + UBSan (LeakSanitizer included),
 #         except the few 2K-token model runs listed in $heavy, which take 3-10
 #         minutes each under ASan and run no code the smaller tests do not;
-#   tsan: the threading tests (test_abi_threads) under TSan.
+#   tsan: the threading tests (test_abi_threads, test_worker_pool) under TSan.
 # Python tests are left out: they load libvegas.so into an uninstrumented
 # interpreter; so are the vegas-server tests (server_tests: they need the CLI and
 # the server, not built here). Only the test binaries are built (no CLI, no benchmarks).
@@ -41,6 +41,7 @@ fi
 if [ "$which" = tsan ] || [ "$which" = all ]; then
   build=${VEGAS_TSAN_BUILD_DIR:-$root/build-tsan}
   configure "$build" "thread"
-  cmake --build "$build" -j "$(nproc)" --target test_abi_threads
+  cmake --build "$build" -j "$(nproc)" --target test_abi_threads test_worker_pool
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$build/bin/test_abi_threads"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$build/bin/test_worker_pool"
 fi

@@ -85,6 +85,9 @@ TEST(WorkerPool, ParallelRowsRethrowsTheFirstError) {
 }
 
 TEST(WorkerPool, ForkedChildHasItsOwnWorkers) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads after a multi-threaded fork";
+#endif
   check_loop(1000, 4, 0);  // the parent's workers exist now
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);

@@ -108,8 +108,8 @@ __device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p,
 // Whether sequence `seq` (with n_rows rows) is verify_attention's, not the paged kernel's.
 // A one-row dense sequence is too, whenever the verify kernel runs (verify_max_rows >= 2):
 // the paged kernel gives each (sequence, KV head, split) one block that walks its keys
-// 64 at a time, which for one row of a long context is the whole step (a verification of
-// 61 sequences at gamma 6 and one at gamma 0, 22m 8K: 2.7 instead of 1.3 ms on the H100).
+// 64 at a time, which for one row of a long context took longer than all the verified
+// rows together (a gamma-0 sequence in a round's verification).
 __device__ __forceinline__ bool defers_to_verify(const PagedAttentionParams &p, int seq,
                                                  int n_rows) {
   return n_rows >= 1 && n_rows <= p.verify_max_rows && !defers_to_prefill(p, seq, n_rows) &&

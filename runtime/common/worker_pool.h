@@ -5,10 +5,9 @@
 // they sleep, and how long is fixed by OMP_WAIT_POLICY / GOMP_SPINCOUNT when
 // the library loads, which a host program cannot be asked to set. On a machine
 // whose cores are busy (an IDE beside a compiler) the spinning workers took
-// the cores from the thread with the work: the embedded model decoded at 1.9
-// tokens/s instead of ~100 on this project's 2-core machine. Here an idle
-// worker spins briefly (a loop's next region usually follows within
-// microseconds), then sleeps on a condition variable.
+// the cores from the thread with the work, and CPU decoding crawled. Here an
+// idle worker polls briefly, yielding its core (a loop's next region usually
+// follows within microseconds), then sleeps on a condition variable.
 #pragma once
 
 #include <cstdint>

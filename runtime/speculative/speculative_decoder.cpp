@@ -105,8 +105,7 @@ class PassCandidates {
     logits_ = nullptr;
     bool picked = false;
     if (meanwhile && context.begin_candidates(batch, k_.data())) {
-      meanwhile();
-      context.end_candidates(&cands_);
+      end_begun(context, meanwhile);
       picked = true;
     } else {
       if (meanwhile) meanwhile();
@@ -119,24 +118,14 @@ class PassCandidates {
   }
   // run() with the batch's tokens fed on the device (begin_candidates' `fed`)
   // and `meanwhile` run while it runs; false, having done nothing, when the
-  // backend cannot begin such a pass. The pass is ended even when `meanwhile`
-  // throws (its results then dropped).
+  // backend cannot begin such a pass.
   bool run_fed(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
                int32_t vocab, const int32_t *fed, const std::function<void()> &meanwhile) {
     k_ = std::move(k);
     vocab_ = vocab;
     logits_ = nullptr;
     if (!context.begin_candidates(batch, k_.data(), fed)) return false;
-    try {
-      meanwhile();
-    } catch (...) {
-      try {
-        context.end_candidates(&cands_);
-      } catch (...) {  // the first error is the one to report
-      }
-      throw;
-    }
-    context.end_candidates(&cands_);
+    end_begun(context, meanwhile);
     cands_.resize(k_.size());
     ready_.assign(k_.size(), 1);
     picked_ = true;
@@ -160,6 +149,21 @@ class PassCandidates {
   std::vector<LogitCandidates> cands_;
   std::vector<char> ready_;
   bool picked_ = false;
+
+  // A begun pass: `meanwhile`, then its candidates. The pass is ended even
+  // when `meanwhile` throws (its results then dropped).
+  void end_begun(BackendContext &context, const std::function<void()> &meanwhile) {
+    try {
+      meanwhile();
+    } catch (...) {
+      try {
+        context.end_candidates(&cands_);
+      } catch (...) {  // the first error is the one to report
+      }
+      throw;
+    }
+    context.end_candidates(&cands_);
+  }
 };
 
 // Rows built from picked candidates cost ~0.3 us each: threads pay only from
@@ -391,7 +395,6 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
     rules[i].rng_counter = w.seq->rng.counter();
     k[i] = w.k;
   }
-  chain->steps = max_gamma;
   chain->tokens.resize(n * static_cast<size_t>(max_gamma));
   if (context.begin_draft_chain(first, max_gamma, rules.data(), k.data())) return true;
   chain->seqs.clear();

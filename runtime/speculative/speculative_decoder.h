@@ -138,7 +138,6 @@ class SpeculativeDecoder {
     std::vector<int32_t> tokens;
     std::vector<LogitCandidates> rows;
     std::vector<int32_t> first_tokens;
-    int32_t steps = 0;
   };
 
   // Draft pass j's row of a sequence, on *token.

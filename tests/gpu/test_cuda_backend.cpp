@@ -111,6 +111,20 @@ class CudaVsCpu : public ::testing::Test {
          "prefill");
   }
 
+  // Rows `tokens[0..n)` of `s` right after everything it was fed (not fed to
+  // it here: draft and verify rows), over its whole page table.
+  static SeqRows rows_after(const Seq &s, const int32_t *tokens, int32_t n,
+                            SeqRows::Logits logits = SeqRows::Logits::kLast) {
+    SeqRows r;
+    r.tokens = tokens;
+    r.n_tokens = n;
+    r.start_pos = static_cast<int32_t>(s.tokens.size());
+    r.page_table = s.table.data();
+    r.n_pages = static_cast<int32_t>(s.table.size());
+    r.logits = logits;
+    return r;
+  }
+
   // A batch of `s` alone: all its tokens from position 0, its whole page table.
   static ForwardBatch alone(const Seq &s) {
     SeqRows r;
@@ -405,13 +419,7 @@ TEST_F(CudaVsCpu, DraftChainMatchesPassByPass) {
     Seq &s = seqs[i];
     pool_->reserve(s.table, static_cast<int64_t>(s.tokens.size()) + steps);
     first_tokens[i] = s.tokens.back();
-    SeqRows r;
-    r.tokens = &first_tokens[i];
-    r.n_tokens = 1;
-    r.start_pos = static_cast<int32_t>(s.tokens.size());
-    r.page_table = s.table.data();
-    r.n_pages = static_cast<int32_t>(s.table.size());
-    first.seqs.push_back(r);
+    first.seqs.push_back(rows_after(s, &first_tokens[i], 1));
     rows[i].params = &rules[i];
     rows[i].rng_counter = 100 + i;
   }
@@ -466,16 +474,8 @@ TEST_F(CudaVsCpu, VerifyFedFromChainMatchesHostTokens) {
   for (int32_t i : chained) first_tokens.push_back(seqs[i].tokens.back());
   for (Seq &s : seqs) pool_->reserve(s.table, static_cast<int64_t>(s.tokens.size()) + steps + 1);
   ForwardBatch first;
-  for (size_t c = 0; c < chained.size(); ++c) {
-    Seq &s = seqs[chained[c]];
-    SeqRows r;
-    r.tokens = &first_tokens[c];
-    r.n_tokens = 1;
-    r.start_pos = static_cast<int32_t>(s.tokens.size());
-    r.page_table = s.table.data();
-    r.n_pages = static_cast<int32_t>(s.table.size());
-    first.seqs.push_back(r);
-  }
+  for (size_t c = 0; c < chained.size(); ++c)
+    first.seqs.push_back(rows_after(seqs[chained[c]], &first_tokens[c], 1));
   // Verify order: sequences 2, 1, 0.
   const std::vector<int32_t> order = {2, 1, 0};
   std::vector<std::vector<int32_t>> tokens(3);
@@ -488,14 +488,7 @@ TEST_F(CudaVsCpu, VerifyFedFromChainMatchesHostTokens) {
     fed.push_back(-1);
     const int32_t c = i == 0 ? 0 : 1;  // its index in the chain
     for (int32_t j = 0; j < gamma[i]; ++j) fed.push_back(j * 2 + c);
-    SeqRows r;
-    r.tokens = tokens[i].data();
-    r.n_tokens = gamma[i] + 1;
-    r.start_pos = static_cast<int32_t>(s.tokens.size());
-    r.page_table = s.table.data();
-    r.n_pages = static_cast<int32_t>(s.table.size());
-    r.logits = SeqRows::Logits::kAll;
-    verify.seqs.push_back(r);
+    verify.seqs.push_back(rows_after(s, tokens[i].data(), gamma[i] + 1, SeqRows::Logits::kAll));
   }
   const std::vector<int32_t> vk(static_cast<size_t>(verify.total_rows()), 20);
   ASSERT_TRUE(cuda_ctx_->begin_draft_chain(first, steps, rows.data(), k.data()));

@@ -200,6 +200,33 @@ typedef struct vegas_special_tokens {
 VEGAS_API vegas_status vegas_tokenizer_special_tokens(const vegas_tokenizer *tokenizer,
                                                       vegas_special_tokens *out);
 
+/* Chat formatting. The model's chat template (tokenizer_config.json
+ * chat_template, Jinja) is not executed: its family is recognized from the
+ * markers it writes and that family's format is produced, as llama.cpp's
+ * built-in templates do. Families: "chatml" (<|im_start|>role\ncontent
+ * <|im_end|>\n a message; also when there is no template but the vocabulary
+ * has <|im_start|> and <|im_end|>) and "llama3" (bos, then
+ * <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> a message,
+ * content trimmed). A template that adds to its family's format (a default
+ * system message, a date header, tools) gets the plain family format.
+ *
+ * The family's name, or "" when the tokenizer has none that is recognized; a
+ * static string, never NULL. */
+VEGAS_API const char *vegas_tokenizer_chat_format(const vegas_tokenizer *tokenizer);
+
+/* The prompt ids of a chat of n_messages messages, message i with role
+ * roles[i] and content contents[i] (NUL-terminated UTF-8), in the tokenizer's
+ * chat format; add_generation_prompt != 0 appends the assistant's header. The
+ * format's markers are special tokens; message text is tokenized with
+ * special-token parsing off, so no message can forge a marker. No bos is
+ * added beyond what the format writes. Buffer convention as vegas_tokenize.
+ * Errors: UNSUPPORTED (no recognized chat format), INVALID_ARGUMENT (NULL
+ * arrays or strings), BUFFER_TOO_SMALL. Thread-safe. */
+VEGAS_API vegas_status vegas_chat_tokenize(const vegas_tokenizer *tokenizer,
+                                           const char *const *roles, const char *const *contents,
+                                           size_t n_messages, int32_t add_generation_prompt,
+                                           int32_t *ids, size_t capacity, size_t *n_ids);
+
 /* Streaming detokenizer: feed ids one at a time, get back only complete UTF-8
  * (a token can end in the middle of a character). One per stream; not
  * thread-safe; it borrows the tokenizer, which must outlive it. */

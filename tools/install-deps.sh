@@ -28,8 +28,9 @@ fi
 PYTHON=${PYTHON:-python3}
 # openai: the official client the vegas-server tests (tests/server) drive it with.
 # matplotlib: tools/plot_bench.py, the plots of `vegas bench --report`.
-if ! "$PYTHON" -c "import tokenizers, numpy, pytest, openai, matplotlib" >/dev/null 2>&1; then
-  echo "install-deps: pip install tokenizers numpy pytest openai matplotlib"
-  "$PYTHON" -m pip install -q tokenizers numpy pytest openai matplotlib 2>/dev/null ||
-    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest openai matplotlib
+# jinja2: tests/python/test_chat_format.py renders chat templates as transformers does.
+if ! "$PYTHON" -c "import tokenizers, numpy, pytest, openai, matplotlib, jinja2" >/dev/null 2>&1; then
+  echo "install-deps: pip install tokenizers numpy pytest openai matplotlib jinja2"
+  "$PYTHON" -m pip install -q tokenizers numpy pytest openai matplotlib jinja2 2>/dev/null ||
+    "$PYTHON" -m pip install -q --break-system-packages tokenizers numpy pytest openai matplotlib jinja2
 fi

@@ -4,6 +4,7 @@
 
 #include "api/api_guard.h"
 #include "api/api_handles.h"
+#include "tokenizer/chat_format.h"
 
 using vegas::api::guarded;
 using vegas::api::require_non_null;
@@ -128,6 +129,34 @@ VEGAS_API vegas_status vegas_tokenizer_special_tokens(const vegas_tokenizer *tok
     full.im_start = s.im_start;
     full.im_end = s.im_end;
     vegas::abi::write_struct(full, out, "vegas_special_tokens");
+  });
+}
+
+VEGAS_API const char *vegas_tokenizer_chat_format(const vegas_tokenizer *tokenizer) {
+  if (tokenizer == nullptr || tokenizer->impl == nullptr) return "";
+  return vegas::chat_family_name(vegas::chat_family(*tokenizer->impl));
+}
+
+VEGAS_API vegas_status vegas_chat_tokenize(const vegas_tokenizer *tokenizer,
+                                           const char *const *roles, const char *const *contents,
+                                           size_t n_messages, int32_t add_generation_prompt,
+                                           int32_t *ids, size_t capacity, size_t *n_ids) {
+  return guarded([&] {
+    const vegas::Tokenizer &tok = tokenizer_of(tokenizer);
+    require_non_null(n_ids, "n_ids");
+    if (n_messages > 0) {
+      require_non_null(roles, "roles");
+      require_non_null(contents, "contents");
+    }
+    std::vector<vegas::ChatMessageView> messages(n_messages);
+    for (size_t i = 0; i < n_messages; ++i) {
+      require_non_null(roles[i], "roles[i]");
+      require_non_null(contents[i], "contents[i]");
+      messages[i] = {roles[i], contents[i]};
+    }
+    const std::vector<int32_t> out =
+        vegas::chat_tokenize(tok, messages, add_generation_prompt != 0);
+    write_buffer(out.data(), out.size(), ids, capacity, n_ids, "vegas_chat_tokenize");
   });
 }
 

@@ -68,6 +68,23 @@ std::string config_token_name(const nlohmann::json &v) {
   return {};
 }
 
+// tokenizer_config.json's chat_template: a string, or a list of {name,
+// template} objects of which "default" (else the first) is the chat one.
+std::string config_chat_template(const nlohmann::json &config) {
+  if (!config.is_object() || !config.contains("chat_template")) return {};
+  const nlohmann::json &t = config["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (!t.is_array()) return {};
+  std::string first;
+  for (const nlohmann::json &e : t) {
+    if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
+    const bool is_default = e.contains("name") && e["name"] == "default";
+    if (is_default) return e["template"].get<std::string>();
+    if (first.empty()) first = e["template"].get<std::string>();
+  }
+  return first;
+}
+
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(const nlohmann::json &tokenizer, const nlohmann::json &config)
@@ -144,6 +161,7 @@ void BpeTokenizer::read_special_ids(const nlohmann::json &config) {
   special_ids_.im_start = by_name({"<|im_start|>"});
   special_ids_.im_end = by_name({"<|im_end|>"});
   add_bos_ = json_bool(config, "add_bos_token", false);
+  chat_template_ = config_chat_template(config);
   add_eos_ = json_bool(config, "add_eos_token", false);
 }
 

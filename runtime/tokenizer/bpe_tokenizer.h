@@ -31,6 +31,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t find_token(std::string_view text) const override;
   bool is_special(int32_t id) const override;
   const SpecialTokenIds &special_ids() const override { return special_ids_; }
+  const std::string &chat_template() const override { return chat_template_; }
   void clear_cache() const override { model_.clear_cache(); }
 
  private:
@@ -49,6 +50,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_size_ = 0;
   SpecialTokenIds special_ids_;
   bool add_bos_ = false, add_eos_ = false;
+  std::string chat_template_;
 };
 
 }  // namespace vegas

@@ -40,6 +40,9 @@ class Tokenizer {
   virtual int32_t find_token(std::string_view text) const = 0;
   virtual bool is_special(int32_t id) const = 0;
   virtual const SpecialTokenIds &special_ids() const = 0;
+  // tokenizer_config.json's chat_template (Jinja source; the "default" one of
+  // a list), or "" when it has none.
+  virtual const std::string &chat_template() const = 0;
   // Empties the word cache (benchmarks measure the cold path with it).
   virtual void clear_cache() const {}
 };

@@ -107,11 +107,17 @@ json InfoRoutes::props() const {
             {"max_output_tokens", limits_.max_output_tokens},
             {"mode", options_.mode},
             {"build_info", std::string("libvegas ") + vegas_version()}};
-  // The one template the server applies (prompt_format.h: ChatML), in Jinja.
-  p["chat_template"] = format_->has_chat()
-                           ? "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ "
-                             "message['content'] }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
-                           : "";
+  // The format the server applies (vegas_chat_tokenize), as Jinja.
+  const std::string &chat = format_->chat_format();
+  p["chat_format"] = chat;
+  p["chat_template"] =
+      chat == "chatml" ? "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ "
+                         "message['content'] }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+      : chat == "llama3"
+          ? "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] "
+            "}}<|end_header_id|>\n\n{{ message['content'] | trim }}<|eot_id|>{% endfor "
+            "%}<|start_header_id|>assistant<|end_header_id|>\n\n"
+          : "";
   return p;
 }
 

@@ -13,6 +13,12 @@ PromptFormat::PromptFormat(const vegas_tokenizer *tokenizer) : tokenizer_(tokeni
         special_.fim_suffix = special_.fim_pad = special_.file_sep = special_.im_start =
             special_.im_end = -1;
   }
+  chat_format_ = vegas_tokenizer_chat_format(tokenizer_);
+}
+
+int32_t PromptFormat::token(const char *name) const {
+  int32_t id = -1;
+  return vegas_token_by_name(tokenizer_, name, &id) == VEGAS_OK ? id : -1;
 }
 
 namespace {
@@ -102,18 +108,29 @@ std::string PromptFormat::piece(int32_t id) const {
 std::vector<int32_t> PromptFormat::chat(const std::vector<ChatMessage> &messages) const {
   if (!has_chat())
     throw ApiError::bad_field("messages",
-                              "messages: the model has no chat template (its tokenizer lacks "
-                              "<|im_start|>/<|im_end|>); use /v1/completions");
-  std::vector<int32_t> ids;
+                              "messages: the model has no chat format libvegas recognizes (its "
+                              "chat template is not ChatML or Llama 3); use /v1/completions");
+  std::vector<const char *> roles, contents;
   for (const ChatMessage &m : messages) {
-    ids.push_back(special_.im_start);
-    append_text(&ids, m.role + "\n" + m.content, false);
-    ids.push_back(special_.im_end);
-    append_text(&ids, "\n", false);
+    roles.push_back(m.role.c_str());
+    contents.push_back(m.content.c_str());
   }
-  ids.push_back(special_.im_start);
-  append_text(&ids, "assistant\n", false);
-  return ids;
+  size_t capacity = 16;
+  for (const ChatMessage &m : messages) capacity += m.role.size() + m.content.size() + 8;
+  std::vector<int32_t> ids;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ids.resize(capacity);
+    size_t n = 0;
+    const vegas_status st = vegas_chat_tokenize(tokenizer_, roles.data(), contents.data(),
+                                                messages.size(), 1, ids.data(), capacity, &n);
+    if (st == VEGAS_OK) {
+      ids.resize(n);
+      return ids;
+    }
+    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
+    capacity = n;
+  }
+  throw ApiError(500, "", std::string("chat formatting failed: ") + vegas_last_error());
 }
 
 std::vector<int32_t> PromptFormat::infill(const std::string &prefix, const std::string &suffix,
@@ -144,8 +161,12 @@ std::vector<int32_t> PromptFormat::infill(const std::string &prefix, const std::
 
 std::vector<int32_t> PromptFormat::chat_stop_ids() const {
   std::vector<int32_t> ids;
-  if (special_.im_end >= 0) ids.push_back(special_.im_end);
-  if (special_.im_start >= 0) ids.push_back(special_.im_start);
+  const bool llama3 = chat_format_ == "llama3";
+  for (const char *name :
+       {llama3 ? "<|eot_id|>" : "<|im_end|>", llama3 ? "<|start_header_id|>" : "<|im_start|>"}) {
+    const int32_t id = token(name);
+    if (id >= 0) ids.push_back(id);
+  }
   return ids;
 }
 

@@ -1,6 +1,7 @@
 // Turns requests into prompt token ids with the model's own tokens: plain text,
-// ChatML chat messages (when the tokenizer has <|im_start|>) and fill-in-the-
-// middle (when it has the FIM tokens). Text from the client is tokenized with
+// chat messages in the model's chat format (vegas_chat_tokenize: ChatML or
+// Llama 3, recognized from its chat template) and fill-in-the-middle (when it
+// has the FIM tokens). Text from the client is tokenized with
 // special-token parsing off, so a message cannot forge a role or FIM marker.
 #pragma once
 
@@ -44,12 +45,14 @@ class PromptFormat {
                               const std::vector<InfillFile> &extra,
                               const std::string &prompt) const;
 
-  // Tokens that end an answer besides eos: <|im_end|> for chat, the FIM and
-  // file markers for infill.
+  // Tokens that end an answer besides eos: the chat format's end-of-message
+  // and start-of-message markers for chat, the FIM and file markers for infill.
   std::vector<int32_t> chat_stop_ids() const;
   std::vector<int32_t> infill_stop_ids() const;
 
-  bool has_chat() const { return special_.im_start >= 0 && special_.im_end >= 0; }
+  bool has_chat() const { return !chat_format_.empty(); }
+  // "chatml", "llama3" or "" (vegas_tokenizer_chat_format).
+  const std::string &chat_format() const { return chat_format_; }
   bool has_fim() const {
     return special_.fim_prefix >= 0 && special_.fim_suffix >= 0 && special_.fim_middle >= 0;
   }
@@ -57,8 +60,11 @@ class PromptFormat {
  private:
   void append_text(std::vector<int32_t> *ids, const std::string &text, bool parse_special) const;
 
+  int32_t token(const char *name) const;  // -1 when absent
+
   const vegas_tokenizer *tokenizer_;
   vegas_special_tokens special_{};
+  std::string chat_format_;
 };
 
 }  // namespace vegas_server

@@ -54,6 +54,11 @@ def _declare(lib):
         "vegas_token_by_name": (ctypes.c_int, [vp, ctypes.c_char_p, c_int32_p]),
         "vegas_token_is_special": (ctypes.c_int32, [vp, ctypes.c_int32]),
         "vegas_tokenizer_special_tokens": (ctypes.c_int, [vp, ctypes.POINTER(SpecialTokens)]),
+        "vegas_tokenizer_chat_format": (ctypes.c_char_p, [vp]),
+        "vegas_chat_tokenize": (ctypes.c_int, [vp, ctypes.POINTER(ctypes.c_char_p),
+                                               ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                               ctypes.c_int32, c_int32_p, ctypes.c_size_t,
+                                               c_size_t_p]),
         "vegas_detokenizer_create": (ctypes.c_int, [vp, ctypes.c_int32, ctypes.POINTER(vp)]),
         "vegas_detokenizer_free": (None, [vp]),
         "vegas_detokenizer_push": (ctypes.c_int, [vp, ctypes.c_int32, ctypes.c_char_p,
@@ -124,6 +129,28 @@ class Tokenizer:
                 continue
             check(self.lib, st)
             return list(buf[:n.value])
+
+    @property
+    def chat_format(self):
+        return self.lib.vegas_tokenizer_chat_format(self.handle).decode()
+
+    def chat_tokenize(self, messages, add_generation_prompt=True):
+        """messages: [(role, content)] -> prompt ids (vegas_chat_tokenize)."""
+        n = len(messages)
+        roles = (ctypes.c_char_p * max(n, 1))(*[r.encode() for r, _ in messages])
+        contents = (ctypes.c_char_p * max(n, 1))(*[c.encode() for _, c in messages])
+        cap = 8
+        while True:
+            buf = (ctypes.c_int32 * cap)()
+            got = ctypes.c_size_t()
+            st = self.lib.vegas_chat_tokenize(self.handle, roles, contents, n,
+                                              int(add_generation_prompt), buf, cap,
+                                              ctypes.byref(got))
+            if st == VEGAS_ERR_BUFFER_TOO_SMALL:
+                cap = got.value
+                continue
+            check(self.lib, st)
+            return list(buf[:got.value])
 
     def _bytes_call(self, fn, *args, capacity=64):
         """Calls a buffer-filling function once, again only after BUFFER_TOO_SMALL

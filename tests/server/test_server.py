@@ -366,6 +366,7 @@ def test_props_describe_the_server(server):
     assert props["default_generation_settings"]["n_ctx"] == 512 + 512
     assert props["max_prompt_tokens"] == 512
     assert "<|im_start|>" in props["chat_template"]
+    assert props["chat_format"] == "chatml"  # the embedded model: no template, ChatML tokens
     assert props["build_info"].startswith("libvegas ")
 
 

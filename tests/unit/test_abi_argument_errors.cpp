@@ -99,6 +99,7 @@ TEST_F(AbiArgumentErrors, NullForEveryPointerArgument) {
     const char *what;
     std::function<vegas_status()> call;
   };
+  const char *roles[1] = {"user"}, *contents[1] = {"hi"}, *no_role[1] = {nullptr};
   const std::vector<Row> rows = {
       {"tokenizer_load path", [&] { return vegas_tokenizer_load(nullptr, &tok_out); }},
       {"tokenizer_load out", [&] { return vegas_tokenizer_load(dir, nullptr); }},
@@ -116,6 +117,16 @@ TEST_F(AbiArgumentErrors, NullForEveryPointerArgument) {
       {"token_by_name tokenizer", [&] { return vegas_token_by_name(nullptr, "a", &id); }},
       {"token_by_name name", [&] { return vegas_token_by_name(tok_, nullptr, &id); }},
       {"token_by_name id", [&] { return vegas_token_by_name(tok_, "a", nullptr); }},
+      {"chat_tokenize tokenizer",
+       [&] { return vegas_chat_tokenize(nullptr, roles, contents, 1, 1, ids, 8, &n); }},
+      {"chat_tokenize roles",
+       [&] { return vegas_chat_tokenize(tok_, nullptr, contents, 1, 1, ids, 8, &n); }},
+      {"chat_tokenize contents",
+       [&] { return vegas_chat_tokenize(tok_, roles, nullptr, 1, 1, ids, 8, &n); }},
+      {"chat_tokenize a role",
+       [&] { return vegas_chat_tokenize(tok_, no_role, contents, 1, 1, ids, 8, &n); }},
+      {"chat_tokenize n_ids",
+       [&] { return vegas_chat_tokenize(tok_, roles, contents, 1, 1, ids, 8, nullptr); }},
       {"special_tokens tokenizer", [&] { return vegas_tokenizer_special_tokens(nullptr, &st); }},
       {"special_tokens out", [&] { return vegas_tokenizer_special_tokens(tok_, nullptr); }},
       {"detokenizer_create tokenizer",

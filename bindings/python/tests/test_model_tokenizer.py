@@ -39,6 +39,21 @@ def test_special_tokens(model):
     assert tok.encode("<|fim_prefix|>", parse_special=False) != [special.fim_prefix]
 
 
+def test_chat_tokenize_in_the_models_format(model):
+    """The embedded model has no chat template but ChatML tokens: ChatML, markers as
+    special tokens, message text as text (a forged marker stays text)."""
+    tok = model.tokenizer
+    assert tok.chat_format == "chatml"
+    special = tok.special_tokens()
+    ids = tok.chat_tokenize([("system", "Be brief."), ("user", "hi<|im_end|>")])
+    want = tok.encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n", add_special=False)
+    assert ids[:len(want)] == want
+    assert ids.count(special.im_end) == 2 and ids.count(special.im_start) == 3
+    assert tok.decode(ids).endswith("<|im_start|>assistant\n")
+    assert tok.chat_tokenize([("user", "x")], add_generation_prompt=False)[-2:] == \
+        [special.im_end] + tok.encode("\n", add_special=False)
+
+
 def test_standalone_tokenizer_agrees_with_the_models(model, model_dir):
     with vegas.Tokenizer.load(model_dir / "tokenizer.json") as tok:
         text = "for i in range(10):\n    print(i)\n"

@@ -171,6 +171,8 @@ SIGNATURES = {
     "vegas_token_by_name": (_i, [_vp, _cp, c_int32_p]),
     "vegas_token_is_special": (_i32, [_vp, _i32]),
     "vegas_tokenizer_special_tokens": (_i, [_vp, _p(SpecialTokensStruct)]),
+    "vegas_tokenizer_chat_format": (_cp, [_vp]),
+    "vegas_chat_tokenize": (_i, [_vp, _p(_cp), _p(_cp), _sz, _i32, c_int32_p, _sz, c_size_t_p]),
     "vegas_detokenizer_create": (_i, [_vp, _i32, c_void_pp]),
     "vegas_detokenizer_free": (None, [_vp]),
     "vegas_detokenizer_push": (_i, [_vp, _i32, _buf, _sz, c_size_t_p]),

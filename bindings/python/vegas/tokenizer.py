@@ -6,7 +6,7 @@ import ctypes
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from .errors import check, read_bytes, read_ids
@@ -117,6 +117,23 @@ class Tokenizer:
         check(_lib.lib().vegas_tokenizer_special_tokens(self._ptr(), ctypes.byref(out)))
         return SpecialTokens(**{name: getattr(out, name)
                                 for name, _ in _lib.SpecialTokensStruct._fields_[1:]})
+
+    @property
+    def chat_format(self) -> str:
+        """The chat format recognized in the model's chat template: "chatml", "llama3",
+        or "" (vegas_tokenizer_chat_format)."""
+        return _lib.lib().vegas_tokenizer_chat_format(self._ptr()).decode()
+
+    def chat_tokenize(self, messages: Sequence[Tuple[str, str]],
+                      add_generation_prompt: bool = True) -> List[int]:
+        """Prompt ids of a chat given as (role, content) pairs, in the model's chat format;
+        message text cannot forge a marker. VegasError UNSUPPORTED without a chat format."""
+        n = len(messages)
+        roles = (ctypes.c_char_p * max(n, 1))(*[r.encode("utf-8") for r, _ in messages])
+        contents = (ctypes.c_char_p * max(n, 1))(*[c.encode("utf-8") for _, c in messages])
+        size = sum(len(r) + len(c) + 8 for r, c in messages) + 16
+        return read_ids(_lib.lib().vegas_chat_tokenize, self._ptr(), roles, contents, n,
+                        int(add_generation_prompt), capacity=size)
 
     def detokenizer(self, skip_special: bool = False) -> "Detokenizer":
         return Detokenizer(self, skip_special)

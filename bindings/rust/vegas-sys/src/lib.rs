@@ -356,6 +356,17 @@ extern "C" {
         tokenizer: *const vegas_tokenizer,
         out: *mut vegas_special_tokens,
     ) -> vegas_status;
+    pub fn vegas_tokenizer_chat_format(tokenizer: *const vegas_tokenizer) -> *const c_char;
+    pub fn vegas_chat_tokenize(
+        tokenizer: *const vegas_tokenizer,
+        roles: *const *const c_char,
+        contents: *const *const c_char,
+        n_messages: usize,
+        add_generation_prompt: i32,
+        ids: *mut i32,
+        capacity: usize,
+        n_ids: *mut usize,
+    ) -> vegas_status;
     pub fn vegas_detokenizer_create(
         tokenizer: *const vegas_tokenizer,
         skip_special: i32,

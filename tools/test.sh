@@ -6,13 +6,21 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VEGAS_BUILD_DIR:-$root/build}
+start=$(date +%s)
+phase() { echo "test: [$(($(date +%s) - start)) s] $*"; }
+phase "install"
 "$root/tools/install-deps.sh"
+phase "build"
 "$root/tools/build.sh"
 echo "test: the gpu-labelled tests are skipped on this machine (no GPU); see tools/device-check.sh"
 cd "$build"
+phase "CPU tests"
 ctest --output-on-failure -LE gpu -j "$(nproc)" --timeout 900
 # The CPU suite again under ASan + UBSan (CUDA off, -O1; ~6 min on 2 cores), and
 # the threading tests under TSan (~35 s).
+phase "sanitizers"
 "$root/tools/sanitize.sh" all
 # Fuzzing (clang, ASan + UBSan): each libFuzzer target over its seed corpus (~2 min).
+phase "fuzzing"
 "$root/tools/fuzz.sh" "${VEGAS_CI_FUZZ_SECONDS:-15}"
+phase "done"

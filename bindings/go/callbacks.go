@@ -59,9 +59,9 @@ func goVegasOnToken(seq C.int32_t, token C.int32_t, piece *C.char, n C.size_t, h
 	}()
 	t := Token{Seq: int32(seq), ID: int32(token), Piece: C.GoStringN(piece, C.int(n))}
 	if sink.fn(t) {
-		return 0
+		return 1
 	}
-	return 1
+	return 0
 }
 
 //export goVegasOnProgress

@@ -18,7 +18,7 @@ func TestGenerateContextCancel(t *testing.T) {
 		if n++; n == 3 {
 			cancel()
 		}
-		return true
+		return false
 	}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -74,9 +74,9 @@ func TestCancelOneSequence(t *testing.T) {
 			once = true
 			close(started)
 		}
-		return true
+		return false
 	}})
-	stopped, _ := s.Submit(Request{Prompt: ids, MaxTokens: 50, IgnoreEOS: true, OnToken: func(tk Token) bool { return false }})
+	stopped, _ := s.Submit(Request{Prompt: ids, MaxTokens: 50, IgnoreEOS: true, OnToken: func(tk Token) bool { return true }}) // stops
 	short, _ := s.Submit(Request{Prompt: ids, MaxTokens: 5, IgnoreEOS: true})
 	go func() {
 		<-started

@@ -49,7 +49,7 @@ func TestErrorsCarryStatusAndMessage(t *testing.T) {
 	// Inside a token callback the session cannot be stepped: WRONG_STATE.
 	var inner error
 	ids, _ := tok.Tokenize(codePrompt, nil)
-	if _, err := s.Submit(Request{Prompt: ids, MaxTokens: 2, OnToken: func(Token) bool { _, inner = s.Step(); return true }}); err != nil {
+	if _, err := s.Submit(Request{Prompt: ids, MaxTokens: 2, OnToken: func(Token) bool { _, inner = s.Step(); return false }}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Run(); err != nil {

@@ -9,7 +9,7 @@ type GenerateOptions struct {
 	Session     *SessionOptions // nil = defaults
 	IgnoreEOS   bool
 	StopStrings []string
-	// OnPiece streams the text as it becomes final; returning false stops the
+	// OnPiece streams the text as it becomes final; returning true stops the
 	// generation (Completion.Finish is then FinishCallback).
 	OnPiece func(piece string) bool
 }
@@ -46,9 +46,9 @@ func (m *Model) Generate(ctx context.Context, prompt string, opts *GenerateOptio
 		// RunContext may not have run yet).
 		if ctx.Err() != nil {
 			_ = s.Cancel(seq)
-			return true
+			return false // cancelled already
 		}
-		return onPiece == nil || onPiece(t.Piece)
+		return onPiece != nil && onPiece(t.Piece)
 	}
 	seq, err = s.Submit(req)
 	if err != nil {

@@ -29,7 +29,7 @@ func TestStreamingOrder(t *testing.T) {
 	m := model(t)
 	var pieces []string
 	c, err := m.Generate(context.Background(), codePrompt, &GenerateOptions{MaxTokens: 16, IgnoreEOS: true,
-		OnPiece: func(p string) bool { pieces = append(pieces, p); return true }})
+		OnPiece: func(p string) bool { pieces = append(pieces, p); return false }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestStreamingOrder(t *testing.T) {
 		seq, err := s.Submit(Request{Prompt: ids, MaxTokens: max, IgnoreEOS: true, OnToken: func(tk Token) bool {
 			seen[tk.Seq] = append(seen[tk.Seq], tk.ID)
 			order = append(order, tk.Seq)
-			return true
+			return false
 		}})
 		if err != nil {
 			t.Fatal(err)

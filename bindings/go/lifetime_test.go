@@ -94,7 +94,7 @@ func TestDroppedObjectsAreFinalized(t *testing.T) {
 		}
 		s, _ := m.NewSession(nil)
 		ids, _ := m.Tokenizer().Tokenize(codePrompt, nil)
-		_, _ = s.Submit(Request{Prompt: ids, MaxTokens: 2, OnToken: func(Token) bool { return true }})
+		_, _ = s.Submit(Request{Prompt: ids, MaxTokens: 2, OnToken: func(Token) bool { return false }})
 		_ = s.Run()
 		d, _ := m.Tokenizer().NewDetokenizer(true)
 		_, _ = d.Push(ids[0])

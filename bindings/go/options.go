@@ -152,7 +152,8 @@ type Request struct {
 	StopIDs     []int32   // extra stop token ids
 	StopStrings []string  // the match is not part of the output
 	// OnToken, if set, is called once per committed token on the goroutine
-	// driving the session; returning false stops the sequence (FinishCallback).
+	// driving the session; returning true stops the sequence (FinishCallback),
+	// as a non-zero return does in C and true in Python and Rust.
 	// It may call the session's Cancel, Sequence, Tokens, Text and Stats.
 	OnToken func(Token) bool
 }

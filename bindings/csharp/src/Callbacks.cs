@@ -69,7 +69,7 @@ namespace Vegas
             if (sink == null || sink.Error != null) return 1;
             try
             {
-                return sink.Fn(new Token(seq, token, Utf8.FromNative(piece, checked((int)pieceLen.ToUInt64())))) ? 0 : 1;
+                return sink.Fn(new Token(seq, token, Utf8.FromNative(piece, checked((int)pieceLen.ToUInt64())))) ? 1 : 0;
             }
             catch (Exception e)
             {

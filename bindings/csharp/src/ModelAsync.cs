@@ -24,7 +24,7 @@ namespace Vegas
             using (Session session = CreateSession(options.Session))
             {
                 var pieces = new ConcurrentQueue<string>();
-                int seq = session.Submit(MakeRequest(prompt, options, t => { pieces.Enqueue(t.Piece); return true; }));
+                int seq = session.Submit(MakeRequest(prompt, options, t => { pieces.Enqueue(t.Piece); return false; }));
                 using (cancellation.Register(() => session.CancelIfOpen(seq)))
                 {
                     while (true)

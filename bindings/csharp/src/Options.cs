@@ -148,7 +148,8 @@ namespace Vegas
         public string[] StopStrings;
         /// <summary>
         /// Called once per committed token on the thread that steps the session;
-        /// returning false stops the sequence (FinishReason.Callback). An exception
+        /// returning true stops the sequence (FinishReason.Callback), as a non-zero
+        /// return does in C and true in Python, Rust and Go. An exception
         /// stops it too and is rethrown from Step/Run.
         /// </summary>
         public Func<Token, bool> OnToken;

@@ -53,8 +53,8 @@ namespace Vegas.Tests
             using (Session s = m.CreateSession())
             using (var started = new ManualResetEventSlim())
             {
-                int longSeq = s.Submit(new Request { Prompt = ids, MaxTokens = 2000, IgnoreEos = true, OnToken = t => { started.Set(); return true; } });
-                int stopped = s.Submit(new Request { Prompt = ids, MaxTokens = 50, IgnoreEos = true, OnToken = t => false });
+                int longSeq = s.Submit(new Request { Prompt = ids, MaxTokens = 2000, IgnoreEos = true, OnToken = t => { started.Set(); return false; } });
+                int stopped = s.Submit(new Request { Prompt = ids, MaxTokens = 50, IgnoreEos = true, OnToken = t => true }); // stops
                 int shortSeq = s.Submit(new Request { Prompt = ids, MaxTokens = 5, IgnoreEos = true });
                 var canceller = new Thread(() =>
                 {

@@ -34,7 +34,7 @@ namespace Vegas.Tests
                     OnToken = t =>
                     {
                         try { s.Step(); } catch (VegasException x) { inner = x; }
-                        return true;
+                        return false;
                     },
                 });
                 s.Run();

@@ -40,7 +40,7 @@ namespace Vegas.Tests
                     if (!seen.ContainsKey(t.Sequence)) seen[t.Sequence] = new List<int>();
                     seen[t.Sequence].Add(t.Id);
                     order.Add(t.Sequence);
-                    return true;
+                    return false;
                 };
                 int a = s.Submit(new Request { Prompt = m.Tokenizer.Tokenize(CodePrompt), MaxTokens = 12, IgnoreEos = true, OnToken = record });
                 int b = s.Submit(new Request { Prompt = m.Tokenizer.Tokenize("import os\n"), MaxTokens = 8, IgnoreEos = true, OnToken = record });

@@ -71,7 +71,7 @@ namespace Vegas.Tests
             Model m = Load();
             Session s = m.CreateSession();
             int[] ids = m.Tokenizer.Tokenize(GenerateTests.CodePrompt);
-            s.Submit(new Request { Prompt = ids, MaxTokens = 2, OnToken = t => true });
+            s.Submit(new Request { Prompt = ids, MaxTokens = 2, OnToken = t => false });
             s.Run();
             Detokenizer d = m.Tokenizer.CreateDetokenizer(true);
             d.Push(ids[0]);
@@ -93,7 +93,7 @@ namespace Vegas.Tests
                 {
                     Assert.True(s.GetTokens(t.Sequence).Length > 0, "tokens inside the callback");
                     s.Dispose(); // released when Run returns
-                    return true;
+                    return false;
                 },
             });
             s.Run();

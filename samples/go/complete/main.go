@@ -1,8 +1,12 @@
 // Command complete streams a completion of a code prompt with the embedded
 // model through the Go binding. Ctrl-C cancels the generation cleanly.
 //
-//	CGO_CFLAGS="-I$PWD/include" CGO_LDFLAGS="-L$PWD/build/lib -Wl,-rpath,$PWD/build/lib" \
-//	  go run ./samples/go/complete -model models/vegas-code-22m -prompt 'def quicksort(xs):'
+// From the repository root, after the README's build (samples/go is its own
+// module, so the command runs there):
+//
+//	(root=$PWD; cd samples/go && CGO_CFLAGS="-I$root/include" \
+//	  CGO_LDFLAGS="-L$root/build/lib -Wl,-rpath,$root/build/lib" \
+//	  go run ./complete -model "$root/models/vegas-code-22m" -prompt 'def quicksort(xs):')
 package main
 
 import (
@@ -34,7 +38,7 @@ func main() {
 	fmt.Print(*prompt)
 	c, err := model.Generate(ctx, *prompt, &vegas.GenerateOptions{
 		MaxTokens: int32(*maxTokens),
-		OnPiece:   func(piece string) bool { fmt.Print(piece); return true },
+		OnPiece:   func(piece string) bool { fmt.Print(piece); return false },
 	})
 	fmt.Println()
 	switch {

@@ -165,6 +165,19 @@ std::function<bool()> HttpApi::client_watch(const httplib::Request &req) const {
   return [this, connection = std::stoull(id)] { return !client_connected_(connection); };
 }
 
+// A request naming another model than the one served is refused, as vLLM
+// does (404); no model, or an empty name, means the served one.
+void HttpApi::check_model(const json &body) const {
+  const auto model = body.find("model");
+  if (model == body.end() || model->is_null()) return;
+  if (!model->is_string()) throw ApiError::bad_field("model", "model must be a string");
+  const std::string name = model->get<std::string>();
+  if (name.empty() || name == model_name_) return;
+  throw ApiError(404, "model",
+                 "model: \"" + name + "\" is not served here; this server serves \"" + model_name_ +
+                     "\" (GET /v1/models)");
+}
+
 void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader &reader,
                        httplib::Response &res, Endpoint endpoint) {
   const std::function<bool()> client_left = client_watch(req);
@@ -175,6 +188,7 @@ void HttpApi::generate(const httplib::Request &req, const httplib::ContentReader
   }
   try {
     const json body = RequestParser::parse_body(raw);
+    check_model(body);
     ParsedRequest parsed = endpoint == Endpoint::kCompletion ? parser_->completion(body)
                            : endpoint == Endpoint::kChat     ? parser_->chat(body)
                                                              : parser_->infill(body);

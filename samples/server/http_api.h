@@ -38,6 +38,8 @@ class HttpApi {
                 httplib::Response &res, Endpoint endpoint);
   // Whether the request's client has gone, as the front saw it.
   std::function<bool()> client_watch(const httplib::Request &req) const;
+  // Refuses a request whose "model" names another model than the one served.
+  void check_model(const nlohmann::json &body) const;
   bool authorized(const httplib::Request &req) const;
 
   const ServerOptions &options_;

@@ -50,7 +50,7 @@ def check_greedy_entry(token, logprob, top):
 def test_chat_logprobs_through_the_client(server):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     msgs = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
-    r = client.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0,
+    r = client.chat.completions.create(model="vegas-code-22m", messages=msgs, max_tokens=8, temperature=0,
                                        logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
     assert 0 < len(content) <= 8
@@ -58,7 +58,7 @@ def test_chat_logprobs_through_the_client(server):
         assert len(e.top_logprobs) == 3 and bytes(e.bytes).decode(errors="replace") == e.token
         check_greedy_entry(e.token, e.logprob, [(t.token, t.logprob) for t in e.top_logprobs])
     assert "".join(e.token for e in content).startswith(r.choices[0].message.content[:1])
-    plain = client.chat.completions.create(model="m", messages=msgs, max_tokens=8, temperature=0)
+    plain = client.chat.completions.create(model="vegas-code-22m", messages=msgs, max_tokens=8, temperature=0)
     assert plain.choices[0].logprobs is None
     assert plain.choices[0].message.content == r.choices[0].message.content
 

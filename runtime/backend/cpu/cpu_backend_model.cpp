@@ -53,7 +53,7 @@ CpuBackendModel::CpuBackendModel(const ModelConfig &config, const ModelWeights &
                                " rotary frequencies do not fit head_dim " +
                                std::to_string(config_.head_dim));
   }
-  weights_ = convert_weights_f32(config_, weights, options.progress);
+  weights_ = convert_weights(config_, weights, options.progress);
 }
 
 uint64_t CpuBackendModel::kv_bytes_per_token() const {

@@ -143,9 +143,9 @@ void CpuContext::run_layer(int layer, int64_t n) {
 
   // Attention block: x += o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
   cpu_rmsnorm(x_.data(), w.attn_norm.data(), n, hidden, eps, xn_.data(), nt);
-  cpu_matmul(xn_.data(), n, w.wq.data(), or_null(w.bq), q_dim, hidden, q_.data(), nt);
-  cpu_matmul(xn_.data(), n, w.wk.data(), or_null(w.bk), kv_dim, hidden, k_.data(), nt);
-  cpu_matmul(xn_.data(), n, w.wv.data(), or_null(w.bv), kv_dim, hidden, v_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wq, or_null(w.bq), q_dim, hidden, q_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wk, or_null(w.bk), kv_dim, hidden, k_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.wv, or_null(w.bv), kv_dim, hidden, v_.data(), nt);
   if (c.qk_norm) {
     cpu_rmsnorm(q_.data(), w.q_norm.data(), n * c.n_heads, c.head_dim, eps, q_.data(), nt);
     cpu_rmsnorm(k_.data(), w.k_norm.data(), n * c.n_kv_heads, c.head_dim, eps, k_.data(), nt);
@@ -176,16 +176,16 @@ void CpuContext::run_layer(int layer, int64_t n) {
   shape.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   cpu_paged_attention(q_.data(), attention_rows_, layer, kc, vc, shape, attn_.data(),
                       attention_scratch_, nt);
-  cpu_matmul(attn_.data(), n, w.wo.data(), nullptr, hidden, q_dim, tmp_.data(), nt);
+  cpu_matmul(attn_.data(), n, w.wo, nullptr, hidden, q_dim, tmp_.data(), nt);
   cpu_add(x_.data(), tmp_.data(), n * hidden, nt);
 
   // MLP block: x += down(silu(gate(norm(x))) * up(norm(x))).
   const int64_t inter = c.intermediate_size;
   cpu_rmsnorm(x_.data(), w.mlp_norm.data(), n, hidden, eps, xn_.data(), nt);
-  cpu_matmul(xn_.data(), n, w.w_gate.data(), nullptr, inter, hidden, gate_.data(), nt);
-  cpu_matmul(xn_.data(), n, w.w_up.data(), nullptr, inter, hidden, up_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.w_gate, nullptr, inter, hidden, gate_.data(), nt);
+  cpu_matmul(xn_.data(), n, w.w_up, nullptr, inter, hidden, up_.data(), nt);
   cpu_silu_mul(gate_.data(), up_.data(), n * inter, nt);
-  cpu_matmul(gate_.data(), n, w.w_down.data(), nullptr, hidden, inter, tmp_.data(), nt);
+  cpu_matmul(gate_.data(), n, w.w_down, nullptr, hidden, inter, tmp_.data(), nt);
   cpu_add(x_.data(), tmp_.data(), n * hidden, nt);
 }
 
@@ -225,7 +225,7 @@ const float *CpuContext::forward(const ForwardBatch &batch) {
       fail(VEGAS_ERR_UNSUPPORTED, "forward batch: the CPU backend has no device selection");
   prepare_rows(batch);
   const int64_t n = static_cast<int64_t>(tokens_.size());
-  cpu_embedding(model_.weights().embed.data(), tokens_.data(), n, c.hidden_size, x_.data());
+  cpu_embedding(model_.weights().embed, tokens_.data(), n, c.hidden_size, x_.data());
   cpu_rope_tables(model_.rope_inv_freq(), model_.rope_scaling(), positions_.data(), n, rope_);
   for (int l = 0; l < c.n_layers; ++l) run_layer(l, n);
   compute_logits(batch);

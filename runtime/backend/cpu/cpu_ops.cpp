@@ -3,14 +3,22 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/bf16.h"
 #include "common/worker_pool.h"
 
 namespace vegas {
 
-void cpu_embedding(const float *embed, const int32_t *tokens, int64_t n, int64_t hidden,
+void cpu_embedding(const CpuMatrix &embed, const int32_t *tokens, int64_t n, int64_t hidden,
                    float *out) {
   for (int64_t r = 0; r < n; ++r) {
-    std::memcpy(out + r * hidden, embed + int64_t{tokens[r]} * hidden, sizeof(float) * hidden);
+    const int64_t at = int64_t{tokens[r]} * hidden;
+    float *row = out + r * hidden;
+    if (embed.bf16.empty()) {
+      std::memcpy(row, embed.f32.data() + at, sizeof(float) * hidden);
+      continue;
+    }
+    for (int64_t i = 0; i < hidden; ++i)
+      row[i] = bf16_to_f32(embed.bf16[static_cast<size_t>(at + i)]);
   }
 }
 

@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/cpu_weights.h"
+
 namespace vegas {
 
-// out[r] = embed[tokens[r]] for n rows of `hidden` floats. Token ids must be
-// validated by the caller.
-void cpu_embedding(const float *embed, const int32_t *tokens, int64_t n, int64_t hidden,
+// out[r] = embed[tokens[r]] for n rows of `hidden` floats (bf16 widened).
+// Token ids must be validated by the caller.
+void cpu_embedding(const CpuMatrix &embed, const int32_t *tokens, int64_t n, int64_t hidden,
                    float *out);
 
 // HF RMSNorm: out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * w, for n rows of

@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_weights.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -20,8 +21,29 @@ class Converter {
   // Converts `t` (required unless `optional`) expected to hold `numel` elements.
   void convert(const TensorView *t, int64_t numel, const char *what, std::vector<float> &out,
                bool optional = false) {
+    if (!check(t, numel, what, optional)) return;
+    allocate(out, numel, sizeof(float), t->name);
+    t->to_f32(out.data());
+    report();
+  }
+  // A matrix: bf16 kept as it is, any other dtype converted to f32.
+  void convert(const TensorView *t, int64_t numel, const char *what, CpuMatrix &out) {
+    if (!check(t, numel, what, false)) return;
+    if (t->dtype == DType::kBF16) {
+      allocate(out.bf16, numel, sizeof(uint16_t), t->name);
+      std::memcpy(out.bf16.data(), t->data, static_cast<size_t>(numel) * sizeof(uint16_t));
+    } else {
+      allocate(out.f32, numel, sizeof(float), t->name);
+      t->to_f32(out.f32.data());
+    }
+    report();
+  }
+
+ private:
+  // Whether to convert (false: counting, or an absent optional tensor).
+  bool check(const TensorView *t, int64_t numel, const char *what, bool optional) {
     if (t == nullptr) {
-      if (optional) return;
+      if (optional) return false;
       fail(VEGAS_ERR_FORMAT, std::string("CPU backend: missing tensor for ") + what);
     }
     if (t->numel() != numel) {
@@ -30,21 +52,25 @@ class Converter {
                                  std::to_string(numel));
     }
     done_ += numel;
-    if (counting_) return;
+    return !counting_;
+  }
+  template <typename T>
+  static void allocate(std::vector<T> &out, int64_t numel, size_t size, const std::string &name) {
     try {
       out.resize(static_cast<size_t>(numel));
     } catch (const std::bad_alloc &) {
-      fail(VEGAS_ERR_OUT_OF_MEMORY, "CPU backend: cannot allocate " + std::to_string(numel * 4) +
-                                        " bytes for tensor " + t->name);
+      fail(VEGAS_ERR_OUT_OF_MEMORY, "CPU backend: cannot allocate " +
+                                        std::to_string(static_cast<uint64_t>(numel) * size) +
+                                        " bytes for tensor " + name);
     }
-    t->to_f32(out.data());
+  }
+  void report() {
     if (progress_ && total_ > 0 &&
         !progress_(static_cast<float>(static_cast<double>(done_) / static_cast<double>(total_)))) {
       fail(VEGAS_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
   }
 
- private:
   const std::function<bool(float)> &progress_;
   bool counting_;
   int64_t total_ = 0;
@@ -81,7 +107,7 @@ void convert_all(const ModelConfig &c, const ModelWeights &w, Converter &cv, Cpu
     cv.convert(l.w_down, hidden * inter, (at + "down_proj").c_str(), o.w_down);
   }
   cv.convert(w.final_norm, hidden, "norm", out.final_norm);
-  // A tied head (HF ignores a stored lm_head then) shares the embedding's f32 copy.
+  // A tied head (HF ignores a stored lm_head then) shares the embedding's copy.
   const bool tied = c.tie_word_embeddings || w.lm_head == w.embed;
   if (!tied) cv.convert(w.lm_head, vocab * hidden, "lm_head", out.lm_head);
 }
@@ -89,19 +115,19 @@ void convert_all(const ModelConfig &c, const ModelWeights &w, Converter &cv, Cpu
 }  // namespace
 
 uint64_t CpuWeights::bytes() const {
-  uint64_t n = embed.size() + final_norm.size() + lm_head.size();
+  uint64_t n = embed.bytes() + lm_head.bytes() + final_norm.size() * sizeof(float);
   for (const CpuLayerWeights &l : layers) {
     for (const std::vector<float> *v :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.wo,
-          &l.mlp_norm, &l.w_gate, &l.w_up, &l.w_down}) {
-      n += v->size();
-    }
+         {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.mlp_norm})
+      n += v->size() * sizeof(float);
+    for (const CpuMatrix *m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      n += m->bytes();
   }
-  return n * sizeof(float);
+  return n;
 }
 
-CpuWeights convert_weights_f32(const ModelConfig &config, const ModelWeights &weights,
-                               const std::function<bool(float)> &progress) {
+CpuWeights convert_weights(const ModelConfig &config, const ModelWeights &weights,
+                           const std::function<bool(float)> &progress) {
   CpuWeights out;
   Converter counter(progress, /*counting=*/true);
   {

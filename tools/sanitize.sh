@@ -21,6 +21,9 @@ heavy+='|AutoTuning\.WrongProfileIsCorrectedAtRunTime|AutoTuningAbi\.GreedyLossl
 # under ASan, the former past the 15-minute timeout): its 600-token test and
 # KvPool's 20,000 random page operations cover the same code.
 heavy+='|PrefixCache\.(SecondRequestPrefillsOnlyTheDifference|EvictionNeverTouchesASharedPrefixInUse)'
+# The chi-square tests of speculative sampling (2.5 minutes of arithmetic under
+# ASan): AcceptSampledLossless runs the same acceptance code on fewer draws.
+heavy+='|SpeculativeSampling\.'
 configure() {  # build dir, sanitizers
   cmake -S "$root" -B "$1" -G Ninja -DVEGAS_CUDA=OFF -DVEGAS_SANITIZE="$2" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \

@@ -273,7 +273,10 @@ static inline void vegas_model_options_init(vegas_model_options *options) {
  * model.safetensors.index.json, tokenizer.json). `options` may be NULL. On
  * success *out owns the model. Errors name the file, field or tensor at fault:
  * IO, FORMAT, UNSUPPORTED (architecture, dtype, rope type), OUT_OF_MEMORY,
- * CANCELLED, NOT_BUILT (CUDA asked for in a CPU-only build). */
+ * CANCELLED, NOT_BUILT (CUDA asked for in a CPU-only build). A tokenizer.json of
+ * a kind not supported yet (SentencePiece-style BPE, WordPiece, Unigram) does
+ * not fail the load: the model then has no tokenizer (vegas_model_tokenizer
+ * returns NULL and says why) and works from token ids. */
 VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_options *options,
                                         vegas_model **out);
 /* Releases the caller's reference. Sessions keep their model alive: the memory
@@ -292,7 +295,8 @@ VEGAS_API vegas_status vegas_model_load_synthetic(const char *config_json_path, 
                                                   vegas_model **out);
 
 /* The model's tokenizer, borrowed: valid while the model is. NULL (with a
- * message in vegas_last_error) for a synthetic model. */
+ * message in vegas_last_error) for a synthetic model and for a model whose
+ * tokenizer is of a kind not supported yet (the message names it). */
 VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model);
 
 typedef struct vegas_model_info {

@@ -65,7 +65,8 @@ VEGAS_API vegas_status vegas_model_load(const char *dir, const vegas_model_optio
     const vegas::ModelLoadOptions load = load_options(options);
     auto handle = std::make_unique<vegas_model>();
     handle->impl = vegas::Model::load(dir, load);
-    handle->tokenizer.impl = &handle->impl->tokenizer();
+    // A tokenizer of a kind not supported yet: the model works from token ids.
+    handle->tokenizer.impl = handle->impl->has_tokenizer() ? &handle->impl->tokenizer() : nullptr;
     handle->dir = dir;
     *out = handle.release();
   });
@@ -95,7 +96,11 @@ VEGAS_API const vegas_tokenizer *vegas_model_tokenizer(const vegas_model *model)
     return nullptr;
   }
   if (model->tokenizer.impl == nullptr) {
-    vegas::api::set_last_error("this model is synthetic and has no tokenizer");
+    try {
+      (void)model->impl->tokenizer();  // throws, saying why there is none
+    } catch (const std::exception &e) {
+      vegas::api::set_last_error(e.what());
+    }
     return nullptr;
   }
   vegas::api::clear_last_error();

@@ -53,10 +53,12 @@ uint64_t count_params(const ModelConfig &c) {
 }  // namespace
 
 const Tokenizer &Model::tokenizer() const {
-  if (tokenizer_ == nullptr)
-    fail(VEGAS_ERR_UNSUPPORTED, "this model is synthetic (random weights from " +
-                                    config_.architecture_name + " shapes) and has no tokenizer");
-  return *tokenizer_;
+  if (tokenizer_ != nullptr) return *tokenizer_;
+  if (!tokenizer_refusal_.empty())
+    fail(VEGAS_ERR_UNSUPPORTED, "this model's tokenizer is not supported (" + tokenizer_refusal_ +
+                                    "): give the model token ids");
+  fail(VEGAS_ERR_UNSUPPORTED, "this model is synthetic (random weights from " +
+                                  config_.architecture_name + " shapes) and has no tokenizer");
 }
 
 std::shared_ptr<Model> Model::synthetic(const std::string &config_path, uint64_t seed,
@@ -78,8 +80,15 @@ std::shared_ptr<Model> Model::load(const std::string &dir, const ModelLoadOption
   report(options, 0.0f);
   model->config_ = load_model_config(dir + "/config.json");
   report(options, 0.05f);
-  model->tokenizer_ = Tokenizer::load(dir);
-  if (model->tokenizer_->vocab_size() > model->config_.vocab_size) {
+  try {
+    model->tokenizer_ = Tokenizer::load(dir);
+  } catch (const Error &e) {
+    // A tokenizer of a kind not supported yet (SentencePiece-style BPE) leaves
+    // the model usable from token ids; every other tokenizer error fails the load.
+    if (e.status() != VEGAS_ERR_UNSUPPORTED) throw;
+    model->tokenizer_refusal_ = e.what();
+  }
+  if (model->tokenizer_ && model->tokenizer_->vocab_size() > model->config_.vocab_size) {
     // Embedding rows beyond the tokenizer are common (padding); the reverse is not.
     fail(VEGAS_ERR_FORMAT, "tokenizer has " + std::to_string(model->tokenizer_->vocab_size()) +
                                " tokens but config.json vocab_size is " +

@@ -41,7 +41,8 @@ class Model {
 
   const ModelConfig &config() const { return config_; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
-  // Throws UNSUPPORTED for a synthetic model (it has no tokenizer).
+  // Throws UNSUPPORTED for a synthetic model (it has no tokenizer) and for a
+  // model whose tokenizer is of a kind not supported yet (it loads without).
   const Tokenizer &tokenizer() const;
   BackendModel &backend() const { return *backend_; }
   uint64_t n_params() const { return n_params_; }
@@ -51,6 +52,7 @@ class Model {
   std::unique_ptr<WeightStore> store_;
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::string tokenizer_refusal_;  // why tokenizer_ is null for a loaded model
   std::unique_ptr<BackendModel> backend_;
   uint64_t n_params_ = 0;
 };

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def pip(*args):
-    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
     env.pop("PYTHONPATH", None)  # the installed copy, not the sources
     return subprocess.run([sys.executable, "-m", "pip", *args], env=env, capture_output=True,
                           text=True, timeout=300)

@@ -23,43 +23,33 @@ int32_t PromptFormat::token(const char *name) const {
 
 namespace {
 
-// Appends the ids of `text` to *ids, growing the buffer when the library asks for more.
-void tokenize_into(const vegas_tokenizer *tokenizer, const std::string &text,
-                   const vegas_tokenize_options &o, std::vector<int32_t> *ids) {
-  const size_t at = ids->size();
-  size_t capacity = text.size() + 8;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    ids->resize(at + capacity);
-    size_t n = 0;
-    const vegas_status st =
-        vegas_tokenize(tokenizer, text.data(), text.size(), &o, ids->data() + at, capacity, &n);
-    if (st == VEGAS_OK) {
-      ids->resize(at + n);
-      return;
-    }
-    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
-    capacity = n;
-  }
-  ids->resize(at);
-  throw ApiError(500, "", std::string("tokenizing failed: ") + vegas_last_error());
-}
-
-// Bytes from a library call that reports the size it needs when the buffer
-// is too small: a first guess, then exactly that size.
-template <typename Fill>
-std::string read_bytes(size_t guess, const char *what, Fill fill) {
-  std::string bytes(guess, '\0');
+// The output of a library call that reports the size it needs when the
+// buffer is too small (bytes into a std::string, ids into a vector): a first
+// guess, then exactly that size.
+template <typename Buffer, typename Fill>
+Buffer read_buffer(size_t guess, const char *what, Fill fill) {
+  Buffer out(guess, typename Buffer::value_type{});
   for (int attempt = 0; attempt < 2; ++attempt) {
     size_t n = 0;
-    const vegas_status st = fill(bytes.data(), bytes.size(), &n);
+    const vegas_status st = fill(out.data(), out.size(), &n);
     if (st == VEGAS_OK) {
-      bytes.resize(n);
-      return bytes;
+      out.resize(n);
+      return out;
     }
     if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
-    bytes.resize(n);
+    out.resize(n);
   }
   throw ApiError(500, "", std::string(what) + " failed: " + vegas_last_error());
+}
+
+// Appends the ids of `text` to *ids.
+void tokenize_into(const vegas_tokenizer *tokenizer, const std::string &text,
+                   const vegas_tokenize_options &o, std::vector<int32_t> *ids) {
+  const auto got = read_buffer<std::vector<int32_t>>(
+      text.size() + 8, "tokenizing", [&](int32_t *out, size_t capacity, size_t *n) {
+        return vegas_tokenize(tokenizer, text.data(), text.size(), &o, out, capacity, n);
+      });
+  ids->insert(ids->end(), got.begin(), got.end());
 }
 
 }  // namespace
@@ -94,13 +84,14 @@ std::vector<int32_t> PromptFormat::tokenize(const std::string &text, bool add_sp
 }
 
 std::string PromptFormat::detokenize(const std::vector<int32_t> &ids) const {
-  return read_bytes(ids.size() * 8 + 16, "detokenizing", [&](char *out, size_t cap, size_t *n) {
-    return vegas_detokenize(tokenizer_, ids.data(), ids.size(), 0, out, cap, n);
-  });
+  return read_buffer<std::string>(
+      ids.size() * 8 + 16, "detokenizing", [&](char *out, size_t cap, size_t *n) {
+        return vegas_detokenize(tokenizer_, ids.data(), ids.size(), 0, out, cap, n);
+      });
 }
 
 std::string PromptFormat::piece(int32_t id) const {
-  return read_bytes(64, "a token's piece", [&](char *out, size_t cap, size_t *n) {
+  return read_buffer<std::string>(64, "a token's piece", [&](char *out, size_t cap, size_t *n) {
     return vegas_token_to_piece(tokenizer_, id, out, cap, n);
   });
 }
@@ -115,22 +106,13 @@ std::vector<int32_t> PromptFormat::chat(const std::vector<ChatMessage> &messages
     roles.push_back(m.role.c_str());
     contents.push_back(m.content.c_str());
   }
-  size_t capacity = 16;
-  for (const ChatMessage &m : messages) capacity += m.role.size() + m.content.size() + 8;
-  std::vector<int32_t> ids;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    ids.resize(capacity);
-    size_t n = 0;
-    const vegas_status st = vegas_chat_tokenize(tokenizer_, roles.data(), contents.data(),
-                                                messages.size(), 1, ids.data(), capacity, &n);
-    if (st == VEGAS_OK) {
-      ids.resize(n);
-      return ids;
-    }
-    if (st != VEGAS_ERR_BUFFER_TOO_SMALL) break;
-    capacity = n;
-  }
-  throw ApiError(500, "", std::string("chat formatting failed: ") + vegas_last_error());
+  size_t guess = 16;
+  for (const ChatMessage &m : messages) guess += m.role.size() + m.content.size() + 8;
+  return read_buffer<std::vector<int32_t>>(
+      guess, "chat formatting", [&](int32_t *out, size_t capacity, size_t *n) {
+        return vegas_chat_tokenize(tokenizer_, roles.data(), contents.data(), messages.size(), 1,
+                                   out, capacity, n);
+      });
 }
 
 std::vector<int32_t> PromptFormat::infill(const std::string &prefix, const std::string &suffix,

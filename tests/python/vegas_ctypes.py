@@ -118,17 +118,8 @@ class Tokenizer:
         self.lib.vegas_tokenize_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
         opts.parse_special = int(parse_special)
         opts.add_special = int(add_special)
-        cap = len(data) + 8
-        while True:
-            buf = (ctypes.c_int32 * cap)()
-            n = ctypes.c_size_t()
-            st = self.lib.vegas_tokenize(self.handle, data, len(data), ctypes.byref(opts), buf, cap,
-                                         ctypes.byref(n))
-            if st == VEGAS_ERR_BUFFER_TOO_SMALL:
-                cap = n.value
-                continue
-            check(self.lib, st)
-            return list(buf[:n.value])
+        return self._ids_call(self.lib.vegas_tokenize, self.handle, data, len(data),
+                              ctypes.byref(opts), capacity=len(data) + 8)
 
     @property
     def chat_format(self):
@@ -139,18 +130,20 @@ class Tokenizer:
         n = len(messages)
         roles = (ctypes.c_char_p * max(n, 1))(*[r.encode() for r, _ in messages])
         contents = (ctypes.c_char_p * max(n, 1))(*[c.encode() for _, c in messages])
-        cap = 8
-        while True:
-            buf = (ctypes.c_int32 * cap)()
-            got = ctypes.c_size_t()
-            st = self.lib.vegas_chat_tokenize(self.handle, roles, contents, n,
-                                              int(add_generation_prompt), buf, cap,
-                                              ctypes.byref(got))
-            if st == VEGAS_ERR_BUFFER_TOO_SMALL:
-                cap = got.value
-                continue
-            check(self.lib, st)
-            return list(buf[:got.value])
+        return self._ids_call(self.lib.vegas_chat_tokenize, self.handle, roles, contents, n,
+                              int(add_generation_prompt), capacity=8)
+
+    def _ids_call(self, fn, *args, capacity):
+        """As _bytes_call, for functions filling an int32_t array."""
+        n = ctypes.c_size_t()
+        buf = (ctypes.c_int32 * max(capacity, 1))()
+        st = fn(*args, buf, capacity, ctypes.byref(n))
+        if st == VEGAS_ERR_BUFFER_TOO_SMALL:
+            capacity = n.value
+            buf = (ctypes.c_int32 * max(capacity, 1))()
+            st = fn(*args, buf, capacity, ctypes.byref(n))
+        check(self.lib, st)
+        return list(buf[:n.value])
 
     def _bytes_call(self, fn, *args, capacity=64):
         """Calls a buffer-filling function once, again only after BUFFER_TOO_SMALL

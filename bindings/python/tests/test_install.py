@@ -30,6 +30,16 @@ def imported_version(target):
     return out.stdout.split()
 
 
+def in_tree_backend():
+    """The package's build backend module, imported from the source folder."""
+    sys.path.insert(0, str(PACKAGE))
+    try:
+        import build_backend
+    finally:
+        sys.path.pop(0)
+    return build_backend
+
+
 @pytest.fixture(scope="module")
 def has_pip():
     if pip("--version").returncode != 0:
@@ -46,11 +56,7 @@ def test_offline_install_imports(tmp_path, has_pip):
 
 
 def test_wheel_record_and_sdist(tmp_path, has_pip):
-    sys.path.insert(0, str(PACKAGE))
-    try:
-        import build_backend
-    finally:
-        sys.path.pop(0)
+    build_backend = in_tree_backend()
     wheel = tmp_path / build_backend.build_wheel(str(tmp_path))
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
@@ -65,11 +71,7 @@ def test_wheel_record_and_sdist(tmp_path, has_pip):
 
 
 def test_editable_wheel_points_at_the_sources(tmp_path):
-    sys.path.insert(0, str(PACKAGE))
-    try:
-        import build_backend
-    finally:
-        sys.path.pop(0)
+    build_backend = in_tree_backend()
     wheel = tmp_path / build_backend.build_editable(str(tmp_path))
     with zipfile.ZipFile(wheel) as z:
         assert z.read("_vegas_editable.pth").decode().strip() == str(PACKAGE)

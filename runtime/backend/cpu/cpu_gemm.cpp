@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_gemm.h"
+#include "common/bf16.h"
 #include "common/target_clones.h"
 #include "common/worker_pool.h"
 
@@ -36,10 +37,7 @@ __attribute__((always_inline)) inline float widen(float v) {
   return v;
 }
 __attribute__((always_inline)) inline float widen(uint16_t v) {
-  const uint32_t bits = uint32_t{v} << 16;
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
+  return bf16_to_f32(v);
 }
 
 // Lanes are never passed by value between functions (that would tie the

@@ -24,8 +24,8 @@ struct CpuMatrix {
 };
 
 struct CpuLayerWeights {
-  std::vector<float> attn_norm, bq, bk, bv, q_norm, k_norm,
-      mlp_norm;  // biases, q/k norms may be empty
+  // Norms and biases; the biases and q/k norms may be empty.
+  std::vector<float> attn_norm, bq, bk, bv, q_norm, k_norm, mlp_norm;
   CpuMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 

@@ -48,7 +48,7 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
   for entry in "VEGAS_CUDA_CANDIDATES=0 test_cuda_vegas" "VEGAS_CUDA_CANDIDATES=0 test_cuda_backend" \
     "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend" \
     "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas" \
-    "VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 test_cuda_vegas"; do
+    "VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 test_cuda_vegas" "VEGAS_CUDA_DEVICE_ACCEPT=0 test_cuda_vegas"; do
     set -- $entry
     echo "$2" | grep -Eq "$FILTER" || continue
     env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1
@@ -69,6 +69,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_verify_attention VerifyAttention.MatchesReferenceHeadDim64:VerifyAttention.SmallTiles:VerifyAttention.WarpsKernelMatchesReference"
     "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost:Sampling.FromCandidates*"
     "test_cuda_backend all"
+    "test_cuda_accept DeviceAccept.KernelMatchesHostRule:DeviceAccept.HandsBackWhatItCannotAccept"
   )
   for tool in memcheck racecheck; do
     for entry in "${sanitized[@]}"; do

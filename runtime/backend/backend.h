@@ -195,6 +195,31 @@ class BackendContext {
   }
   virtual void end_candidates(std::vector<LogitCandidates> *out) { (void)out; }
 
+  // Optional: the lossless acceptance (sampling/speculative_accept.h) of a
+  // verify pass begun by begin_candidates with `fed` draws of the last draft
+  // chain, run on the device from both passes' candidates: call it right after
+  // begin_candidates; end_candidates then waits for it too, and end_accept
+  // gives one result per entry of `seqs`. Returns false, having done nothing,
+  // where this backend cannot.
+  struct AcceptOnDevice {
+    int32_t first_row = 0;  // its verify rows: logit rows first_row .. first_row + gamma
+    int32_t gamma = 0;      // draft j is the chain's draw of pass j for row chain_row
+    int32_t chain_row = -1;
+    const SamplingParams *params = nullptr;
+    uint64_t rng_counter = 0;  // the sequence's Rng counter before its first acceptance draw
+  };
+  struct AcceptedOnDevice {
+    bool ok = false;  // false: a row overflowed or was bad; the host accepts this sequence
+    int32_t n_accepted = 0;
+    uint64_t draws = 0;           // Rng draws the acceptance used
+    std::vector<int32_t> tokens;  // the kept drafts, then the corrected or bonus token
+  };
+  virtual bool begin_accept(const std::vector<AcceptOnDevice> &seqs) {
+    (void)seqs;
+    return false;
+  }
+  virtual void end_accept(std::vector<AcceptedOnDevice> *out) { (void)out; }
+
   // Whether forward_draft_chain may run at all here (it can still decline a
   // batch): callers reserve KV for a chain only then.
   virtual bool chains_passes() const { return false; }

@@ -119,12 +119,18 @@ class PassCandidates {
   // run() with the batch's tokens fed on the device (begin_candidates' `fed`)
   // and `meanwhile` run while it runs; false, having done nothing, when the
   // backend cannot begin such a pass.
+  // `accept` (may be null): the acceptance to run on the device behind the
+  // pass (BackendContext::begin_accept); accept_begun() tells whether it was.
   bool run_fed(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
-               int32_t vocab, const int32_t *fed, const std::function<void()> &meanwhile) {
+               int32_t vocab, const int32_t *fed,
+               const std::vector<BackendContext::AcceptOnDevice> *accept,
+               const std::function<void()> &meanwhile) {
     k_ = std::move(k);
     vocab_ = vocab;
     logits_ = nullptr;
+    accept_begun_ = false;
     if (!context.begin_candidates(batch, k_.data(), fed)) return false;
+    accept_begun_ = accept != nullptr && context.begin_accept(*accept);
     end_begun(context, meanwhile);
     cands_.resize(k_.size());
     ready_.assign(k_.size(), 1);
@@ -134,6 +140,7 @@ class PassCandidates {
   // Whether the backend picked them: the rows are then cheap (~0.3 us a
   // distribution), not worth waking threads for.
   bool picked() const { return picked_; }
+  bool accept_begun() const { return accept_begun_; }
   const LogitCandidates &row(size_t i) {
     if (!ready_[i]) {
       extract_candidates(logits_ + static_cast<int64_t>(i) * vocab_, vocab_, k_[i], &cands_[i]);
@@ -149,6 +156,7 @@ class PassCandidates {
   std::vector<LogitCandidates> cands_;
   std::vector<char> ready_;
   bool picked_ = false;
+  bool accept_begun_ = false;
 
   // A begun pass: `meanwhile`, then its candidates. The pass is ended even
   // when `meanwhile` throws (its results then dropped).
@@ -423,28 +431,70 @@ bool SpeculativeDecoder::finish_chained(ChainedDrafts &chain, BackendContext &co
   return true;
 }
 
-void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
+void SpeculativeDecoder::build_chained_q_of(ChainedDrafts &chain, size_t i) {
   const size_t n = chain.seqs.size();
+  RoundWork &w = *chain.seqs[i];
+  const SamplingParams &rule = w.seq->req.sampling;
+  for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
+    TokenDistribution &q = w.q[j];
+    build_distribution_from_candidates(chain.rows[j * n + i], rule, &q);
+    const int32_t token = w.drafts[j];
+    // The device drew from this very distribution (kernels::sample is the
+    // host's rule bit for bit): a token outside it is a fault, not a draw.
+    if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
+      fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
+                                   std::to_string(w.seq->id) + ": the device drew token " +
+                                   std::to_string(token) + ", outside its distribution");
+  }
+  if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
+}
+
+void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
   parallel_rows(
-      static_cast<int64_t>(n),
-      [&](int64_t wi) {
-        const size_t i = static_cast<size_t>(wi);
-        RoundWork &w = *chain.seqs[i];
-        const SamplingParams &rule = w.seq->req.sampling;
-        for (size_t j = 0; j < static_cast<size_t>(w.gamma); ++j) {
-          TokenDistribution &q = w.q[j];
-          build_distribution_from_candidates(chain.rows[j * n + i], rule, &q);
-          const int32_t token = w.drafts[j];
-          // The device drew from this very distribution (kernels::sample is the
-          // host's rule bit for bit): a token outside it is a fault, not a draw.
-          if (rule.greedy() ? token != q.ids[0] : !(q.prob_of(token) > 0.0f))
-            fail(VEGAS_ERR_INTERNAL, "draft pass " + std::to_string(j) + " of sequence " +
-                                         std::to_string(w.seq->id) + ": the device drew token " +
-                                         std::to_string(token) + ", outside its distribution");
-        }
-        if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
-      },
-      n >= threaded_round_seqs());
+      static_cast<int64_t>(chain.seqs.size()),
+      [&](int64_t i) { build_chained_q_of(chain, static_cast<size_t>(i)); },
+      chain.seqs.size() >= threaded_round_seqs());
+}
+
+std::vector<BackendContext::AcceptOnDevice> SpeculativeDecoder::device_accept_specs(
+    const std::vector<RoundWork> &work, const ChainedDrafts &chain) {
+  std::vector<BackendContext::AcceptOnDevice> specs;
+  int32_t row = 0;
+  for (const RoundWork &w : work) {
+    BackendContext::AcceptOnDevice a;
+    a.first_row = row;
+    a.gamma = w.gamma;
+    const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
+    a.chain_row = at == chain.seqs.end() ? -1 : static_cast<int32_t>(at - chain.seqs.begin());
+    a.params = &w.seq->req.sampling;
+    // The chain drew the drafts from the counter on (build_chained_q_of's advance).
+    a.rng_counter = w.seq->rng.counter() + (a.params->greedy() ? 0 : w.gamma);
+    specs.push_back(a);
+    row += w.gamma + 1;
+  }
+  return specs;
+}
+
+bool SpeculativeDecoder::take_device_acceptance(RoundWork &w,
+                                                const BackendContext::AcceptedOnDevice &a,
+                                                ChainedDrafts &chain, AcceptResult *result) {
+  const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
+  if (!a.ok) {  // the host accepts it from the chain's candidates
+    if (at != chain.seqs.end())
+      build_chained_q_of(chain, static_cast<size_t>(at - chain.seqs.begin()));
+    return false;
+  }
+  if (a.n_accepted < 0 || a.n_accepted > w.gamma ||
+      a.tokens.size() != static_cast<size_t>(a.n_accepted) + 1 ||
+      !std::equal(a.tokens.begin(), a.tokens.begin() + a.n_accepted, w.drafts.begin()))
+    fail(VEGAS_ERR_INTERNAL, "device acceptance of sequence " + std::to_string(w.seq->id) +
+                                 ": its kept tokens are not its drafts");
+  result->n_accepted = a.n_accepted;
+  result->tokens = a.tokens;
+  // Past the chain's draws (build_chained_q_of's advance) and the acceptance's.
+  if (!w.seq->req.sampling.greedy())
+    w.seq->rng.set_counter(w.seq->rng.counter() + static_cast<uint64_t>(w.gamma) + a.draws);
+  return true;
 }
 
 void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
@@ -598,21 +648,26 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     verify.seqs.push_back(r);
   }
   const float *vlogits = nullptr;
+  bool chain_read = false;
   if (by_candidates) {
     cand_k.clear();
     for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
     if (chain_begun) {
       // The chain's draws and q are read while the verify pass runs.
       const std::vector<int32_t> fed = chain_feed(work, chain);
-      const bool began = cands.run_fed(context, verify, cand_k, vocab, fed.data(), [&] {
-        const bool read = finish_chained(chain, context);
-        t_verify = now_seconds();
-        count_drafts();
-        if (read)
-          build_chained_q(chain);
-        else
-          drop_chained_drafts(chain);
-      });
+      const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, chain);
+      const bool began = cands.run_fed(context, verify, cand_k, vocab, fed.data(),
+                                       params_.debug_host_acceptance ? nullptr : &specs, [&] {
+                                         chain_read = finish_chained(chain, context);
+                                         t_verify = now_seconds();
+                                         count_drafts();
+                                         // With the acceptance on the device, q is built only for a
+                                         // sequence the device hands back (a candidate overflow).
+                                         if (!chain_read)
+                                           drop_chained_drafts(chain);
+                                         else if (!cands.accept_begun())
+                                           build_chained_q(chain);
+                                       });
       if (!began)
         fail(VEGAS_ERR_INTERNAL, "the backend began a draft chain but no verify pass behind it");
     } else {
@@ -620,6 +675,13 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
   } else {
     vlogits = context.forward(verify);
+  }
+  // The device's acceptance, where the chain's drafts were read (else they
+  // were dropped after the device tested them).
+  std::vector<BackendContext::AcceptedOnDevice> accepted;
+  if (cands.accept_begun()) {
+    context.end_accept(&accepted);
+    if (!chain_read) accepted.clear();
   }
   double verify_seconds = now_seconds() - t_verify;
   if (device_) {  // the selection kernel ran inside the verify pass: count it apart
@@ -646,6 +708,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
         Sequence &seq = *w.seq;
         AcceptResult &result = results[static_cast<size_t>(wi)];
         const int64_t base = row_base[static_cast<size_t>(wi)];
+        if (!accepted.empty() &&
+            take_device_acceptance(w, accepted[static_cast<size_t>(wi)], chain, &result))
+          return;
         std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
         std::vector<int32_t> history;
         auto target = [&](int32_t row) -> const TokenDistribution & {

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "kv/kv_pool.h"
 #include "sampling/sampling.h"
+#include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
@@ -37,6 +38,9 @@ struct SpeculativeParams {
   // from p instead of norm(max(0, p - q)), a lossy rule the statistical tests
   // must detect.
   bool debug_broken_residual = false;
+  // Test only: accept on the host even where the backend could on the device
+  // (BackendContext::begin_accept), to compare the two.
+  bool debug_host_acceptance = false;
   // Test only: rewrites the measured seconds of each round before the tuning
   // sees them (a fixed cost model, so that the load of a shared machine cannot
   // change the decisions a test checks).
@@ -161,6 +165,17 @@ class SpeculativeDecoder {
   // device's token lies in it, and the sampled sequences' RNG counters
   // advanced past their draws. Runs while the verify pass does.
   void build_chained_q(ChainedDrafts &chain);
+  // build_chained_q for the chain's sequence i.
+  void build_chained_q_of(ChainedDrafts &chain, size_t i);
+  // Per sequence of `work` (verify rows in order): what the device needs to
+  // accept its drafts behind the verify pass.
+  static std::vector<BackendContext::AcceptOnDevice> device_accept_specs(
+      const std::vector<RoundWork> &work, const ChainedDrafts &chain);
+  // The device's acceptance of `w` into *result, its Rng advanced past the
+  // chain's and the acceptance's draws; false when the device handed it back,
+  // with its q then built for the host's acceptance.
+  bool take_device_acceptance(RoundWork &w, const BackendContext::AcceptedOnDevice &a,
+                              ChainedDrafts &chain, AcceptResult *result);
   // When the chain's candidates were lost: each chained sequence keeps its
   // verification rows but drops its drafts (gamma 0 from here on).
   static void drop_chained_drafts(ChainedDrafts &chain);

@@ -1450,6 +1450,8 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
         "draft chain download");
   check(cudaEventRecord(chain_done_, stream_), "cudaEventRecord");
   chain_draws_ = int64_t{steps} * n;
+  chain_steps_ = steps;
+  chain_rows_ = n;
   pending_chain_ = PendingChain{s, steps, n, t0, std::chrono::steady_clock::now()};
   return true;
 }

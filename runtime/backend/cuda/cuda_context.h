@@ -60,6 +60,10 @@ class CudaContext : public BackendContext {
                          const int32_t *k) override;
   bool end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidates> *cands) override;
 
+  // kernels/speculative_accept.cuh; off with VEGAS_CUDA_DEVICE_ACCEPT=0.
+  bool begin_accept(const std::vector<AcceptOnDevice> &seqs) override;
+  void end_accept(std::vector<AcceptedOnDevice> *out) override;
+
   bool device_selection() const override { return true; }
   void select_deferred(const std::vector<DeferredSelect> &items) override;
   void forget_selection(int32_t key) override;
@@ -192,7 +196,12 @@ class CudaContext : public BackendContext {
   std::optional<PendingChain> pending_chain_;
   int64_t chain_draws_ = 0;  // steps x rows of the last chain's draws in chain_out_
   cudaEvent_t chain_done_ = nullptr, chain_tables_read_ = nullptr;
-  DeviceBuffer feed_from_;  // begin_candidates' `fed`, uploaded
+  int32_t chain_steps_ = 0, chain_rows_ = 0;  // the shape of the last chain's draws
+  // begin_accept: the sequences' specs and their records, read by end_accept.
+  DeviceBuffer accept_seqs_, accept_out_;
+  PinnedBuffer accept_seqs_host_, accept_out_host_;
+  int32_t accept_pending_ = 0;  // sequences of the acceptance begun, 0 when none
+  DeviceBuffer feed_from_;      // begin_candidates' `fed`, uploaded
   PinnedBuffer feed_from_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/cuda_backend_model.h"
 #include "backend/cuda/decode_graphs.h"
+#include "backend/cuda/device_acceptance.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/lt_gemm.h"
 #include "kv_select.cuh"
@@ -197,11 +198,8 @@ class CudaContext : public BackendContext {
   int64_t chain_draws_ = 0;  // steps x rows of the last chain's draws in chain_out_
   cudaEvent_t chain_done_ = nullptr, chain_tables_read_ = nullptr;
   int32_t chain_steps_ = 0, chain_rows_ = 0;  // the shape of the last chain's draws
-  // begin_accept: the sequences' specs and their records, read by end_accept.
-  DeviceBuffer accept_seqs_, accept_out_;
-  PinnedBuffer accept_seqs_host_, accept_out_host_;
-  int32_t accept_pending_ = 0;  // sequences of the acceptance begun, 0 when none
-  DeviceBuffer feed_from_;      // begin_candidates' `fed`, uploaded
+  DeviceAcceptance acceptance_;               // begin_accept / end_accept
+  DeviceBuffer feed_from_;                    // begin_candidates' `fed`, uploaded
   PinnedBuffer feed_from_host_;
   DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
   PinnedBuffer sample_rules_host_;

@@ -75,6 +75,7 @@ struct Sequence {
   MiVector<int32_t> tokens;  // prompt + generated (stop tokens excluded)
   // With req.logprobs: one entry per generated token of `tokens`.
   std::vector<TokenLogprobs> logprobs;
+  // Written only by SequenceKv (session/sequence_kv.h):
   int32_t kv_len = 0;  // leading tokens whose K/V are in the pool
   std::vector<int32_t> page_table;
   KvPool::PublishCursor published;  // of page_table's pages, those in the prefix cache

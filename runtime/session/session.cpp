@@ -84,16 +84,16 @@ class FlagScope {
 Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     : model_(std::move(model)),
       params_(params),
-      pool_(pages_for_budget(model_->backend(), params), params.page_size, params.prefix_cache) {
+      kv_(pages_for_budget(model_->backend(), params), params.page_size, params.prefix_cache) {
   ContextParams cp;
-  cp.num_pages = pool_.num_pages();
+  cp.num_pages = kv_.pool().num_pages();
   cp.page_size = params_.page_size;
   // Embedding rows past the tokenizer's tokens are never drawn (they cannot be decoded).
   if (model_->has_tokenizer() && model_->tokenizer().vocab_size() < model_->config().vocab_size)
     cp.logit_limit = model_->tokenizer().vocab_size();
   cp.max_rows = params_.prefill_chunk + params_.max_batch;
   if (params_.speculative) {
-    const int64_t capacity = int64_t{pool_.num_pages()} * pool_.page_size();
+    const int64_t capacity = int64_t{kv_.pool().num_pages()} * kv_.pool().page_size();
     // Quest's pages are the KV pages: the backends keep one key bound per KV
     // page (the ABI has no separate quest page size).
     params_.spec.selection.quest_page_size = params_.page_size;
@@ -140,11 +140,11 @@ int32_t Session::submit(SequenceRequest request) {
              ") exceeds the model's sliding window of " + std::to_string(window) +
              " tokens; sliding-window attention is not implemented yet");
   const int64_t needed = static_cast<int64_t>(request.prompt.size()) + 1;
-  if (pool_.pages_for(needed) > pool_.num_pages())
-    fail(VEGAS_ERR_KV_FULL, "the prompt (" + std::to_string(request.prompt.size()) +
-                                " tokens) does not fit the KV pool (" +
-                                std::to_string(int64_t{pool_.num_pages()} * pool_.page_size()) +
-                                " tokens)");
+  if (kv_.pool().pages_for(needed) > kv_.pool().num_pages())
+    fail(VEGAS_ERR_KV_FULL,
+         "the prompt (" + std::to_string(request.prompt.size()) +
+             " tokens) does not fit the KV pool (" +
+             std::to_string(int64_t{kv_.pool().num_pages()} * kv_.pool().page_size()) + " tokens)");
   const int32_t id = next_id_.fetch_add(1);
   auto seq = std::make_unique<Sequence>(id, std::move(request),
                                         model_->has_tokenizer() ? &model_->tokenizer() : nullptr);
@@ -152,9 +152,7 @@ int32_t Session::submit(SequenceRequest request) {
   // the last one's logits give the first token and a prefill (not a decode
   // step) makes the first selection of VEGAS mode.
   const int64_t n_prompt = seq->n_prompt();
-  if (n_prompt > 2)
-    seq->kv_len = static_cast<int32_t>(
-        pool_.attach_prefix(seq->page_table, seq->tokens.data(), n_prompt - 2, &seq->published));
+  if (n_prompt > 2) kv_.attach_prefix(*seq, n_prompt - 2);
   sequences_.emplace(id, std::move(seq));
   return id;
 }
@@ -176,7 +174,7 @@ void Session::release(int32_t seq_id) {
     fail(VEGAS_ERR_WRONG_STATE, "vegas_sequence_release called from a callback");
   Sequence &seq = find(seq_id);
   publish(seq);
-  pool_.release(seq.page_table);
+  kv_.release(seq);
   sequences_.erase(seq_id);
 }
 
@@ -215,8 +213,7 @@ void Session::finish(Sequence &seq, vegas_finish_reason reason, vegas_status sta
   seq.finish = reason;
   seq.status = status;
   publish(seq);
-  pool_.release(seq.page_table);
-  seq.kv_len = 0;
+  kv_.release(seq);
   if (spec_) {
     spec_->forget(seq.id);
     context_->forget_selection(seq.id);
@@ -285,7 +282,7 @@ void Session::commit_token(Sequence &seq, int32_t token, const float *row) {
 }
 
 void Session::publish(Sequence &seq) {
-  pool_.publish(seq.page_table, seq.tokens.data(), seq.kv_len, &seq.published);
+  kv_.publish(seq);
 }
 
 SeqRows Session::pending_rows(Sequence &seq, int32_t n_tokens) {
@@ -393,7 +390,7 @@ int32_t Session::step() {
       prefill_budget -= rows;
     }
     try {
-      pool_.reserve(seq->page_table, int64_t{seq->kv_len} + rows);
+      kv_.reserve(*seq, int64_t{seq->kv_len} + rows);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
       finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
@@ -465,9 +462,10 @@ int32_t Session::step() {
       Sequence &seq = *ready[i];
       const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;
       (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
-      seq.kv_len += rows_of[i];
+      // Cancelled from a callback of an earlier sequence: its pages are gone.
+      if (seq.finished()) continue;
+      kv_.advance(seq, rows_of[i]);
       if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-      if (seq.finished()) continue;  // cancelled from a callback of an earlier sequence
       const int32_t token = drawn[i];
       const bool first_token = seq.n_generated() == 0;
       commit_token(seq, token, on_device ? nullptr : logits + logit_row[i] * vocab);
@@ -486,7 +484,7 @@ int32_t Session::step() {
       if (!seq->finished()) live.push_back(seq);
     int64_t committed = 0;
     spec_->round(
-        live, *context_, pool_,
+        live, *context_, kv_,
         [this, &committed](Sequence &seq, int32_t token, const float *row) {
           commit_token(seq, token, row);
           ++committed;

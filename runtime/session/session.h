@@ -17,6 +17,7 @@
 #include "sampling/sampling.h"
 #include "session/mode_chooser.h"
 #include "session/sequence.h"
+#include "session/sequence_kv.h"
 #include "speculative/speculative_decoder.h"
 
 namespace vegas {
@@ -61,7 +62,7 @@ class Session {
 
   bool in_callback() const { return in_callback_; }
   const Model &model() const { return *model_; }
-  const KvPool &kv_pool() const { return pool_; }
+  const KvPool &kv_pool() const { return kv_.pool(); }
   int32_t active_count() const;
   // nullptr in vanilla mode.
   const SpeculativeDecoder *speculative() const { return spec_.get(); }
@@ -98,7 +99,7 @@ class Session {
 
   std::shared_ptr<Model> model_;
   SessionParams params_;
-  KvPool pool_;
+  SequenceKv kv_;  // the one writer of the sequences' KV state
   std::unique_ptr<BackendContext> context_;
   std::unique_ptr<SpeculativeDecoder> spec_;
   ModeChooser chooser_;  // auto_mode

@@ -40,7 +40,7 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
   // later sequence fails serve the plain step as well.
   for (Sequence *seq : seqs) {
     try {
-      pool_.reserve(seq->page_table, int64_t{seq->kv_len} + steps);
+      kv_.reserve(*seq, int64_t{seq->kv_len} + steps);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
       return -1;
@@ -60,7 +60,7 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
     for (size_t i = 0; i < n; ++i) {
       Sequence &seq = *seqs[i];
       if (seq.finished()) continue;  // stopped earlier in the chain, or cancelled by a callback
-      seq.kv_len += 1;
+      kv_.advance(seq, 1);
       // Draw j used the counter it was given plus j; the next step starts after it.
       if (!seq.req.sampling.greedy()) seq.rng.set_counter(rules[i].rng_counter + j + 1);
       commit_token(seq, tokens[static_cast<size_t>(j) * n + i], nullptr);

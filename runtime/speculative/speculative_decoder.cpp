@@ -372,7 +372,7 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
 }
 
 bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
-                                       BackendContext &context, KvPool &pool,
+                                       BackendContext &context, SequenceKv &kv,
                                        ChainedDrafts *chain) {
   if (!device_ || max_gamma == 0) return false;
   for (RoundWork &w : work) {
@@ -383,7 +383,7 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
   if (chain->seqs.empty()) return false;
   for (RoundWork *w : chain->seqs) {
     try {
-      pool.reserve(w->seq->page_table, int64_t{w->seq->kv_len} + max_gamma + 1);
+      kv.reserve(*w->seq, int64_t{w->seq->kv_len} + max_gamma + 1);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
       chain->seqs.clear();
@@ -510,7 +510,7 @@ void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
 }
 
 void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
-                               KvPool &pool, const CommitFn &commit, const FailFn &fail_seq) {
+                               SequenceKv &kv, const CommitFn &commit, const FailFn &fail_seq) {
   const int32_t vocab = config_.vocab_size;
   RoundTrace trace;
   // Per sequence: how many drafts this round (never more than max_tokens allows).
@@ -527,7 +527,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
            {},
            {}};
     try {
-      pool.reserve(seq->page_table, int64_t{seq->kv_len} + w.gamma + 1);
+      kv.reserve(*seq, int64_t{seq->kv_len} + w.gamma + 1);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
       fail_seq(*seq, VEGAS_ERR_KV_FULL);
@@ -539,11 +539,11 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     if (query_aware_) {  // the draft passes select from [0, kv_len), the committed tokens
       QueryAwarePlan plan;
       policy_->query_aware_plan(seq->kv_len, knobs(st), &plan);
-      if (plan.page_size != pool.page_size())
+      if (plan.page_size != kv.pool().page_size())
         fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy + "' scores pages of " +
                                              std::to_string(plan.page_size) +
                                              " tokens, but draft passes score the KV pages of " +
-                                             std::to_string(pool.page_size()));
+                                             std::to_string(kv.pool().page_size()));
       w.st->quest.prefix = seq->kv_len;
       w.st->quest.budget = plan.budget;
     }
@@ -569,7 +569,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   // Chained drafts are begun here and read while the verify pass, enqueued
   // behind them with their draws fed on the device, runs.
   ChainedDrafts chain;
-  const bool chain_begun = by_candidates && begin_chained(work, max_gamma, context, pool, &chain);
+  const bool chain_begun = by_candidates && begin_chained(work, max_gamma, context, kv, &chain);
   for (int32_t j = chain_begun ? max_gamma : 0; j < max_gamma; ++j) {
     ForwardBatch batch;
     std::vector<Work *> in_batch;
@@ -739,7 +739,9 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
                                                        : ResidualRule::kLossless);
         }
       },
-      !(by_candidates && cands.picked()) || work.size() >= threaded_round_seqs());
+      // The device's records are read, not computed: no threads for them.
+      accepted.empty() &&
+          (!(by_candidates && cands.picked()) || work.size() >= threaded_round_seqs()));
 
   trace.mark("accept");
   // Commit (session callbacks: one thread, in order), then select.
@@ -771,8 +773,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
     if (seq.finished()) continue;
     // t0 and the accepted drafts now hold exact K/V; the rest is rolled back.
-    seq.kv_len = old_kv + 1 + result.n_accepted;
-    pool.truncate(seq.page_table, seq.kv_len + 1);
+    kv.settle(seq, old_kv + 1 + result.n_accepted);
     if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
       RoundObservation obs = cost;
       obs.drafted = w.gamma;

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "kv/kv_pool.h"
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
 #include "session/sequence.h"
+#include "session/sequence_kv.h"
 #include "speculative/auto_tuning.h"
 
 namespace vegas {
@@ -100,7 +100,7 @@ class SpeculativeDecoder {
 
   // One speculative round for sequences whose prompt is fully in the KV cache
   // and whose newest token is pending.
-  void round(const std::vector<Sequence *> &seqs, BackendContext &context, KvPool &pool,
+  void round(const std::vector<Sequence *> &seqs, BackendContext &context, SequenceKv &kv,
              const CommitFn &commit, const FailFn &fail_seq);
 
   // The sequence ended: drop its state.
@@ -154,7 +154,7 @@ class SpeculativeDecoder {
   // (the caller drafts pass by pass); else the verify pass follows with the
   // draws fed on the device (chain_feed), and finish_chained reads them.
   bool begin_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
-                     KvPool &pool, ChainedDrafts *chain);
+                     SequenceKv &kv, ChainedDrafts *chain);
   // Per token row of the verification of `work`: the chain draw it takes, or -1.
   static std::vector<int32_t> chain_feed(const std::vector<RoundWork> &work,
                                          const ChainedDrafts &chain);

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "kv/kv_pool.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
 #include "session/sequence.h"
+#include "session/sequence_kv.h"
 #include "speculative/speculative_decoder.h"
 
 namespace vegas::test {
@@ -48,9 +48,11 @@ class SharedPrefixRunner {
     cp.max_rows = std::max(prefill_chunk, max_gamma + 1);
     cp.key_bounds = true;  // for quest; the other policies never read the bounds
     context_ = model_.backend().create_context(cp);
-    pool_ = std::make_unique<KvPool>(cp.num_pages, kPageSize);
+    kv_ = std::make_unique<SequenceKv>(cp.num_pages, kPageSize, /*prefix_cache=*/false);
     max_context_ = cp.num_pages * kPageSize;
-    pool_->reserve(prefix_table_, n - 1);
+    Sequence prefix(-1, SequenceRequest{}, nullptr);  // holds the shared prefix's pages
+    kv_->reserve(prefix, n - 1);
+    prefix_table_ = prefix.page_table;
     for (int32_t start = 0; start < n - 1; start += prefill_chunk) {
       SeqRows r;
       r.tokens = prompt_.data() + start;
@@ -79,14 +81,14 @@ class SharedPrefixRunner {
     seq.kv_len = static_cast<int32_t>(prompt_.size()) - 1;
     // Whatever happens, give back only the pages this run added.
     struct PageGuard {
-      KvPool &pool;
+      SequenceKv &kv;
       Sequence &seq;
-      int64_t prefix_tokens;
+      int32_t prefix_tokens;
       ~PageGuard() {
-        pool.truncate(seq.page_table, prefix_tokens);
+        kv.settle(seq, prefix_tokens - 1);  // keeps the pages of prefix_tokens positions
         seq.page_table.clear();
       }
-    } guard{*pool_, seq, static_cast<int64_t>(prompt_.size()) - 1};
+    } guard{*kv_, seq, static_cast<int32_t>(prompt_.size()) - 1};
 
     auto commit = [&](Sequence &s, int32_t token, const float * /*row*/ = nullptr) {
       s.tokens.push_back(token);
@@ -98,7 +100,7 @@ class SharedPrefixRunner {
     };
 
     // The last prompt row: the final prefill chunk of a session.
-    pool_->reserve(seq.page_table, seq.kv_len + 1);
+    kv_->reserve(seq, seq.kv_len + 1);
     SeqRows r;
     r.tokens = prompt_.data() + seq.kv_len;
     r.n_tokens = 1;
@@ -110,7 +112,7 @@ class SharedPrefixRunner {
     ForwardBatch batch;
     batch.seqs.push_back(r);
     const float *logits = context_->forward(batch);
-    seq.kv_len += 1;
+    kv_->advance(seq, 1);
     TokenDistribution dist;
     std::vector<int32_t> history;
     if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
@@ -118,7 +120,7 @@ class SharedPrefixRunner {
     commit(seq, seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform()));
     if (!seq.finished()) decoder.select_after_prefill(seq);
 
-    while (!seq.finished()) decoder.round({&seq}, *context_, *pool_, commit, fail_seq);
+    while (!seq.finished()) decoder.round({&seq}, *context_, *kv_, commit, fail_seq);
     if (seq.status != VEGAS_OK)
       throw std::runtime_error(std::string("speculative run failed: ") +
                                vegas_status_name(seq.status));
@@ -137,7 +139,7 @@ class SharedPrefixRunner {
   const Model &model_;
   std::vector<int32_t> prompt_;
   std::unique_ptr<BackendContext> context_;
-  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<SequenceKv> kv_;
   std::vector<int32_t> prefix_table_;
   int32_t max_context_ = 0;
 };

@@ -132,12 +132,12 @@ inline void check_eviction(vegas_model *model, const Tokenizer &tokenizer) {
 
 // prefix_cache 0: no hits (and the same tokens); other values are refused.
 inline void check_off_and_bad_values(vegas_model *model, const Tokenizer &tokenizer) {
-  const std::vector<int32_t> a = public_prompt(tokenizer, "-2k", 0, 600);
+  const std::vector<int32_t> a = public_prompt(tokenizer, "-2k", 0, 200);
   const Outcome off = run(model, options(VEGAS_MODE_VANILLA, 0), {{a}, {a}});
   EXPECT_EQ(off.hits[1], 0);
   EXPECT_EQ(off.tokens[0], off.tokens[1]);
   const Outcome on = run(model, options(VEGAS_MODE_VANILLA, 1), {{a}, {a}});
-  EXPECT_EQ(on.hits[1], 592);  // 598 tokens allowed (two left to prefill): 37 pages
+  EXPECT_EQ(on.hits[1], 192);  // 198 tokens allowed (two left to prefill): 12 pages
   EXPECT_EQ(on.tokens[1], off.tokens[0]);
   vegas_session_options bad = options(VEGAS_MODE_VANILLA, 2);
   vegas_session *session = nullptr;

@@ -179,8 +179,7 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   cand_k_host_.reserve(r * sizeof(int32_t), "logit candidates");
   cand_out_host_.reserve(cand_ints * sizeof(int32_t), "logit candidates");
   // A device-selected record holds up to every slot of the pool per layer.
-  sel_stride_ = static_cast<int32_t>(slots);
-  sel_words_ = 2 + int64_t{c.n_layers} * (1 + sel_stride_);
+  selection_ = std::make_unique<DeviceSelectionSets>(c.n_layers, slots);
   if (params_.key_bounds) {  // quest drafting
     if (!kernels::quest_select_supports(c.n_heads, c.head_dim))
       fail(VEGAS_ERR_UNSUPPORTED,
@@ -193,8 +192,6 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
     check(cudaMemsetAsync(key_min_.get(), 0, bound_bytes, stream_), "quest key bounds");
     check(cudaMemsetAsync(key_max_.get(), 0, bound_bytes, stream_), "quest key bounds");
   }
-  check(cudaEventCreate(&sel_begin_), "cudaEventCreate");
-  check(cudaEventCreate(&sel_end_), "cudaEventCreate");
   // VEGAS_CUDA_TRACE=1: one line per forward call on stderr (launch shape,
   // host staging, device and wall time), for finding where a step's time goes.
   const char *trace = std::getenv("VEGAS_CUDA_TRACE");
@@ -248,8 +245,6 @@ CudaContext::~CudaContext() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
-  if (sel_begin_) cudaEventDestroy(sel_begin_);
-  if (sel_end_) cudaEventDestroy(sel_end_);
   if (chain_done_) cudaEventDestroy(chain_done_);
   if (chain_tables_read_) cudaEventDestroy(chain_tables_read_);
   if (trace_begin_) cudaEventDestroy(trace_begin_);
@@ -257,126 +252,19 @@ CudaContext::~CudaContext() {
   if (trace_end_) cudaEventDestroy(trace_end_);
 }
 
-int32_t CudaContext::selection_offset(int32_t key) {
-  auto it = sel_slot_.find(key);
-  if (it == sel_slot_.end()) {
-    if (sel_free_.empty()) {
-      const int32_t grown = std::max(4, 2 * sel_slots_);
-      if (grown * sel_words_ > INT32_MAX - 2)
-        fail(VEGAS_ERR_OUT_OF_MEMORY, "CUDA: device selection sets of " + std::to_string(grown) +
-                                          " sequences exceed 2^31 entries");
-      DeviceBuffer bigger(static_cast<size_t>(grown * sel_words_) * sizeof(int32_t),
-                          "device selection sets");
-      if (sel_slots_ > 0)
-        check(cudaMemcpyAsync(bigger.get(), sel_records_.get(), sel_records_.bytes(),
-                              cudaMemcpyDeviceToDevice, stream_),
-              "selection sets copy");
-      check(cudaStreamSynchronize(stream_), "stream sync");
-      sel_records_ = std::move(bigger);
-      graphs_.clear();  // graphs hold the old address
-      for (int32_t slot = grown - 1; slot >= sel_slots_; --slot) sel_free_.push_back(slot);
-      sel_slots_ = grown;
-    }
-    it = sel_slot_.emplace(key, sel_free_.back()).first;
-    sel_free_.pop_back();
-  }
-  return static_cast<int32_t>(it->second * sel_words_);
-}
-
 void CudaContext::forget_selection(int32_t key) {
-  auto it = sel_slot_.find(key);
-  if (it == sel_slot_.end()) return;
-  sel_free_.push_back(it->second);
-  sel_slot_.erase(it);
-  sel_deferred_.erase(key);
-}
-
-void CudaContext::collect_select_time() {
-  if (!sel_timed_) return;
-  check(cudaEventSynchronize(sel_end_), "selection timing");
-  float ms = 0.0f;
-  check(cudaEventElapsedTime(&ms, sel_begin_, sel_end_), "selection timing");
-  select_seconds_ += ms * 1e-3;
-  sel_timed_ = false;
+  selection_->forget(key);
 }
 
 double CudaContext::take_select_seconds() {
-  // Without waiting: a round asks right after launching its deferred
-  // selection, and a wait here kept the host from staging the next round
-  // while the selection ran. A selection still running counts at the next call.
-  if (sel_timed_) {
-    const cudaError_t e = cudaEventQuery(sel_end_);
-    if (e == cudaSuccess)
-      collect_select_time();
-    else if (e == cudaErrorNotReady)
-      (void)cudaGetLastError();  // still running: not an error
-    else
-      check(e, "selection timing");
-  }
-  return std::exchange(select_seconds_, 0.0);
-}
-
-void CudaContext::launch_select(const std::vector<kernels::KvSelectDesc> &descs, int32_t cap_slots,
-                                int32_t cap_stride) {
-  if (descs.empty()) return;
-  // The previous request's upload must be done before its pinned source is
-  // rewritten; the timing events of that request are read first.
-  collect_select_time();
-  const ModelConfig &c = model_.config();
-  int32_t max_n = 1;
-  for (const kernels::KvSelectDesc &d : descs) max_n = std::max(max_n, d.n);
-  const size_t key_bytes = descs.size() * size_t{static_cast<uint32_t>(c.n_layers)} *
-                           static_cast<size_t>(max_n) * sizeof(uint32_t);
-  if (key_bytes > sel_keys_.bytes()) {
-    check(cudaStreamSynchronize(stream_), "stream sync");
-    sel_keys_.allocate(std::max(key_bytes, 2 * sel_keys_.bytes()), "selection scratch");
-  }
-  const size_t desc_bytes = descs.size() * sizeof(kernels::KvSelectDesc);
-  if (desc_bytes > sel_desc_.bytes()) {
-    check(cudaStreamSynchronize(stream_), "stream sync");
-    sel_desc_.allocate(std::max(desc_bytes, 2 * sel_desc_.bytes()), "selection requests");
-  }
-  sel_desc_host_.reserve(desc_bytes, "selection requests");
-  std::copy(descs.begin(), descs.end(), sel_desc_host_.get<kernels::KvSelectDesc>());
-  check(cudaMemcpyAsync(sel_desc_.get(), sel_desc_host_.get(), desc_bytes, cudaMemcpyHostToDevice,
-                        stream_),
-        "selection requests upload");
-  kernels::KvSelectParams p;
-  p.desc = sel_desc_.get<kernels::KvSelectDesc>();
-  p.n_seqs = static_cast<int32_t>(descs.size());
-  p.n_layers = c.n_layers;
-  p.n_heads = c.n_heads;
-  p.cap_logits = as<kernels::f16>(cap_logits_);
-  p.cap_lse = as<float>(cap_lse_);
-  p.cap_slots = cap_slots;
-  p.cap_stride = cap_stride;
-  p.keys = sel_keys_.get<uint32_t>();
-  p.key_stride = max_n;
-  p.records = sel_records_.get<int32_t>();
-  check(cudaEventRecord(sel_begin_, stream_), "cudaEventRecord");
-  check(kernels::kv_select(p, stream_), "kv_select");
-  check(cudaEventRecord(sel_end_, stream_), "cudaEventRecord");
-  sel_timed_ = true;
+  return selection_->take_seconds();
 }
 
 void CudaContext::select_deferred(const std::vector<DeferredSelect> &items) {
   model_.activate();
-  std::vector<kernels::KvSelectDesc> descs;
-  for (const DeferredSelect &item : items) {
-    auto it = sel_deferred_.find(item.key);
-    if (it == sel_deferred_.end())
-      fail(VEGAS_ERR_INVALID_ARGUMENT,
-           "select_deferred: no deferred capture for key " + std::to_string(item.key));
-    kernels::KvSelectDesc d = it->second;
-    if (item.row < 0 || item.row >= d.n_rows)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, "select_deferred: row " + std::to_string(item.row) +
-                                           " outside the " + std::to_string(d.n_rows) +
-                                           " captured rows of key " + std::to_string(item.key));
-    d.first_slot += item.row;
-    d.n_rows = 1;
-    descs.push_back(d);
-  }
-  launch_select(descs, sel_deferred_slots_, sel_deferred_stride_);
+  const ModelConfig &c = model_.config();
+  selection_->launch_deferred(stream_, items, as<kernels::f16>(cap_logits_), as<float>(cap_lse_),
+                              c.n_layers, c.n_heads);
 }
 
 void CudaContext::grow_quest_keys(int32_t n_seqs) {
@@ -544,12 +432,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int64_t quest_at = pages + extra;             // quest records follow the uploaded ones
   st.table_from = static_cast<int32_t>(pages);  // the sparse records go up every step
   pending_.clear();
-  sel_step_.clear();
-  if (cap_slots > 0) {
-    sel_deferred_.clear();  // this step overwrites the captures they point into
-    sel_deferred_slots_ = cap_slots;
-    sel_deferred_stride_ = cap_stride;
-  }
+  selection_->begin_step(cap_slots > 0, cap_slots, cap_stride);
   int64_t useful_splits = 1;
   const int32_t ps = params_.page_size;
   int32_t si = 0;  // staged sequence: batch sequences, captured ones split (capture_split)
@@ -590,12 +473,12 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     sparse_off[si] = -1;
     if (s.device_sparse_key >= 0) {
-      const auto found = sel_slot_.find(s.device_sparse_key);
-      if (found == sel_slot_.end())
+      const int64_t found = selection_->find(s.device_sparse_key);
+      if (found < 0)
         fail(VEGAS_ERR_INVALID_ARGUMENT,
              "forward batch: sequence " + std::to_string(i) + " drafts with device set " +
                  std::to_string(s.device_sparse_key) + ", which no step selected");
-      sparse_off[si] = -2 - static_cast<int32_t>(found->second * sel_words_);
+      sparse_off[si] = -2 - static_cast<int32_t>(found);
     }
     if (s.sparse) {
       const SparseAttention &sp = *s.sparse;
@@ -631,13 +514,12 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       d.scored = ds.scored;
       d.first_slot = slot;
       d.n_rows = s.capture->n_rows;
-      d.record_off = selection_offset(ds.key);
-      d.stride = sel_stride_;
+      bool moved = false;
+      d.record_off = selection_->offset(ds.key, stream_, &moved);
+      if (moved) graphs_.clear();  // graphs hold the old address
+      d.stride = selection_->stride();
       d.weight = ds.weight ? 1 : 0;
-      if (ds.deferred)
-        sel_deferred_[ds.key] = d;
-      else
-        sel_step_.push_back(d);
+      selection_->request(ds.key, d, ds.deferred);
     } else if (s.capture && s.capture->n_rows > 0) {
       pending_.push_back({s.capture, slot});
     }
@@ -758,7 +640,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   ap.read_ahead = s.quest || s.split_tail ? 0 : 1;
   ap.total_rows = s.rows;
   ap.sparse_data = tables();
-  ap.sparse_device = as<int32_t>(sel_records_);
+  ap.sparse_device = selection_->records();
   ap.seq_sparse_off = meta(s, kSeqSparseOff);
   ap.n_layers = c.n_layers;
   ap.row_cap_slot = meta(s, kRowCapSlot);
@@ -1006,7 +888,8 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
   else
     enqueue(s, with_argmax);
   if (trace_) check(cudaEventRecord(trace_forward_, stream_), "cudaEventRecord");
-  launch_select(sel_step_, s.cap_slots, s.cap_stride);
+  selection_->launch_step(stream_, as<kernels::f16>(cap_logits_), as<float>(cap_lse_), s.cap_slots,
+                          s.cap_stride, model_.config().n_layers, model_.config().n_heads);
   if (trace_) {
     check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
     trace_enqueue_ms_ =

@@ -22,6 +22,7 @@
 #include "backend/cuda/decode_graphs.h"
 #include "backend/cuda/device_acceptance.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
 #include "kv_select.cuh"
 #include "sampling.cuh"
@@ -223,33 +224,13 @@ class CudaContext : public BackendContext {
   };
   std::optional<PendingCandidates> pending_cand_;
 
-  // Device selection (kernels/kv_select.cuh). Each key owns a slot of
-  // sel_words_ ints in sel_records_ holding its sparse record; the step's
-  // requests are staged in sel_desc_host_ and run after the layers.
-  int32_t selection_offset(int32_t key);  // the key's record, a slot made on first use
-  void launch_select(const std::vector<kernels::KvSelectDesc> &descs, int32_t cap_slots,
-                     int32_t cap_stride);
-  void collect_select_time();
-  DeviceBuffer sel_records_, sel_keys_, sel_desc_;
-  PinnedBuffer sel_desc_host_;
-  std::map<int32_t, int32_t> sel_slot_;  // key -> slot
-  std::vector<int32_t> sel_free_;
-  int32_t sel_slots_ = 0;
-  int64_t sel_words_ = 0;
-  int32_t sel_stride_ = 0;  // positions per layer in a record
-  std::vector<kernels::KvSelectDesc> sel_step_;
-  // Deferred requests of the last capture step, by key, with its capture shape.
-  std::map<int32_t, kernels::KvSelectDesc> sel_deferred_;
-  int32_t sel_deferred_slots_ = 0, sel_deferred_stride_ = 0;
+  std::unique_ptr<DeviceSelectionSets> selection_;  // the sets selected on the device
   // Quest drafting (ContextParams::key_bounds, kernels/quest_select.cuh): per
   // layer and KV page the min/max of its keys, [n_layers][num_pages][kv_dim]
   // bf16 each, re-bounded after every step for the pages it wrote; the page
   // scores of each quest sequence, [quest_key_rows_][num_pages].
   DeviceBuffer key_min_, key_max_, quest_keys_;
   int32_t quest_key_rows_ = 0;
-  cudaEvent_t sel_begin_ = nullptr, sel_end_ = nullptr;
-  bool sel_timed_ = false;  // an event pair is recorded and not yet read
-  double select_seconds_ = 0.0;
   bool trace_ = false;
   // Device events around a step (its forward pass ends at trace_forward_), and
   // the host's time spent enqueueing it: where device time is no more than

@@ -4,5 +4,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VEGAS_BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGAS_WERROR=ON "$@" >/dev/null
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGAS_WERROR=ON \
+  -DVEGAS_SAMPLES_O1=OFF "$@" >/dev/null
 cmake --build "$build" -j "$(nproc)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CPU test suite under sanitizers, CUDA off, -O1 (cheap enough for CI):
-#   asan: every unit and ABI test under ASan + UBSan (LeakSanitizer included),
+#   asan: every unit and ABI test against the library built with ASan + UBSan
+#         (LeakSanitizer included; the test programs themselves uninstrumented),
 #         except the few 2K-token model runs listed in $heavy, which take 3-10
 #         minutes each under ASan and run no code the smaller tests do not;
 #   tsan: the threading tests (test_abi_threads, test_worker_pool) under TSan.
@@ -24,14 +25,17 @@ heavy+='|PrefixCache\.(SecondRequestPrefillsOnlyTheDifference|EvictionNeverTouch
 # The chi-square tests of speculative sampling (2.5 minutes of arithmetic under
 # ASan): AcceptSampledLossless runs the same acceptance code on fewer draws.
 heavy+='|SpeculativeSampling\.'
-configure() {  # build dir, sanitizers
-  cmake -S "$root" -B "$1" -G Ninja -DVEGAS_CUDA=OFF -DVEGAS_SANITIZE="$2" \
+configure() {  # build dir, sanitizers, then more cmake arguments
+  local dir=$1 san=$2
+  shift 2
+  cmake -S "$root" -B "$dir" -G Ninja -DVEGAS_CUDA=OFF -DVEGAS_SANITIZE="$san" "$@" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
 }
 if [ "$which" = asan ] || [ "$which" = all ]; then
   build=${VEGAS_ASAN_BUILD_DIR:-$root/build-asan}
-  configure "$build" "address;undefined"
+  # The library instrumented; the test programs only link the runtime.
+  configure "$build" "address;undefined" -DVEGAS_SANITIZE_LIBRARY_ONLY=ON
   mapfile -t targets < <(ninja -C "$build" -t targets all |
                          sed -nE 's/^((test_|abi_)[a-z0-9_]+): phony$/\1/p')
   cmake --build "$build" -j "$(nproc)" --target vegas "${targets[@]}"

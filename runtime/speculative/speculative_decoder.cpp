@@ -509,23 +509,39 @@ void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
   }
 }
 
-void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
-                               SequenceKv &kv, const CommitFn &commit, const FailFn &fail_seq) {
-  const int32_t vocab = config_.vocab_size;
-  RoundTrace trace;
-  // Per sequence: how many drafts this round (never more than max_tokens allows).
-  using Work = RoundWork;
-  std::vector<Work> work;
+// What the phases of one round share: how the passes return their rows,
+// the chain begun for the drafts, the device's acceptance records.
+struct SpeculativeDecoder::RoundState {
+  // When every rule reads only the top of its logit rows (greedy, or top-k
+  // up to kMaxCandidateTopK, no penalties), the draft and verify passes
+  // return those candidates instead of the vocabulary rows: on a GPU, a few
+  // pairs per row cross to the host instead of the row, and the host builds
+  // each distribution from them.
+  bool by_candidates = true;
+  PassCandidates cands;
+  std::vector<int32_t> cand_k;
+  const float *vlogits = nullptr;  // the verify rows, when not by candidates
+  ChainedDrafts chain;
+  bool chain_begun = false, chain_read = false;
+  std::vector<BackendContext::AcceptedOnDevice> accepted;  // empty: the host accepts
+  std::vector<int64_t> row_base;                           // each sequence's first verify row
+  std::vector<std::vector<int32_t>> verify_tokens;
+};
+
+std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::plan_round(
+    const std::vector<Sequence *> &seqs, SequenceKv &kv, const FailFn &fail_seq) {
+  std::vector<RoundWork> work;
   for (Sequence *seq : seqs) {
+    // How many drafts this round (never more than max_tokens allows).
     const int32_t remaining = seq->req.max_tokens - seq->n_generated();
     SeqState &st = state(*seq);
-    Work w{seq,
-           &st,
-           std::max(0, std::min(st.tuning.gamma, remaining - 1)),
-           // Logprobs read the whole verify rows: no candidates this round.
-           seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
-           {},
-           {}};
+    RoundWork w{seq,
+                &st,
+                std::max(0, std::min(st.tuning.gamma, remaining - 1)),
+                // Logprobs read the whole verify rows: no candidates this round.
+                seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
+                {},
+                {}};
     try {
       kv.reserve(*seq, int64_t{seq->kv_len} + w.gamma + 1);
     } catch (const Error &e) {
@@ -549,42 +565,28 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
     work.push_back(std::move(w));
   }
-  if (work.empty()) return;
-  // When every rule reads only the top of its logit rows (greedy, or top-k
-  // up to kMaxCandidateTopK, no penalties), the draft and verify passes
-  // return those candidates instead of the vocabulary rows: on a GPU, a few
-  // pairs per row cross to the host instead of the row, and the host builds
-  // each distribution from them.
-  bool by_candidates = true;
-  for (const Work &w : work) by_candidates = by_candidates && w.k > 0;
-  PassCandidates cands;
-  std::vector<int32_t> cand_k;
+  return work;
+}
 
-  trace.mark("prepare");
-  // Draft: γ single-row sparse forward passes, batched over the sequences.
-  const double t_draft = now_seconds();
-  int32_t max_gamma = 0;
-  for (const Work &w : work) max_gamma = std::max(max_gamma, w.gamma);
+void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma,
+                                            BackendContext &context, RoundState &rs) {
+  const int32_t vocab = config_.vocab_size;
   std::vector<int32_t> inputs(work.size());
-  // Chained drafts are begun here and read while the verify pass, enqueued
-  // behind them with their draws fed on the device, runs.
-  ChainedDrafts chain;
-  const bool chain_begun = by_candidates && begin_chained(work, max_gamma, context, kv, &chain);
-  for (int32_t j = chain_begun ? max_gamma : 0; j < max_gamma; ++j) {
+  for (int32_t j = 0; j < max_gamma; ++j) {
     ForwardBatch batch;
-    std::vector<Work *> in_batch;
+    std::vector<RoundWork *> in_batch;
     for (size_t i = 0; i < work.size(); ++i) {
-      Work &w = work[i];
+      RoundWork &w = work[i];
       if (j >= w.gamma) continue;
       inputs[i] = j == 0 ? w.seq->tokens.back() : w.drafts[static_cast<size_t>(j - 1)];
       batch.seqs.push_back(draft_row(w, j, &inputs[i]));
       in_batch.push_back(&w);
     }
     const float *logits = nullptr;
-    if (by_candidates) {
-      cand_k.clear();
-      for (const Work *w : in_batch) cand_k.push_back(w->k);
-      cands.run(context, batch, cand_k, vocab);
+    if (rs.by_candidates) {
+      rs.cand_k.clear();
+      for (const RoundWork *w : in_batch) rs.cand_k.push_back(w->k);
+      rs.cands.run(context, batch, rs.cand_k, vocab);
     } else {
       logits = context.forward(batch);
     }
@@ -592,10 +594,10 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     parallel_rows(
         static_cast<int64_t>(in_batch.size()),
         [&](int64_t b) {
-          Work &w = *in_batch[static_cast<size_t>(b)];
+          RoundWork &w = *in_batch[static_cast<size_t>(b)];
           TokenDistribution &q = w.q[static_cast<size_t>(j)];
-          if (by_candidates) {
-            build_distribution_from_candidates(cands.row(static_cast<size_t>(b)),
+          if (rs.by_candidates) {
+            build_distribution_from_candidates(rs.cands.row(static_cast<size_t>(b)),
                                                w.seq->req.sampling, &q);
           } else {
             std::vector<int32_t> row_history;
@@ -605,30 +607,21 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
           w.drafts[static_cast<size_t>(j)] =
               w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
         },
-        !(by_candidates && cands.picked()) || in_batch.size() >= threaded_round_seqs());
+        !(rs.by_candidates && rs.cands.picked()) || in_batch.size() >= threaded_round_seqs());
   }
-  // With a chain, the drafts end when the host has read them (in the verify call).
-  double t_verify = now_seconds(), draft_seconds = 0.0;
-  auto count_drafts = [&] {
-    draft_seconds = t_verify - t_draft;
-    if (query_aware_) {  // the selection ran inside the draft passes: count it apart
-      const double select_s = context.take_select_seconds();
-      draft_seconds -= select_s;
-      totals_.select_seconds += select_s;
-    }
-    totals_.draft_seconds += draft_seconds;
-    trace.mark("draft");
-  };
-  if (!chain_begun) count_drafts();
+}
 
-  // Verify: γ+1 full-attention rows per sequence, with the scores the policy needs.
+ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, RoundState &rs) {
+  // γ+1 full-attention rows per sequence, with the scores the policy needs.
   const ScoreRows score_rows = policy_->needs().score_rows;
-  std::vector<std::vector<int32_t>> verify_tokens(work.size());
+  rs.verify_tokens.assign(work.size(), {});
+  rs.row_base.assign(work.size(), 0);
   ForwardBatch verify;
   for (size_t i = 0; i < work.size(); ++i) {
-    Work &w = work[i];
+    RoundWork &w = work[i];
     w.verified = w.gamma;
-    std::vector<int32_t> &vt = verify_tokens[i];
+    if (i > 0) rs.row_base[i] = rs.row_base[i - 1] + work[i - 1].gamma + 1;
+    std::vector<int32_t> &vt = rs.verify_tokens[i];
     vt.push_back(w.seq->tokens.back());
     vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());  // zeros for fed chain draws
     SeqRows r;
@@ -647,80 +640,74 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     }
     verify.seqs.push_back(r);
   }
-  const float *vlogits = nullptr;
-  bool chain_read = false;
-  if (by_candidates) {
-    cand_k.clear();
-    for (const Work &w : work) cand_k.insert(cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
-    if (chain_begun) {
-      // The chain's draws and q are read while the verify pass runs.
-      const std::vector<int32_t> fed = chain_feed(work, chain);
-      const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, chain);
-      const bool began = cands.run_fed(context, verify, cand_k, vocab, fed.data(),
-                                       params_.debug_host_acceptance ? nullptr : &specs, [&] {
-                                         chain_read = finish_chained(chain, context);
-                                         t_verify = now_seconds();
-                                         count_drafts();
-                                         // With the acceptance on the device, q is built only for a
-                                         // sequence the device hands back (a candidate overflow).
-                                         if (!chain_read)
-                                           drop_chained_drafts(chain);
-                                         else if (!cands.accept_begun())
-                                           build_chained_q(chain);
-                                       });
-      if (!began)
-        fail(VEGAS_ERR_INTERNAL, "the backend began a draft chain but no verify pass behind it");
-    } else {
-      cands.run(context, verify, cand_k, vocab);
-    }
-  } else {
-    vlogits = context.forward(verify);
+  return verify;
+}
+
+void SpeculativeDecoder::run_verify(std::vector<RoundWork> &work, const ForwardBatch &verify,
+                                    BackendContext &context, RoundState &rs,
+                                    const std::function<void()> &drafts_read) {
+  if (!rs.by_candidates) {
+    rs.vlogits = context.forward(verify);
+    return;
   }
+  const int32_t vocab = config_.vocab_size;
+  rs.cand_k.clear();
+  for (const RoundWork &w : work)
+    rs.cand_k.insert(rs.cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
+  if (!rs.chain_begun) {
+    rs.cands.run(context, verify, rs.cand_k, vocab);
+    return;
+  }
+  // The chain's draws (and, with the acceptance on the host, q) are read
+  // while the verify pass runs.
+  const std::vector<int32_t> fed = chain_feed(work, rs.chain);
+  const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, rs.chain);
+  const bool began = rs.cands.run_fed(context, verify, rs.cand_k, vocab, fed.data(),
+                                      params_.debug_host_acceptance ? nullptr : &specs, [&] {
+                                        rs.chain_read = finish_chained(rs.chain, context);
+                                        drafts_read();
+                                        // With the acceptance on the device, q is built only for a
+                                        // sequence the device hands back (a candidate overflow).
+                                        if (!rs.chain_read)
+                                          drop_chained_drafts(rs.chain);
+                                        else if (!rs.cands.accept_begun())
+                                          build_chained_q(rs.chain);
+                                      });
+  if (!began)
+    fail(VEGAS_ERR_INTERNAL, "the backend began a draft chain but no verify pass behind it");
   // The device's acceptance, where the chain's drafts were read (else they
   // were dropped after the device tested them).
-  std::vector<BackendContext::AcceptedOnDevice> accepted;
-  if (cands.accept_begun()) {
-    context.end_accept(&accepted);
-    if (!chain_read) accepted.clear();
+  if (rs.cands.accept_begun()) {
+    context.end_accept(&rs.accepted);
+    if (!rs.chain_read) rs.accepted.clear();
   }
-  double verify_seconds = now_seconds() - t_verify;
-  if (device_) {  // the selection kernel ran inside the verify pass: count it apart
-    const double select_s = context.take_select_seconds();
-    verify_seconds -= select_s;
-    totals_.select_seconds += select_s;
-  }
-  totals_.verify_seconds += verify_seconds;
-  trace.mark("verify");
-  // What the round cost, for the tuning of each sequence's γ and ratio.
-  RoundObservation cost;
-  cost.draft_step_seconds = max_gamma > 0 ? draft_seconds / max_gamma : 0.0;
-  cost.verify_seconds = verify_seconds;
-  cost.verify_rows = verify.total_rows();
+}
 
-  // Accept: per sequence, independent of the others, so in parallel.
-  std::vector<AcceptResult> results(work.size());
-  std::vector<int64_t> row_base(work.size(), 0);
-  for (size_t i = 1; i < work.size(); ++i) row_base[i] = row_base[i - 1] + work[i - 1].verified + 1;
+void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &rs,
+                                      std::vector<AcceptResult> *results) {
+  const int32_t vocab = config_.vocab_size;
+  results->assign(work.size(), AcceptResult{});
+  // Per sequence, independent of the others, so in parallel.
   parallel_rows(
       static_cast<int64_t>(work.size()),
       [&](int64_t wi) {
-        Work &w = work[static_cast<size_t>(wi)];
+        RoundWork &w = work[static_cast<size_t>(wi)];
         Sequence &seq = *w.seq;
-        AcceptResult &result = results[static_cast<size_t>(wi)];
-        const int64_t base = row_base[static_cast<size_t>(wi)];
-        if (!accepted.empty() &&
-            take_device_acceptance(w, accepted[static_cast<size_t>(wi)], chain, &result))
+        AcceptResult &result = (*results)[static_cast<size_t>(wi)];
+        const int64_t base = rs.row_base[static_cast<size_t>(wi)];
+        if (!rs.accepted.empty() &&
+            take_device_acceptance(w, rs.accepted[static_cast<size_t>(wi)], rs.chain, &result))
           return;
         std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
         std::vector<int32_t> history;
         auto target = [&](int32_t row) -> const TokenDistribution & {
           TokenDistribution &d = p[static_cast<size_t>(row)];
-          if (by_candidates) {
-            build_distribution_from_candidates(cands.row(static_cast<size_t>(base + row)),
+          if (rs.by_candidates) {
+            build_distribution_from_candidates(rs.cands.row(static_cast<size_t>(base + row)),
                                                seq.req.sampling, &d);
           } else {
             build_history(seq, w.drafts, row, &history);
-            build_distribution(vlogits + (base + row) * vocab, vocab, seq.req.sampling, history,
+            build_distribution(rs.vlogits + (base + row) * vocab, vocab, seq.req.sampling, history,
                                &d);
           }
           return d;
@@ -740,14 +727,20 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
         }
       },
       // The device's records are read, not computed: no threads for them.
-      accepted.empty() &&
-          (!(by_candidates && cands.picked()) || work.size() >= threaded_round_seqs()));
+      rs.accepted.empty() &&
+          (!(rs.by_candidates && rs.cands.picked()) || work.size() >= threaded_round_seqs()));
+}
 
-  trace.mark("accept");
-  // Commit (session callbacks: one thread, in order), then select.
-  std::vector<BackendContext::DeferredSelect> deferred;
+void SpeculativeDecoder::commit_round(std::vector<RoundWork> &work,
+                                      const std::vector<AcceptResult> &results,
+                                      const RoundState &rs, const RoundObservation &cost,
+                                      SequenceKv &kv, const CommitFn &commit,
+                                      std::vector<BackendContext::DeferredSelect> *deferred) {
+  const int32_t vocab = config_.vocab_size;
+  const ScoreRows score_rows = policy_->needs().score_rows;
+  // Session callbacks: one thread, in order; then each sequence's selection.
   for (size_t i = 0; i < work.size(); ++i) {
-    Work &w = work[i];
+    RoundWork &w = work[i];
     Sequence &seq = *w.seq;
     const AcceptResult &result = results[i];
     const int32_t old_kv = seq.kv_len;
@@ -767,7 +760,8 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     for (size_t r = 0; r < result.tokens.size(); ++r) {
       if (seq.finished()) break;
       commit(seq, result.tokens[r],
-             by_candidates ? nullptr : vlogits + (row_base[i] + static_cast<int64_t>(r)) * vocab);
+             rs.by_candidates ? nullptr
+                              : rs.vlogits + (rs.row_base[i] + static_cast<int64_t>(r)) * vocab);
       totals_.committed += 1;
       seq.stats.committed += 1;
     }
@@ -782,7 +776,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
       observe_round(seq, *w.st, obs);
     }
     if (device_) {  // selected by the verify pass, or now from the last accepted row
-      if (w.st->device_select.deferred) deferred.push_back({seq.id, result.n_accepted});
+      if (w.st->device_select.deferred) deferred->push_back({seq.id, result.n_accepted});
       continue;
     }
     if (query_aware_) continue;  // the next round's draft passes select
@@ -793,6 +787,61 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
     select(seq, *w.st, old_kv + 1, last_row);
     totals_.select_seconds += now_seconds() - t_select;
   }
+}
+
+void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
+                               SequenceKv &kv, const CommitFn &commit, const FailFn &fail_seq) {
+  RoundTrace trace;
+  std::vector<RoundWork> work = plan_round(seqs, kv, fail_seq);
+  if (work.empty()) return;
+  RoundState rs;
+  for (const RoundWork &w : work) rs.by_candidates = rs.by_candidates && w.k > 0;
+  trace.mark("prepare");
+
+  // Draft: γ single-row sparse forward passes, batched over the sequences,
+  // chained on the device where the backend can (read while the verify pass,
+  // enqueued behind them with their draws fed on the device, runs).
+  const double t_draft = now_seconds();
+  int32_t max_gamma = 0;
+  for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
+  rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, kv, &rs.chain);
+  if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
+  double t_verify = now_seconds(), draft_seconds = 0.0;
+  auto drafts_read = [&] {
+    t_verify = now_seconds();
+    draft_seconds = t_verify - t_draft;
+    if (query_aware_) {  // the selection ran inside the draft passes: count it apart
+      const double select_s = context.take_select_seconds();
+      draft_seconds -= select_s;
+      totals_.select_seconds += select_s;
+    }
+    totals_.draft_seconds += draft_seconds;
+    trace.mark("draft");
+  };
+  if (!rs.chain_begun) drafts_read();
+
+  // Verify, then accept.
+  const ForwardBatch verify = verify_batch(work, rs);
+  run_verify(work, verify, context, rs, drafts_read);
+  double verify_seconds = now_seconds() - t_verify;
+  if (device_) {  // the selection kernel ran inside the verify pass: count it apart
+    const double select_s = context.take_select_seconds();
+    verify_seconds -= select_s;
+    totals_.select_seconds += select_s;
+  }
+  totals_.verify_seconds += verify_seconds;
+  trace.mark("verify");
+  // What the round cost, for the tuning of each sequence's γ and ratio.
+  RoundObservation cost;
+  cost.draft_step_seconds = max_gamma > 0 ? draft_seconds / max_gamma : 0.0;
+  cost.verify_seconds = verify_seconds;
+  cost.verify_rows = verify.total_rows();
+  std::vector<AcceptResult> results;
+  accept_round(work, rs, &results);
+  trace.mark("accept");
+
+  std::vector<BackendContext::DeferredSelect> deferred;
+  commit_round(work, results, rs, cost, kv, commit, &deferred);
   trace.mark("commit");
   if (!deferred.empty()) context.select_deferred(deferred);
   if (device_) totals_.select_seconds += context.take_select_seconds();

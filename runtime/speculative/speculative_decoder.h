@@ -144,6 +144,30 @@ class SpeculativeDecoder {
     std::vector<int32_t> first_tokens;
   };
 
+  // The phases of round(), in order. RoundState (defined with them) is what
+  // they share: the passes' candidates or rows, the chain, the device's
+  // acceptance records, each sequence's first verify row.
+  struct RoundState;
+  // Each decoding sequence's share of the round, its KV reserved (a sequence
+  // that does not fit ends with KV_FULL).
+  std::vector<RoundWork> plan_round(const std::vector<Sequence *> &seqs, SequenceKv &kv,
+                                    const FailFn &fail_seq);
+  // The drafts one pass at a time, drawn on the host (no chain on the device).
+  void draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                          RoundState &rs);
+  ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs);
+  // Runs the verify pass; behind a chain, `drafts_read` is called once its
+  // draws are read (while the pass runs), and the device accepts where it can.
+  void run_verify(std::vector<RoundWork> &work, const ForwardBatch &verify, BackendContext &context,
+                  RoundState &rs, const std::function<void()> &drafts_read);
+  void accept_round(std::vector<RoundWork> &work, RoundState &rs,
+                    std::vector<AcceptResult> *results);
+  // Commits, rolls the KV of rejected drafts back, feeds the tuning and
+  // selects (or lists the deferred device selections).
+  void commit_round(std::vector<RoundWork> &work, const std::vector<AcceptResult> &results,
+                    const RoundState &rs, const RoundObservation &cost, SequenceKv &kv,
+                    const CommitFn &commit, std::vector<BackendContext::DeferredSelect> *deferred);
+
   // Draft pass j's row of a sequence, on *token.
   SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token) const;
   // Every drafting sequence with a rule without penalties on a

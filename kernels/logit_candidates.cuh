@@ -24,6 +24,28 @@ enum CandidateStatus : int32_t {
   kCandidatesBadRow = -2,    // a NaN or +inf logit, or no finite one
 };
 
+// Where `rows` rows of candidates lie in one int32 block, the form in which
+// passes, the draft chain and the acceptance hand them on:
+// [count: rows][ids: rows x cap][values, float bits: rows x cap].
+struct CandidateLayout {
+  int32_t rows = 0;
+  int32_t cap = 0;
+
+  __host__ __device__ constexpr int64_t ints() const {
+    return int64_t{rows} * (1 + 2 * int64_t{cap});
+  }
+  template <typename Int>
+  __host__ __device__ Int *ids(Int *block, int64_t row = 0) const {
+    return block + rows + row * cap;
+  }
+  __host__ __device__ float *values(int32_t *block, int64_t row = 0) const {
+    return reinterpret_cast<float *>(block + rows + int64_t{rows} * cap + row * cap);
+  }
+  __host__ __device__ const float *values(const int32_t *block, int64_t row = 0) const {
+    return reinterpret_cast<const float *>(block + rows + int64_t{rows} * cap + row * cap);
+  }
+};
+
 struct CandidateParams {
   const float *logits = nullptr;  // [rows][vocab]
   const int32_t *k = nullptr;     // [rows], >= 1 (values below 1 count as 1)

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kWarps = 4;  // sequences per block
 
-// One candidate row of a [count][ids][values] block of `rows` rows.
+// One candidate row of a CandidateLayout block of `rows` rows.
 struct CandidateRow {
   int32_t n = 0;  // count, or a CandidateStatus
   const int32_t *ids = nullptr;
@@ -22,11 +22,11 @@ struct CandidateRow {
 
 __device__ __forceinline__ CandidateRow candidate_row(const int32_t *block, int32_t rows,
                                                       int32_t cap, int32_t row) {
+  const CandidateLayout layout{rows, cap};
   CandidateRow r;
   r.n = block[row];
-  r.ids = block + rows + static_cast<int64_t>(row) * cap;
-  r.values = reinterpret_cast<const float *>(block + rows + static_cast<int64_t>(rows) * cap) +
-             static_cast<int64_t>(row) * cap;
+  r.ids = layout.ids(block, row);
+  r.values = layout.values(block, row);
   return r;
 }
 
@@ -110,7 +110,8 @@ __global__ void __launch_bounds__(kWarps * 32) speculative_accept_kernel(AcceptP
       }
     } else {
       const CandidateRow qr =
-          candidate_row(p.draft_cands + i * p.draft_pass_ints, p.chain_rows, p.cap, spec.chain_row);
+          candidate_row(p.draft_cands + i * CandidateLayout{p.chain_rows, p.cap}.ints(),
+                        p.chain_rows, p.cap, spec.chain_row);
       status = row_status(qr, p.cap);
       if (status != kAcceptOk) return finish();
       const WarpDistribution draft = candidate_distribution(rule, qr.n, qr.ids, qr.values, lane);

@@ -42,14 +42,12 @@ struct AcceptParams {
   const AcceptSeq *seqs = nullptr;  // [n_seqs], device memory
   int32_t n_seqs = 0;
   // The chain: pass j's draws at draft_tokens + j * chain_rows, its candidates
-  // at draft_cands + j * draft_pass_ints as [count: chain_rows][ids:
-  // chain_rows x cap][values: chain_rows x cap].
+  // at draft_cands + j * CandidateLayout{chain_rows, cap}.ints(), laid out so.
   const int32_t *draft_tokens = nullptr;
   const int32_t *draft_cands = nullptr;
-  int64_t draft_pass_ints = 0;
   int32_t chain_rows = 0;
   int32_t chain_passes = 0;
-  // The verify pass's candidates, the same layout over verify_rows rows.
+  // The verify pass's candidates, CandidateLayout{verify_rows, cap}.
   const int32_t *verify_cands = nullptr;
   int32_t verify_rows = 0;
   int32_t cap = 0;         // <= 64

@@ -381,12 +381,14 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
     chain->seqs.push_back(&w);
   }
   if (chain->seqs.empty()) return false;
+  for (size_t i = 0; i < chain->seqs.size(); ++i)
+    chain->seqs[i]->chain_index = static_cast<int32_t>(i);
   for (RoundWork *w : chain->seqs) {
     try {
       kv.reserve(*w->seq, int64_t{w->seq->kv_len} + max_gamma + 1);
     } catch (const Error &e) {
       if (e.status() != VEGAS_ERR_KV_FULL) throw;
-      chain->seqs.clear();
+      abandon_chain(chain);
       return false;  // no room for the extra drafts: one pass at a time
     }
   }
@@ -405,8 +407,13 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
   }
   chain->tokens.resize(n * static_cast<size_t>(max_gamma));
   if (context.begin_draft_chain(first, max_gamma, rules.data(), k.data())) return true;
-  chain->seqs.clear();
+  abandon_chain(chain);
   return false;
+}
+
+void SpeculativeDecoder::abandon_chain(ChainedDrafts *chain) {
+  for (RoundWork *w : chain->seqs) w->chain_index = -1;
+  chain->seqs.clear();
 }
 
 std::vector<int32_t> SpeculativeDecoder::chain_feed(const std::vector<RoundWork> &work,
@@ -414,10 +421,9 @@ std::vector<int32_t> SpeculativeDecoder::chain_feed(const std::vector<RoundWork>
   const int32_t n = static_cast<int32_t>(chain.seqs.size());
   std::vector<int32_t> fed;
   for (const RoundWork &w : work) {
-    const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
-    const int32_t i = static_cast<int32_t>(at - chain.seqs.begin());
+    const int32_t i = w.chain_index;
     fed.push_back(-1);  // row 0: the last committed token, staged by the host
-    for (int32_t j = 0; j < w.gamma; ++j) fed.push_back(at == chain.seqs.end() ? -1 : j * n + i);
+    for (int32_t j = 0; j < w.gamma; ++j) fed.push_back(i < 0 ? -1 : j * n + i);
   }
   return fed;
 }
@@ -457,20 +463,18 @@ void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
 }
 
 std::vector<BackendContext::AcceptOnDevice> SpeculativeDecoder::device_accept_specs(
-    const std::vector<RoundWork> &work, const ChainedDrafts &chain) {
+    const std::vector<RoundWork> &work, const std::vector<int64_t> &row_base) {
   std::vector<BackendContext::AcceptOnDevice> specs;
-  int32_t row = 0;
-  for (const RoundWork &w : work) {
+  for (size_t i = 0; i < work.size(); ++i) {
+    const RoundWork &w = work[i];
     BackendContext::AcceptOnDevice a;
-    a.first_row = row;
+    a.first_row = static_cast<int32_t>(row_base[i]);
     a.gamma = w.gamma;
-    const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
-    a.chain_row = at == chain.seqs.end() ? -1 : static_cast<int32_t>(at - chain.seqs.begin());
+    a.chain_row = w.chain_index;
     a.params = &w.seq->req.sampling;
     // The chain drew the drafts from the counter on (build_chained_q_of's advance).
     a.rng_counter = w.seq->rng.counter() + (a.params->greedy() ? 0 : w.gamma);
     specs.push_back(a);
-    row += w.gamma + 1;
   }
   return specs;
 }
@@ -478,10 +482,8 @@ std::vector<BackendContext::AcceptOnDevice> SpeculativeDecoder::device_accept_sp
 bool SpeculativeDecoder::take_device_acceptance(RoundWork &w,
                                                 const BackendContext::AcceptedOnDevice &a,
                                                 ChainedDrafts &chain, AcceptResult *result) {
-  const auto at = std::find(chain.seqs.begin(), chain.seqs.end(), &w);
   if (!a.ok) {  // the host accepts it from the chain's candidates
-    if (at != chain.seqs.end())
-      build_chained_q_of(chain, static_cast<size_t>(at - chain.seqs.begin()));
+    if (w.chain_index >= 0) build_chained_q_of(chain, static_cast<size_t>(w.chain_index));
     return false;
   }
   if (a.n_accepted < 0 || a.n_accepted > w.gamma ||
@@ -661,7 +663,7 @@ void SpeculativeDecoder::run_verify(std::vector<RoundWork> &work, const ForwardB
   // The chain's draws (and, with the acceptance on the host, q) are read
   // while the verify pass runs.
   const std::vector<int32_t> fed = chain_feed(work, rs.chain);
-  const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, rs.chain);
+  const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, rs.row_base);
   const bool began = rs.cands.run_fed(context, verify, rs.cand_k, vocab, fed.data(),
                                       params_.debug_host_acceptance ? nullptr : &specs, [&] {
                                         rs.chain_read = finish_chained(rs.chain, context);

@@ -133,7 +133,8 @@ class SpeculativeDecoder {
     int32_t k;  // candidate_k of the sequence's rule
     std::vector<int32_t> drafts;
     std::vector<TokenDistribution> q;
-    int32_t verified = 0;  // draft rows in its verification (gamma, unless drafts were dropped)
+    int32_t verified = 0;      // draft rows in its verification (gamma, unless drafts were dropped)
+    int32_t chain_index = -1;  // its place in the round's draft chain, -1 when not chained
   };
   // The drafts of one forward_draft_chain call: the chained sequences, the
   // draws [pass][sequence] and their candidates, and pass 0's input tokens.
@@ -179,6 +180,8 @@ class SpeculativeDecoder {
   // draws fed on the device (chain_feed), and finish_chained reads them.
   bool begin_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
                      SequenceKv &kv, ChainedDrafts *chain);
+  // Empties a chain that was not begun, its sequences no longer chained.
+  static void abandon_chain(ChainedDrafts *chain);
   // Per token row of the verification of `work`: the chain draw it takes, or -1.
   static std::vector<int32_t> chain_feed(const std::vector<RoundWork> &work,
                                          const ChainedDrafts &chain);
@@ -194,7 +197,7 @@ class SpeculativeDecoder {
   // Per sequence of `work` (verify rows in order): what the device needs to
   // accept its drafts behind the verify pass.
   static std::vector<BackendContext::AcceptOnDevice> device_accept_specs(
-      const std::vector<RoundWork> &work, const ChainedDrafts &chain);
+      const std::vector<RoundWork> &work, const std::vector<int64_t> &row_base);
   // The device's acceptance of `w` into *result, its Rng advanced past the
   // chain's and the acceptance's draws; false when the device handed it back,
   // with its q then built for the host's acceptance.

@@ -37,20 +37,16 @@ using namespace golden;  // NOLINT: the fixture helpers
 
 constexpr int32_t kCap = kMaxCandidateTopK;
 
-// Rows of candidates in the device layout [count: rows][ids: rows x cap][values: rows x cap].
+// Rows of candidates in the device layout (kernels::CandidateLayout).
 struct CandidateBlock {
-  int32_t rows = 0;
+  kernels::CandidateLayout layout;
   std::vector<int32_t> ints;
-  explicit CandidateBlock(int32_t n) : rows(n), ints(static_cast<size_t>(n) * (1 + 2 * kCap), 0) {}
+  explicit CandidateBlock(int32_t n)
+      : layout{n, kCap}, ints(static_cast<size_t>(layout.ints()), 0) {}
   void set(int32_t row, const LogitCandidates &c) {
     ints[static_cast<size_t>(row)] = static_cast<int32_t>(c.ids.size());
-    for (size_t i = 0; i < c.ids.size(); ++i) {
-      ints[static_cast<size_t>(rows + row * kCap) + i] = c.ids[i];
-      float v = c.logits[i];
-      int32_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      ints[static_cast<size_t>(rows + rows * kCap + row * kCap) + i] = bits;
-    }
+    std::copy(c.ids.begin(), c.ids.end(), layout.ids(ints.data(), row));
+    std::copy(c.logits.begin(), c.logits.end(), layout.values(ints.data(), row));
   }
   void set_status(int32_t row, int32_t status) { ints[static_cast<size_t>(row)] = status; }
 };
@@ -196,7 +192,6 @@ std::vector<std::vector<int32_t>> device_accept(
   p.n_seqs = n;
   p.draft_tokens = chain_dev.get<int32_t>();
   p.draft_cands = p.draft_tokens + static_cast<int64_t>(passes) * n;
-  p.draft_pass_ints = static_cast<int64_t>(n) * (1 + 2 * kCap);
   p.chain_rows = n;
   p.chain_passes = passes;
   p.verify_cands = verify_dev.get<int32_t>();

@@ -173,7 +173,8 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   split_counters_.allocate(r * c.n_kv_heads * sizeof(int32_t), "attention split counters");
   check(cudaMemset(split_counters_.get(), 0, split_counters_.bytes()), "attention split counters");
   sampled_host_.reserve(r * sizeof(int32_t), "sampled ids");
-  const int64_t cand_ints = r * (1 + 2 * int64_t{kMaxCandidateTopK});
+  const int64_t cand_ints =
+      kernels::CandidateLayout{static_cast<int32_t>(r), kMaxCandidateTopK}.ints();
   cand_k_.allocate(r * sizeof(int32_t), "logit candidates");
   cand_out_.allocate(cand_ints * sizeof(int32_t), "logit candidates");
   cand_k_host_.reserve(r * sizeof(int32_t), "logit candidates");
@@ -1121,8 +1122,7 @@ bool CudaContext::begin_candidates(const ForwardBatch &batch, const int32_t *k,
   } else {
     launch(s, false);
   }
-  constexpr int32_t cap = kMaxCandidateTopK;
-  const int64_t out_ints = int64_t{n} * (1 + 2 * cap);
+  const int64_t out_ints = kernels::CandidateLayout{n, kMaxCandidateTopK}.ints();
   if (n > 0) {
     std::copy(k, k + n, cand_k_host_.get<int32_t>());
     check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
@@ -1146,19 +1146,17 @@ void CudaContext::end_candidates(std::vector<LogitCandidates> *out) {
   check(cudaStreamSynchronize(stream_), "forward_candidates");
   deliver_captures(pc.step);
   trace_step(pc.step, "candidates", pc.t0, pc.t1);
-  constexpr int32_t cap = kMaxCandidateTopK;
   const int32_t n = static_cast<int32_t>(pc.k.size());
+  const kernels::CandidateLayout layout{n, kMaxCandidateTopK};
   const int32_t *host = cand_out_host_.get<int32_t>();
-  const int32_t *ids = host + n;
-  const float *values = reinterpret_cast<const float *>(host + n + int64_t{n} * cap);
   const int64_t vocab = model_.config().vocab_size;
   out->resize(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     LogitCandidates &c = (*out)[static_cast<size_t>(i)];
     const int32_t count = host[i];
     if (count >= 0) {
-      c.ids.assign(ids + int64_t{i} * cap, ids + int64_t{i} * cap + count);
-      c.logits.assign(values + int64_t{i} * cap, values + int64_t{i} * cap + count);
+      c.ids.assign(layout.ids(host, i), layout.ids(host, i) + count);
+      c.logits.assign(layout.values(host, i), layout.values(host, i) + count);
       continue;
     }
     // More ties than the buffer holds, or a bad row: the host cuts the row
@@ -1201,16 +1199,16 @@ void CudaContext::fill_rules(const RowSampling *rows, int32_t n, uint64_t draws,
 }
 
 void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
-  constexpr int32_t cap = kMaxCandidateTopK;
+  const kernels::CandidateLayout layout{n, kMaxCandidateTopK};
   kernels::CandidateParams cp;
   cp.logits = as<float>(logits_);
   cp.k = cand_k_.get<int32_t>();
   cp.count = out;
-  cp.ids = out + n;
-  cp.values = reinterpret_cast<float *>(out + n + int64_t{n} * cap);
+  cp.ids = layout.ids(out);
+  cp.values = layout.values(out);
   cp.rows = n;
   cp.vocab = model_.config().vocab_size;
-  cp.cap = cap;
+  cp.cap = layout.cap;
   check(kernels::logit_candidates(cp, stream_), "logit_candidates");
 }
 
@@ -1252,8 +1250,8 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
   }
   model_.activate();
   const auto t0 = std::chrono::steady_clock::now();
-  constexpr int32_t cap = kMaxCandidateTopK;
-  const int64_t pass_ints = int64_t{n} * (1 + 2 * cap);  // one pass's candidates
+  const kernels::CandidateLayout pass_layout{n, kMaxCandidateTopK};  // one pass's candidates
+  const int64_t pass_ints = pass_layout.ints();
   const int64_t out_ints = int64_t{steps} * (n + pass_ints);
   const int64_t field_ints = kFields * int64_t{decode_bucket(n, params_.max_rows)};
   chain_fields_host_.reserve(steps * field_ints * sizeof(int32_t), "draft chain");
@@ -1310,9 +1308,9 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
       enqueue_candidates(n, pass_cands);
       kernels::CandidateSampleParams cs;
       cs.count = pass_cands;
-      cs.ids = pass_cands + n;
-      cs.values = reinterpret_cast<const float *>(pass_cands + n + int64_t{n} * cap);
-      cs.cap = cap;
+      cs.ids = pass_layout.ids(pass_cands);
+      cs.values = pass_layout.values(pass_cands);
+      cs.cap = pass_layout.cap;
       cs.rules = rules;
       cs.out = ids + int64_t{j} * n;
       cs.rows = n;
@@ -1345,8 +1343,7 @@ bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidat
   const PendingChain pc = std::move(*pending_chain_);
   pending_chain_.reset();
   const int32_t steps = pc.steps, n = pc.n;
-  constexpr int32_t cap = kMaxCandidateTopK;
-  const int64_t pass_ints = int64_t{n} * (1 + 2 * cap);
+  const kernels::CandidateLayout pass_layout{n, kMaxCandidateTopK};
   check(cudaEventSynchronize(chain_done_), "forward_draft_chain");
   // The trace's events are a later pass's when one was begun behind the chain.
   if (!pending_cand_)
@@ -1370,16 +1367,14 @@ bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidat
   }
   cands->resize(static_cast<size_t>(steps) * n);
   for (int32_t j = 0; j < steps; ++j) {
-    const int32_t *counts = host + int64_t{steps} * n + j * pass_ints;
-    const int32_t *cid = counts + n;
-    const float *cval = reinterpret_cast<const float *>(cid + int64_t{n} * cap);
+    const int32_t *counts = host + int64_t{steps} * n + j * pass_layout.ints();
     for (int32_t i = 0; i < n; ++i) {
       // More ties than the buffer holds: the row is gone (later passes
       // reused the logits), so the caller runs the passes one by one.
       if (counts[i] < 0) return false;
       LogitCandidates &c = (*cands)[static_cast<size_t>(j) * n + i];
-      c.ids.assign(cid + int64_t{i} * cap, cid + int64_t{i} * cap + counts[i]);
-      c.logits.assign(cval + int64_t{i} * cap, cval + int64_t{i} * cap + counts[i]);
+      c.ids.assign(pass_layout.ids(counts, i), pass_layout.ids(counts, i) + counts[i]);
+      c.logits.assign(pass_layout.values(counts, i), pass_layout.values(counts, i) + counts[i]);
     }
   }
   std::copy(host, host + int64_t{steps} * n, tokens_out);

@@ -32,7 +32,6 @@ void DeviceAcceptance::begin(cudaStream_t stream, const std::vector<kernels::Acc
   p.n_seqs = n;
   p.draft_tokens = chain.draws;
   p.draft_cands = chain.draws + int64_t{chain.steps} * chain.rows;
-  p.draft_pass_ints = int64_t{chain.rows} * (1 + 2 * cap);
   p.chain_rows = chain.rows;
   p.chain_passes = chain.steps;
   p.verify_cands = verify.block;

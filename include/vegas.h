@@ -258,9 +258,9 @@ typedef int32_t (*vegas_progress_fn)(float progress, void *user_data);
 
 typedef struct vegas_model_options {
   uint32_t struct_size;
-  int32_t backend;      /* vegas_backend_kind, default AUTO */
-  int32_t device_index; /* CUDA device, default 0 */
-  int32_t n_threads;    /* CPU threads, 0 (default) = all cores; at most 1024 */
+  int32_t backend;            /* vegas_backend_kind, default AUTO */
+  int32_t device_index;       /* CUDA device, default 0 */
+  int32_t n_threads;          /* CPU threads, 0 (default) = all cores; at most 1024 */
   vegas_progress_fn progress; /* optional */
   void *progress_user_data;
 } vegas_model_options;
@@ -270,7 +270,11 @@ static inline void vegas_model_options_init(vegas_model_options *options) {
 }
 
 /* Loads a Hugging Face model directory (config.json, *.safetensors or
- * model.safetensors.index.json, tokenizer.json). `options` may be NULL. On
+ * model.safetensors.index.json, tokenizer.json), or a GGUF file (llama.cpp's
+ * format: Qwen3, Qwen2, Llama/Mistral; tensors in F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, the quantized ones dequantized to bf16
+ * at load; its byte-level BPE tokenizer and chat template from the metadata).
+ * `options` may be NULL. On
  * success *out owns the model. Errors name the file, field or tensor at fault:
  * IO, FORMAT, UNSUPPORTED (architecture, dtype, rope type), OUT_OF_MEMORY,
  * CANCELLED, NOT_BUILT (CUDA asked for in a CPU-only build). A tokenizer.json of
@@ -360,21 +364,21 @@ typedef enum vegas_schedule {
 
 typedef struct vegas_session_options {
   uint32_t struct_size;
-  uint64_t kv_bytes;      /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
-  int32_t page_size;      /* tokens per KV page, default 16 */
-  int32_t max_batch;      /* sequences decoded together, default 64 */
-  int32_t prefill_chunk;  /* prompt tokens per prefill chunk, default 512 */
-  int32_t mode;           /* vegas_decode_mode, default VANILLA */
+  uint64_t kv_bytes;     /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
+  int32_t page_size;     /* tokens per KV page, default 16 */
+  int32_t max_batch;     /* sequences decoded together, default 64 */
+  int32_t prefill_chunk; /* prompt tokens per prefill chunk, default 512 */
+  int32_t mode;          /* vegas_decode_mode, default VANILLA */
   /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning
    * profile's (see profile_path; with its window_share). */
   const char *policy;
-  int32_t gamma; /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
-  float ratio;   /* selected share of the KV in (0, 1], default 0.07; 0 = auto */
-  int32_t min_tokens;     /* selection floor, default 256 */
-  float window_share;     /* share of the budget kept for recent tokens, default 0.5 */
-  int32_t score_kind;     /* vegas_score_kind used by the score-driven policies, default WEIGHT */
-  int32_t sink;           /* policy "streaming": leading tokens always kept, default 16 */
-  float top_p_mass;       /* policy "topp": attention mass to cover, default 0.9 */
+  int32_t gamma;      /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
+  float ratio;        /* selected share of the KV in (0, 1], default 0.07; 0 = auto */
+  int32_t min_tokens; /* selection floor, default 256 */
+  float window_share; /* share of the budget kept for recent tokens, default 0.5 */
+  int32_t score_kind; /* vegas_score_kind used by the score-driven policies, default WEIGHT */
+  int32_t sink;       /* policy "streaming": leading tokens always kept, default 16 */
+  float top_p_mass;   /* policy "topp": attention mass to cover, default 0.9 */
   /* Policy "user": the caller's vtable (see vegas_select_policy below); the
    * session copies it and owns user_data from a successful create on (it calls
    * destroy once when freed). Ignored by other policies. */
@@ -462,12 +466,12 @@ typedef enum vegas_logprobs_kind {
 
 typedef struct vegas_request {
   uint32_t struct_size;
-  const int32_t *prompt; /* prompt token ids, copied at submit */
-  size_t n_prompt;       /* >= 1 */
+  const int32_t *prompt;                  /* prompt token ids, copied at submit */
+  size_t n_prompt;                        /* >= 1 */
   const vegas_sampling_options *sampling; /* NULL = greedy */
-  int32_t max_tokens;    /* tokens to generate, default 128 */
-  int32_t ignore_eos;    /* 1 = do not stop at eos, default 0 */
-  const int32_t *stop_ids; /* extra stop token ids */
+  int32_t max_tokens;                     /* tokens to generate, default 128 */
+  int32_t ignore_eos;                     /* 1 = do not stop at eos, default 0 */
+  const int32_t *stop_ids;                /* extra stop token ids */
   size_t n_stop_ids;
   const char *const *stop_strings; /* NUL-terminated; the match is not part of the output */
   size_t n_stop_strings;
@@ -544,16 +548,16 @@ VEGAS_API vegas_status vegas_sequence_get_info(const vegas_session *session, int
 VEGAS_API vegas_status vegas_sequence_tokens(const vegas_session *session, int32_t seq_id,
                                              int32_t *ids, size_t capacity, size_t *n_ids);
 /* The generated text (stop string excluded), not NUL-terminated. */
-VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id,
-                                           char *text, size_t capacity, size_t *n_bytes);
+VEGAS_API vegas_status vegas_sequence_text(const vegas_session *session, int32_t seq_id, char *text,
+                                           size_t capacity, size_t *n_bytes);
 /* One generated token's log-probabilities (vegas_request.logprobs: of the raw
  * logits or of the processed distribution at that position; speculative
  * decoding reports what vanilla decoding does). */
 typedef struct vegas_token_logprobs {
   uint32_t struct_size;
-  int32_t token;   /* the generated token */
-  float logprob;   /* its log-probability */
-  int32_t n_top;   /* entries below: the request's top_logprobs */
+  int32_t token;                           /* the generated token */
+  float logprob;                           /* its log-probability */
+  int32_t n_top;                           /* entries below: the request's top_logprobs */
   int32_t top_ids[VEGAS_MAX_TOP_LOGPROBS]; /* most probable first; equal: lower id first */
   float top_logprobs[VEGAS_MAX_TOP_LOGPROBS];
 } vegas_token_logprobs;
@@ -589,9 +593,9 @@ typedef enum vegas_score_kind {
  * a policy compiled against a newer vegas.h reads only the fields struct_size
  * covers. Every pointer is valid only during the call. */
 typedef struct vegas_select_input {
-  uint32_t struct_size;     /* sizeof(vegas_select_input) as the library knows it */
-  int32_t seq_id;           /* the sequence, as vegas_session_submit returned it */
-  int32_t layer;            /* in [0, n_layers); one call per layer */
+  uint32_t struct_size; /* sizeof(vegas_select_input) as the library knows it */
+  int32_t seq_id;       /* the sequence, as vegas_session_submit returned it */
+  int32_t layer;        /* in [0, n_layers); one call per layer */
   int32_t n_layers;
   int32_t n_candidates;     /* candidate positions are [0, n_candidates) */
   int32_t budget;           /* the built-in policies' k = clamp(ceil(ratio * n), min_tokens, n) */
@@ -629,7 +633,7 @@ typedef struct vegas_select_policy {
 #define VEGAS_MAX_GAMMA 32
 typedef struct vegas_session_stats {
   uint32_t struct_size;
-  int32_t gamma; /* the session's draft length; with gamma auto, the longest one used so far */
+  int32_t gamma;     /* the session's draft length; with gamma auto, the longest one used so far */
   int64_t rounds;    /* draft-verify rounds (one per sequence per step) */
   int64_t drafted;   /* draft tokens proposed */
   int64_t accepted;  /* draft tokens accepted */
@@ -640,7 +644,7 @@ typedef struct vegas_session_stats {
   double select_seconds;
   int64_t drafted_at[VEGAS_MAX_GAMMA];  /* rounds that drafted position i */
   int64_t accepted_at[VEGAS_MAX_GAMMA]; /* rounds whose draft i was accepted */
-  int64_t switches; /* automatic gamma/ratio switches of all sequences */
+  int64_t switches;                     /* automatic gamma/ratio switches of all sequences */
 } vegas_session_stats;
 /* Fills `out` (set out->struct_size first). */
 VEGAS_API vegas_status vegas_session_get_stats(const vegas_session *session,

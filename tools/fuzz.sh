@@ -37,7 +37,8 @@ fuzz_one() {
 }
 status=0
 pids=()
-for target in fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokenize fuzz_detokenize; do
+for target in fuzz_safetensors fuzz_model_config fuzz_tokenizer_json fuzz_tokenize fuzz_detokenize \
+  fuzz_gguf; do
   fuzz_one "$target" &
   pids+=($!)
   if [ "${#pids[@]}" -ge "$(nproc)" ]; then

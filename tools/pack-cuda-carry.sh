@@ -10,7 +10,8 @@ B=${1:-build-cuda}
 cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
 ninja -C "$B" -j2
 rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
-for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/bench_cuda_phases "$B"/bin/vegas "$B"/bin/vegas-server; do
+for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/bench_cuda_phases "$B"/bin/vegas "$B"/bin/vegas-server \
+  "$B"/bin/vegas_perplexity; do
   strip -o ".carry/cuda/bin/$(basename "$b")" "$b"
 done
 # The CLI finds libvegas through its $ORIGIN/../lib rpath.

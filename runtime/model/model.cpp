@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "gguf/gguf_model.h"
+#include "gguf/gguf_tokenizer.h"
 
 namespace vegas {
 
@@ -72,35 +74,58 @@ std::shared_ptr<Model> Model::synthetic(const std::string &config_path, uint64_t
   return model;
 }
 
-std::shared_ptr<Model> Model::load(const std::string &dir, const ModelLoadOptions &options) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    fail(VEGAS_ERR_IO, "model directory '" + dir + "' does not exist or is not a directory");
-  auto model = std::shared_ptr<Model>(new Model());
-  report(options, 0.0f);
-  model->config_ = load_model_config(dir + "/config.json");
-  report(options, 0.05f);
+void Model::set_tokenizer(const std::function<std::unique_ptr<Tokenizer>()> &load,
+                          const std::string &vocab_source) {
   try {
-    model->tokenizer_ = Tokenizer::load(dir);
+    tokenizer_ = load();
   } catch (const Error &e) {
     // A tokenizer of a kind not supported yet (SentencePiece-style BPE) leaves
     // the model usable from token ids; every other tokenizer error fails the load.
     if (e.status() != VEGAS_ERR_UNSUPPORTED) throw;
-    model->tokenizer_refusal_ = e.what();
+    tokenizer_refusal_ = e.what();
   }
-  if (model->tokenizer_ && model->tokenizer_->vocab_size() > model->config_.vocab_size) {
+  if (tokenizer_ && tokenizer_->vocab_size() > config_.vocab_size) {
     // Embedding rows beyond the tokenizer are common (padding); the reverse is not.
-    fail(VEGAS_ERR_FORMAT, "tokenizer has " + std::to_string(model->tokenizer_->vocab_size()) +
-                               " tokens but config.json vocab_size is " +
-                               std::to_string(model->config_.vocab_size));
+    fail(VEGAS_ERR_FORMAT, "tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
+                               " tokens but " + vocab_source + " is " +
+                               std::to_string(config_.vocab_size));
   }
-  report(options, 0.1f);
-  model->store_ = WeightStore::open(dir);
-  model->weights_ = bind_model_weights(model->config_, *model->store_);
-  model->n_params_ = count_params(model->weights_);
+}
+
+void Model::finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptions &options) {
+  store_ = std::move(store);
+  weights_ = bind_model_weights(config_, *store_);
+  n_params_ = count_params(weights_);
   report(options, 0.2f);
-  model->backend_ = make_backend(model->config_, model->weights_, options);
+  backend_ = make_backend(config_, weights_, options);
   report(options, 1.0f);
+}
+
+std::shared_ptr<Model> Model::load(const std::string &path, const ModelLoadOptions &options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return load_gguf(path, options);
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail(VEGAS_ERR_IO, "model '" + path + "' is neither a directory nor a GGUF file");
+  auto model = std::shared_ptr<Model>(new Model());
+  report(options, 0.0f);
+  model->config_ = load_model_config(path + "/config.json");
+  report(options, 0.05f);
+  model->set_tokenizer([&] { return Tokenizer::load(path); }, "config.json vocab_size");
+  report(options, 0.1f);
+  model->finish_load(WeightStore::open(path), options);
+  return model;
+}
+
+std::shared_ptr<Model> Model::load_gguf(const std::string &path, const ModelLoadOptions &options) {
+  auto model = std::shared_ptr<Model>(new Model());
+  report(options, 0.0f);
+  std::shared_ptr<const gguf::File> file = gguf::File::open(path);
+  model->config_ = gguf::model_config_from_gguf(*file);
+  report(options, 0.05f);
+  model->set_tokenizer([&] { return gguf::tokenizer_from_gguf(*file); },
+                       "its token_embd.weight rows");
+  report(options, 0.1f);
+  model->finish_load(gguf::weights_from_gguf(file, model->config_), options);
   return model;
 }
 

@@ -31,8 +31,9 @@ struct ModelLoadOptions {
 
 class Model {
  public:
+  // A Hugging Face model directory, or a GGUF file (gguf/gguf_model.h).
   // Throws vegas::Error.
-  static std::shared_ptr<Model> load(const std::string &dir, const ModelLoadOptions &options);
+  static std::shared_ptr<Model> load(const std::string &path, const ModelLoadOptions &options);
   // A model of config.json's shapes with deterministic random bf16 weights made
   // on the backend (benchmarks of models not on disk): no checkpoint and no
   // tokenizer. CUDA only: UNSUPPORTED for the CPU backend, NOT_BUILT without CUDA.
@@ -48,6 +49,12 @@ class Model {
   uint64_t n_params() const { return n_params_; }
 
  private:
+  static std::shared_ptr<Model> load_gguf(const std::string &path, const ModelLoadOptions &options);
+  // Keeps the tokenizer, or why there is none when it is of a kind not
+  // supported yet (every other tokenizer error fails the load).
+  void set_tokenizer(const std::function<std::unique_ptr<Tokenizer>()> &load,
+                     const std::string &vocab_source);
+  void finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptions &options);
   ModelConfig config_;
   std::unique_ptr<WeightStore> store_;
   ModelWeights weights_;

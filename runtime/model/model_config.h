@@ -32,6 +32,9 @@ struct RopeConfig {
   double mscale_all_dim = 0.0;             // yarn; 0 = absent
   bool truncate = true;                    // yarn: round the correction range to integers
   double partial_rotary_factor = 1.0;      // share of head_dim that is rotated
+  // Per rotated pair, a divisor of its frequency, given instead of the type's
+  // formula: how a GGUF file carries Llama 3 scaling (its rope_freqs tensor).
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

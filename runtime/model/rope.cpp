@@ -101,6 +101,15 @@ std::vector<float> rope_inv_freq(const ModelConfig &config) {
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "rope: rotary dimension " + std::to_string(dim) + " must be even and >= 2, theta > 1");
   const RopeConfig &r = config.rope;
+  if (!r.freq_factors.empty()) {
+    if (r.freq_factors.size() != static_cast<size_t>(dim / 2))
+      fail(VEGAS_ERR_FORMAT, "rope: " + std::to_string(r.freq_factors.size()) +
+                                 " frequency factors for " + std::to_string(dim / 2) +
+                                 " rotated pairs");
+    std::vector<float> inv = default_inv_freq(r.theta, dim);
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= r.freq_factors[i];
+    return inv;
+  }
   switch (r.type) {
     case RopeType::kDefault:
       return default_inv_freq(r.theta, dim);

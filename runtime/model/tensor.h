@@ -25,6 +25,11 @@ struct TensorView {
   std::vector<int64_t> shape;
   const void *data = nullptr;  // points into a mapped file; lives as long as its WeightStore
   size_t nbytes = 0;           // == numel() * dtype_size(dtype), checked at load
+  // The block-quantized rows `data` was dequantized from, when a GGUF file
+  // held them as Q8_0 or Q4_0 (gguf/ggml_repack.h): a backend that computes
+  // on those blocks takes them instead. Row order is this view's; null if none.
+  const uint8_t *ggml_blocks = nullptr;
+  uint32_t ggml_type = 0;  // gguf::GgmlType of ggml_blocks
 
   int64_t numel() const {
     int64_t n = 1;

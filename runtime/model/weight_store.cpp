@@ -129,6 +129,16 @@ bool is_safe_relative_path(const std::string &p) {
 
 WeightStore::~WeightStore() = default;
 
+std::unique_ptr<WeightStore> WeightStore::adopt(std::map<std::string, TensorView> tensors,
+                                                std::vector<std::shared_ptr<const void>> owners,
+                                                const std::string &source) {
+  std::unique_ptr<WeightStore> store(new WeightStore());
+  store->tensors_ = std::move(tensors);
+  store->owners_ = std::move(owners);
+  store->source_ = source;
+  return store;
+}
+
 std::unique_ptr<WeightStore> WeightStore::open_file(const std::string &path) {
   std::unique_ptr<WeightStore> store(new WeightStore());
   store->source_ = path;

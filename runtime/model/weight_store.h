@@ -23,6 +23,11 @@ class WeightStore {
   static std::unique_ptr<WeightStore> open(const std::string &dir);
   // Parses one safetensors file (also used by tests and fuzzers).
   static std::unique_ptr<WeightStore> open_file(const std::string &path);
+  // Tensors whose bytes live in `owners` (another format's loader: a mapped
+  // file, buffers it converted), kept alive as long as the store.
+  static std::unique_ptr<WeightStore> adopt(std::map<std::string, TensorView> tensors,
+                                            std::vector<std::shared_ptr<const void>> owners,
+                                            const std::string &source);
   ~WeightStore();
 
   // nullptr if absent.
@@ -42,6 +47,7 @@ class WeightStore {
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> file_of_;  // tensor name -> file path
+  std::vector<std::shared_ptr<const void>> owners_;
   std::string source_;
 };
 

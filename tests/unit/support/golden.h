@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -141,8 +142,13 @@ class GoldenModel {
   // contiguous pages reads the wrong K/V.
   GoldenModel(const std::string &dir, int32_t max_tokens, int32_t max_rows, bool scatter_pages,
               const BackendFactory &make_backend = make_cpu)
-      : config_(load_model_config(dir + "/config.json")),
-        store_(WeightStore::open(dir)),
+      : GoldenModel(load_model_config(dir + "/config.json"), WeightStore::open(dir), max_tokens,
+                    max_rows, scatter_pages, make_backend) {}
+  // A model from another source (a GGUF file's config and tensors).
+  GoldenModel(ModelConfig config, std::unique_ptr<WeightStore> store, int32_t max_tokens,
+              int32_t max_rows, bool scatter_pages, const BackendFactory &make_backend = make_cpu)
+      : config_(std::move(config)),
+        store_(std::move(store)),
         weights_(bind_model_weights(config_, *store_)),
         backend_(make_backend(config_, weights_)),
         max_tokens_(max_tokens),

@@ -1,0 +1,32 @@
+// A model from a GGUF file: its config from the metadata, its tensors under
+// the Hugging Face names the rest of the runtime binds (model_weights.h).
+//
+// Architectures: qwen3, qwen2, llama (Llama, and Mistral as llama.cpp's
+// converter writes it). Quantized tensors are dequantized to bf16 at load
+// (ggml_types.h lists the types read), Q8_0 and Q4_0 rows also kept as they
+// are (TensorView::ggml_blocks, for the CUDA backend's quantized GEMV); F32,
+// F16 and BF16 tensors stay views
+// of the mapped file unless they must be reordered. llama.cpp's converter
+// interleaves each Llama head's rows of q and k for its rotary layout; the
+// loader puts them back in Hugging Face's half-split order.
+#pragma once
+
+#include <memory>
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "model/weight_store.h"
+
+namespace vegas::gguf {
+
+// FORMAT for missing or absurd metadata (naming the key), UNSUPPORTED for an
+// architecture or rope scaling this runtime does not run.
+ModelConfig model_config_from_gguf(const File &file);
+
+// Every tensor the config binds, renamed to the Hugging Face names. The store
+// keeps `file` alive. FORMAT when a tensor's shape disagrees with the config,
+// UNSUPPORTED for a tensor type that cannot be dequantized (naming both).
+std::unique_ptr<WeightStore> weights_from_gguf(std::shared_ptr<const File> file,
+                                               const ModelConfig &config);
+
+}  // namespace vegas::gguf

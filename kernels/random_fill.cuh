@@ -1,6 +1,7 @@
 // Deterministic pseudo-random bf16 fill on the device (synthetic benchmark
 // weights): element i = offset + scale * u(seed, i), u uniform in [-1, 1),
-// from a counter hash, so a tensor depends only on (seed, its size).
+// from a counter hash, so a tensor depends only on (seed, its size). The same
+// as f16 (out_f16), or uniform random bytes (out_bytes: quantized values).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,7 +13,9 @@
 namespace vegas::kernels {
 
 struct RandomFillParams {
-  bf16 *out = nullptr;
+  bf16 *out = nullptr;  // one of out, out_f16, out_bytes
+  f16 *out_f16 = nullptr;
+  uint8_t *out_bytes = nullptr;
   int64_t n = 0;
   uint64_t seed = 0;
   float scale = 1.0f;

@@ -259,6 +259,22 @@ int main(int argc, char **argv) {
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw, kDraftRatio));
       report_prefill(*model, "qwen3-8b (synthetic)", peak);
     }
+    // VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0: the Qwen3-8B shapes at batch 1 and 4,
+    // 2K and 32K, with the layer matrices in each weight format.
+    if (const char *formats = std::getenv("VEGAS_BENCH_WEIGHTS"); formats && !qwen.empty()) {
+      using W = CudaBackendOptions::SyntheticWeights;
+      const ModelConfig config = load_model_config(qwen);
+      std::istringstream list(formats);
+      for (std::string f; std::getline(list, f, ',');) {
+        CudaBackendOptions o;
+        o.synthetic_weights = f == "q8_0" ? W::kQ8_0 : f == "q4_0" ? W::kQ4_0 : W::kBf16;
+        auto model = create_cuda_backend_synthetic(config, 42, o);
+        const std::string name = "qwen3-8b " + f;
+        for (int context : {2048, 32768})
+          for (int batch : {1, 4}) rows.push_back(bench_decode(*model, name, context, batch, bw));
+        report_prefill(*model, name, peak);
+      }
+    }
     std::printf("\n%-28s %7s %6s %10s %10s %10s %10s %8s %10s\n", "model", "context", "batch",
                 "step_ms", "tok/s", "MB/step", "floor_ms", "of_floor", "device_ms");
     for (const Row &r : rows)

@@ -88,7 +88,11 @@ std::unique_ptr<BackendModel> create_cuda_backend_synthetic(const ModelConfig &c
                                                             uint64_t seed,
                                                             const CudaBackendOptions &options) {
   auto model = std::make_unique<cuda::CudaBackendModel>(config, options);
-  model->set_weights(cuda::DeviceWeights::synthetic(config, seed));
+  using W = CudaBackendOptions::SyntheticWeights;
+  cuda::QuantChoice format;
+  if (options.synthetic_weights == W::kQ8_0) format = kernels::QuantFormat::kQ8_0;
+  if (options.synthetic_weights == W::kQ4_0) format = kernels::QuantFormat::kQ4_0;
+  model->set_weights(cuda::DeviceWeights::synthetic(config, seed, format));
   return model;
 }
 

@@ -111,6 +111,12 @@ class CudaContext : public BackendContext {
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
   void warm_gemm_plans(int32_t rows);       // ContextParams::warm_rows
   bool fused_linear(int32_t rows) const;
+  // y = x · Wᵀ for one linear layer whose weight is bf16 `w` (cuBLASLt over
+  // gemm_m padded rows) or kept quantized `q` (quant_gemv over the `rows` real
+  // rows, eight at a time, up to kQuantGemvRowsMax rows; beyond, the matrix
+  // dequantized into dequant_ for cuBLASLt).
+  void run_linear(const void *x, const void *w, const kernels::QuantMatrix &q, void *y, bool y_f32,
+                  bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k);
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);
   // Device-fed steps (forward_draft_chain): the staged fields come from
@@ -175,6 +181,7 @@ class CudaContext : public BackendContext {
   };
   std::vector<StagedTable> tables_on_device_, tables_previous_, tables_staged_;
   DeviceBuffer residual_, normed_, qkv_, q_, attn_, gate_up_, act_, logits_, sampled_;
+  DeviceBuffer dequant_;  // one quantized matrix as bf16 (steps of many rows)
   DeviceBuffer partial_out_, partial_lse_;
   DeviceBuffer split_counters_;      // decode_attention's in-kernel split merge
   int64_t split_rows_capacity_ = 0;  // n_splits * rows the workspace holds

@@ -1,15 +1,20 @@
 // The model's weights in device memory, bf16, in the layouts the CUDA forward
 // pass wants: q|k|v projections stacked into one [q_dim + 2*kv_dim][hidden]
 // matrix and gate|up into one [2*inter][hidden] matrix, so each is one GEMM.
+// A matrix whose every part came as Q8_0 (or every part as Q4_0) rows of a
+// GGUF file stays in that format instead (kernels/quant_gemv.cuh), its bf16
+// pointer null; VEGAS_CUDA_QUANT_WEIGHTS=0 uploads such matrices as bf16 too.
 // All tensors live in one allocation.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "quant_gemv.cuh"
 
 namespace vegas::cuda {
 
@@ -25,26 +30,43 @@ struct DeviceLayer {
   bf16_t *mlp_norm = nullptr;   // [hidden]
   bf16_t *w_gate_up = nullptr;  // [2 inter][hidden]
   bf16_t *w_down = nullptr;     // [hidden][inter]
+  // The same matrices when kept quantized (qs null when bf16).
+  kernels::QuantMatrix q_wqkv, q_wo, q_gate_up, q_down;
+};
+
+// Which matrices stay quantized, and in which format (nullopt: bf16).
+using QuantChoice = std::optional<kernels::QuantFormat>;
+struct WeightPlan {
+  struct Layer {
+    QuantChoice qkv, o, gate_up, down;
+  };
+  std::vector<Layer> layers;
+  QuantChoice lm_head;  // untied heads only
+  bool any() const;
 };
 
 class DeviceWeights {
  public:
   // Converts and uploads `weights` (any of f32/f16/bf16).
   static DeviceWeights upload(const ModelConfig &config, const ModelWeights &weights);
-  // Deterministic pseudo-random weights of `config`'s shapes, made on the device.
-  static DeviceWeights synthetic(const ModelConfig &config, uint64_t seed);
+  // Deterministic pseudo-random weights of `config`'s shapes, made on the
+  // device; with `format`, every layer matrix (and an untied head) in it.
+  static DeviceWeights synthetic(const ModelConfig &config, uint64_t seed,
+                                 QuantChoice format = std::nullopt);
 
   std::vector<DeviceLayer> layers;
   bf16_t *embed = nullptr;         // [vocab][hidden]
   bf16_t *final_norm = nullptr;    // [hidden]
   bf16_t *lm_head = nullptr;       // [vocab][hidden]; == embed when tied
+  kernels::QuantMatrix q_lm_head;  // qs null when bf16
   float *rope_inv_freq = nullptr;  // [rotary_dim / 2]
   uint64_t bytes = 0;              // weight bytes read by one forward pass (tied counted once)
+  bool quantized = false;          // some matrix is kept quantized
 
  private:
   // Lays out every tensor in one buffer; returns the offsets by assignment
   // to the pointer members.
-  void allocate(const ModelConfig &config);
+  void allocate(const ModelConfig &config, const WeightPlan &plan);
   DeviceBuffer storage_;
 };
 

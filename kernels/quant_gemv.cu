@@ -1,0 +1,207 @@
+// quant_gemv / quant_dequantize (quant_gemv.cuh).
+//
+// quant_gemv: each warp owns R output rows (blocks of 4 warps, no shared
+// memory, no barrier: warps stream independently, and a matrix of a few
+// thousand rows still spreads over every SM). Per step a lane reads 16 bytes
+// of each of its rows (Q8_0: 16 values, half a block; Q4_0: one whole block
+// of 32), so each load instruction reads 512 contiguous bytes, and the
+// matching input values straight from global memory (L1-resident: every warp
+// of an SM reads the same few KB). Quantized values become floats without
+// the (slow) conversion unit: a byte b placed in the mantissa of 2^23 reads as
+// 2^23 + b, and one subtraction leaves b minus its offset, exactly; a bf16 is
+// its bits shifted up. A lane's values share one scale per row: their dot
+// products are summed first and scaled once; partial sums stay in f32 per
+// lane and are reduced across the warp at the end.
+#include "quant_gemv.cuh"
+
+namespace vegas::kernels {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+
+// Rows per warp: 4 with up to 4 input rows, else 2 (registers).
+template <int M>
+constexpr int kRowsPerWarp = M <= 4 ? 4 : 2;
+
+// Values of one lane per 16-byte step.
+template <QuantFormat F>
+constexpr int kLaneValues = F == QuantFormat::kQ8_0 ? 16 : 32;
+
+// Byte `i` of u as a float 2^23 + byte (selector: byte i, zeros, 0x4b).
+__device__ __forceinline__ float magic_byte(uint32_t u, int i) {
+  return __int_as_float(__byte_perm(u, 0x4b000000u, 0x7440u + i));
+}
+
+// The two bf16 of a 32-bit word as floats.
+__device__ __forceinline__ float bf16_lo(uint32_t w) {
+  return __int_as_float(w << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t w) {
+  return __int_as_float(w & 0xffff0000u);
+}
+
+// Input values [v0, v0 + 4 * n4) of one row as floats, n4 float4s.
+template <int N4>
+__device__ __forceinline__ void load_x(const bf16 *x, float4 (&out)[N4]) {
+#pragma unroll
+  for (int i = 0; i < N4; i += 2) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(x) + i / 2);
+    out[i] = make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
+    out[i + 1] = make_float4(bf16_lo(u.z), bf16_hi(u.z), bf16_lo(u.w), bf16_hi(u.w));
+  }
+}
+
+__device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c, float d,
+                                      float acc) {
+  return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
+}
+
+// Lane's dot product of one row's 16 bytes with the input values xs.
+template <QuantFormat F>
+__device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLaneValues<F> / 4]) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  float d = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (F == QuantFormat::kQ8_0) {
+      const uint32_t u = words[i] ^ 0x80808080u;  // int8 q as the byte q + 128
+      d = dot4(xs[i], magic_byte(u, 0) - 8388736.0f, magic_byte(u, 1) - 8388736.0f,
+               magic_byte(u, 2) - 8388736.0f, magic_byte(u, 3) - 8388736.0f, d);  // 2^23 + 128
+    } else {
+      // Bytes 4i .. 4i + 3: values 4i .. 4i + 3 low, 16 + 4i .. high.
+      const uint32_t lo = words[i] & 0x0f0f0f0fu, up = (words[i] >> 4) & 0x0f0f0f0fu;
+      d = dot4(xs[i], magic_byte(lo, 0) - 8388616.0f, magic_byte(lo, 1) - 8388616.0f,
+               magic_byte(lo, 2) - 8388616.0f, magic_byte(lo, 3) - 8388616.0f, d);  // 2^23 + 8
+      d = dot4(xs[i + 4], magic_byte(up, 0) - 8388616.0f, magic_byte(up, 1) - 8388616.0f,
+               magic_byte(up, 2) - 8388616.0f, magic_byte(up, 3) - 8388616.0f, d);
+    }
+  }
+  return d;
+}
+
+template <int M, QuantFormat F>
+__global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
+  pdl_enter();
+  constexpr int V = kLaneValues<F>, R = kRowsPerWarp<M>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int k = p.w.k, n_rows = p.w.n;
+  const int row0 = (blockIdx.x * kWarps + warp) * R;
+  if (row0 >= n_rows) return;  // warp-uniform; no barrier follows
+  const int64_t row_bytes = quant_row_bytes(F, k);
+  const int scales_per_row = k / kQuantBlock;
+  // Rows past the end read row n_rows - 1 again and store nothing.
+  int rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
+  float acc[R][M] = {};
+  for (int v0 = lane * V; v0 < k; v0 += 32 * V) {
+    uint4 w[R];
+    float scale[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      w[r] = __ldg(
+          reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, v0)));
+      scale[r] = __half2float(
+          p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + v0 / kQuantBlock]);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float4 xs[V / 4];
+      load_x<V / 4>(p.x + static_cast<int64_t>(m) * k + v0, xs);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][m] = fmaf(lane_dot<F>(w[r], xs), scale[r], acc[r][m]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int n = row0 + r;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(acc[r][m]);
+      if (lane != 0 || n >= n_rows) continue;
+      const int64_t at = static_cast<int64_t>(m) * n_rows + n;
+      if (p.y_f32 != nullptr)
+        p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
+      else
+        p.y_bf16[at] = __float2bfloat16(v);
+    }
+  }
+}
+
+template <int M, QuantFormat F>
+cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
+  constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
+  const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
+  return launch_kernel(quant_gemv_kernel<M, F>, grid, dim3(kThreads), 0, stream, p);
+}
+
+template <QuantFormat F>
+cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
+  switch (p.m) {
+    case 1:
+      return launch_gemv<1, F>(p, stream);
+    case 2:
+      return launch_gemv<2, F>(p, stream);
+    case 3:
+      return launch_gemv<3, F>(p, stream);
+    case 4:
+      return launch_gemv<4, F>(p, stream);
+    case 5:
+      return launch_gemv<5, F>(p, stream);
+    case 6:
+      return launch_gemv<6, F>(p, stream);
+    case 7:
+      return launch_gemv<7, F>(p, stream);
+    default:
+      return launch_gemv<8, F>(p, stream);
+  }
+}
+
+// One thread per 32-value block.
+__global__ void quant_dequantize_kernel(QuantDequantizeParams p) {
+  pdl_enter();
+  const int64_t blocks_per_row = p.w.k / kQuantBlock;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= blocks_per_row * p.w.n) return;
+  const float scale = __half2float(p.w.scales[b]);
+  bf16 *out = p.out + b * kQuantBlock;
+  if (p.w.format == QuantFormat::kQ8_0) {
+    const int8_t *q = reinterpret_cast<const int8_t *>(p.w.qs) + b * kQuantBlock;
+#pragma unroll 8
+    for (int i = 0; i < kQuantBlock; ++i) out[i] = __float2bfloat16(scale * q[i]);
+    return;
+  }
+  const uint8_t *q = p.w.qs + b * (kQuantBlock / 2);
+#pragma unroll 8
+  for (int i = 0; i < kQuantBlock / 2; ++i) {
+    out[i] = __float2bfloat16(scale * static_cast<float>((q[i] & 0xf) - 8));
+    out[i + 16] = __float2bfloat16(scale * static_cast<float>((q[i] >> 4) - 8));
+  }
+}
+
+}  // namespace
+
+bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k) {
+  return m >= 1 && m <= kQuantGemvMaxRows && k > 0 && k % quant_gemv_k_align(f) == 0;
+}
+
+cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
+  if (!quant_gemv_supports(p.w.format, p.m, p.w.k) || p.w.n <= 0 || p.x == nullptr ||
+      (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || p.w.qs == nullptr || p.w.scales == nullptr)
+    return cudaErrorInvalidValue;
+  return p.w.format == QuantFormat::kQ8_0 ? launch_gemv_rows<QuantFormat::kQ8_0>(p, stream)
+                                          : launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
+}
+
+cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream) {
+  if (p.w.k <= 0 || p.w.k % kQuantBlock != 0 || p.w.n <= 0 || p.out == nullptr)
+    return cudaErrorInvalidValue;
+  const int64_t blocks = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock);
+  const unsigned threads = 256;
+  return launch_kernel(quant_dequantize_kernel, dim3(static_cast<unsigned>((blocks + 255) / 256)),
+                       dim3(threads), 0, stream, p);
+}
+
+}  // namespace vegas::kernels

@@ -132,7 +132,7 @@ typedef struct vegas_tokenizer vegas_tokenizer;
 
 /* Loads a Hugging Face tokenizer.json (byte-level BPE). `path` is the file or a
  * directory holding tokenizer.json and, optionally, tokenizer_config.json (for
- * bos/eos and add_bos). On success *out owns a tokenizer; free it with
+ * bos/eos and add_bos), or a GGUF model file (its tokenizer.ggml metadata). On success *out owns a tokenizer; free it with
  * vegas_tokenizer_free. Errors: IO, FORMAT (names what is wrong), UNSUPPORTED
  * (names the unsupported model/normalizer/pre-tokenizer type). Thread-safe. */
 VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **out);

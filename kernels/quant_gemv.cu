@@ -159,26 +159,40 @@ cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
   }
 }
 
-// One thread per 32-value block.
+// One thread per 8 values (a quarter block), so that a warp's stores are
+// 512 contiguous bytes.
 __global__ void quant_dequantize_kernel(QuantDequantizeParams p) {
   pdl_enter();
-  const int64_t blocks_per_row = p.w.k / kQuantBlock;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= blocks_per_row * p.w.n) return;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t b = t / 4, part = t % 4;
+  if (b >= static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock)) return;
   const float scale = __half2float(p.w.scales[b]);
-  bf16 *out = p.out + b * kQuantBlock;
+  float v[8];
   if (p.w.format == QuantFormat::kQ8_0) {
-    const int8_t *q = reinterpret_cast<const int8_t *>(p.w.qs) + b * kQuantBlock;
-#pragma unroll 8
-    for (int i = 0; i < kQuantBlock; ++i) out[i] = __float2bfloat16(scale * q[i]);
-    return;
+    const uint2 q = *reinterpret_cast<const uint2 *>(p.w.qs + b * kQuantBlock + 8 * part);
+    const uint32_t words[2] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = __int_as_float(__byte_perm(words[i / 4], 0x4b000000u, 0x7440u + i % 4)) - 8388736.0f;
+  } else {
+    // Values 8 part .. + 7: low nibbles of bytes 0-15 are values 0-15, high
+    // nibbles values 16-31.
+    const uint2 q =
+        *reinterpret_cast<const uint2 *>(p.w.qs + b * (kQuantBlock / 2) + 8 * (part % 2));
+    const int shift = part < 2 ? 0 : 4;
+    const uint32_t words[2] = {(q.x >> shift) & 0x0f0f0f0fu, (q.y >> shift) & 0x0f0f0f0fu};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = __int_as_float(__byte_perm(words[i / 4], 0x4b000000u, 0x7440u + i % 4)) - 8388616.0f;
   }
-  const uint8_t *q = p.w.qs + b * (kQuantBlock / 2);
-#pragma unroll 8
-  for (int i = 0; i < kQuantBlock / 2; ++i) {
-    out[i] = __float2bfloat16(scale * static_cast<float>((q[i] & 0xf) - 8));
-    out[i + 16] = __float2bfloat16(scale * static_cast<float>((q[i] >> 4) - 8));
+  uint4 out;
+  uint32_t *o = reinterpret_cast<uint32_t *>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(scale * v[2 * i], scale * v[2 * i + 1]);
+    o[i] = *reinterpret_cast<const uint32_t *>(&pair);
   }
+  reinterpret_cast<uint4 *>(p.out)[t] = out;
 }
 
 }  // namespace
@@ -198,10 +212,9 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
 cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream) {
   if (p.w.k <= 0 || p.w.k % kQuantBlock != 0 || p.w.n <= 0 || p.out == nullptr)
     return cudaErrorInvalidValue;
-  const int64_t blocks = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock);
-  const unsigned threads = 256;
-  return launch_kernel(quant_dequantize_kernel, dim3(static_cast<unsigned>((blocks + 255) / 256)),
-                       dim3(threads), 0, stream, p);
+  const int64_t threads = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock) * 4;
+  return launch_kernel(quant_dequantize_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)),
+                       dim3(256), 0, stream, p);
 }
 
 }  // namespace vegas::kernels

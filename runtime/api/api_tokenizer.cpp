@@ -4,6 +4,8 @@
 
 #include "api/api_guard.h"
 #include "api/api_handles.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_tokenizer.h"
 #include "tokenizer/chat_format.h"
 
 using vegas::api::guarded;
@@ -32,7 +34,10 @@ VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **
     require_non_null(path, "path");
     require_non_null(out, "out");
     auto handle = std::make_unique<vegas_tokenizer>();
-    handle->owned = vegas::Tokenizer::load(path);
+    const std::string p = path;
+    const bool gguf = p.size() > 5 && p.compare(p.size() - 5, 5, ".gguf") == 0;
+    handle->owned = gguf ? vegas::gguf::tokenizer_from_gguf(*vegas::gguf::File::open(p))
+                         : vegas::Tokenizer::load(p);
     handle->impl = handle->owned.get();
     *out = handle.release();
   });

@@ -172,7 +172,8 @@ void add_generate_command(CLI::App &app) {
   auto args = std::make_shared<GenerateArgs>();
   args->model_dir = default_model_dir();
   CLI::App *cmd = app.add_subcommand("generate", "Complete a prompt with a model");
-  cmd->add_option("--model", args->model_dir, "Model directory (default: the embedded model)");
+  cmd->add_option("--model", args->model_dir,
+                  "Model directory or GGUF file (default: the embedded model)");
   auto *p = cmd->add_option("--prompt", args->prompt, "Prompt text");
   auto *pf = cmd->add_option("--prompt-file", args->prompt_file,
                              "Read the prompt from a file (- for standard input)");

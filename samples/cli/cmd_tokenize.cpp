@@ -127,7 +127,8 @@ void run_detokenize(const DetokenizeArgs &a) {
 void add_tokenize_commands(CLI::App &app) {
   auto targs = std::make_shared<TokenizeArgs>();
   CLI::App *tok = app.add_subcommand("tokenize", "Print the token ids of a text");
-  tok->add_option("--model", targs->model_dir, "Model directory (default: the embedded model)");
+  tok->add_option("--model", targs->model_dir,
+                  "Model directory or GGUF file (default: the embedded model)");
   auto *text = tok->add_option("--text", targs->text, "Text to tokenize");
   auto *file = tok->add_option("--file", targs->file,
                                "File whose contents to tokenize (- for standard input)");
@@ -141,7 +142,8 @@ void add_tokenize_commands(CLI::App &app) {
 
   auto dargs = std::make_shared<DetokenizeArgs>();
   CLI::App *detok = app.add_subcommand("detokenize", "Print the text of token ids");
-  detok->add_option("--model", dargs->model_dir, "Model directory (default: the embedded model)");
+  detok->add_option("--model", dargs->model_dir,
+                    "Model directory or GGUF file (default: the embedded model)");
   detok
       ->add_option("--ids", dargs->ids,
                    "Token ids, separated by commas or spaces; - reads them from standard input")

@@ -6,7 +6,8 @@ namespace vegas_cli {
 
 void add_run_options(CLI::App *cmd, RunArgs &r) {
   r.model.model_dir = default_model_dir();
-  cmd->add_option("--model", r.model.model_dir, "Model directory (default: the embedded model)");
+  cmd->add_option("--model", r.model.model_dir,
+                  "Model directory or GGUF file (default: the embedded model)");
   cmd->add_option("--synthetic", r.model.synthetic, "config.json for random weights (CUDA)");
   cmd->add_option("--prompts", r.prompts_file,
                   "JSONL prompts (field `text`) instead of random ids");

@@ -32,21 +32,20 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
     const TunePoint &c = b.choice;
     const double speedup =
         b.vanilla_tokens_per_s > 0 ? c.tokens_per_s / b.vanilla_tokens_per_s : 0.0;
-    list.push_back(
-        {{"context_min", b.context.min},
-         {"context_max", b.context.max},
-         {"batch_min", b.batch.min},
-         {"batch_max", b.batch.max},
-         {"policy", c.spec.policy},
-         {"window_share", tidy(c.spec.window_share)},
-         {"gamma", c.spec.gamma},
-         {"ratio", tidy(c.spec.ratio)},
-         {"tau", c.tau},
-         {"tokens_per_s", c.tokens_per_s},
-         {"speedup", speedup},
-         // Vanilla is a candidate too: where it beat every setting, auto mode
-         // starts the bucket with vanilla steps (session/mode_chooser.h).
-         {"mode", speedup > 0.0 && speedup < 1.0 ? "vanilla" : "vegas"}});
+    list.push_back({{"context_min", b.context.min},
+                    {"context_max", b.context.max},
+                    {"batch_min", b.batch.min},
+                    {"batch_max", b.batch.max},
+                    {"policy", c.spec.policy},
+                    {"window_share", tidy(c.spec.window_share)},
+                    {"gamma", c.spec.gamma},
+                    {"ratio", tidy(c.spec.ratio)},
+                    {"tau", c.tau},
+                    {"tokens_per_s", c.tokens_per_s},
+                    {"speedup", speedup},
+                    // Vanilla is a candidate too: where it beat every setting, auto mode
+                    // starts the bucket with vanilla steps (session/mode_chooser.h).
+                    {"mode", speedup > 0.0 && speedup < 1.0 ? "vanilla" : "vegas"}});
   }
   return {{"format", "vegas-profile/1"}, {"model", info.model},           {"backend", info.backend},
           {"device", info.device},       {"created_by", info.created_by}, {"buckets", list}};

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -186,12 +187,14 @@ std::vector<uint8_t> quantize_q8_0(const TensorView &t) {
   return raw;
 }
 
-// Proves a model whose every layer matrix is kept as Q8_0 blocks computes
+// Proves a model whose every layer matrix is kept as Q8_0 blocks (forced:
+// a model this small keeps bf16 by default) computes
 // what the same model with those blocks' values as bf16 computes: a prompt
 // of 96 rows (the dequantize + cuBLASLt path) and 24 single-row steps
 // (quant_gemv), logits within bf16 weight rounding, the same top token.
 TEST(CudaQuantModel, Q8_0MatricesTrackTheirBf16Values) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  setenv("VEGAS_CUDA_QUANT_WEIGHTS", "1", 1);  // read once, at the first upload
   const std::string dir = test::embedded_model_dir();
   const ModelConfig config = load_model_config(dir + "/config.json");
   const auto source = WeightStore::open(dir);

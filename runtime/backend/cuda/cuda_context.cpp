@@ -62,9 +62,8 @@ constexpr int64_t kSplitRowsCapacity = 4096;  // attention workspace: n_splits *
 constexpr int32_t kMaxSplits = 64;
 constexpr int64_t kPadRows = 16, kPadRowsBelow = 512, kPadRowsAbove = 256;  // padded_rows()
 constexpr int32_t kMinTokensPerSplit = 128;
-// Models up to this hidden size run few-row steps through kernels::small_gemm.
-constexpr int64_t kSmallModelHidden = 2048;
-// ... and at most this many rows (the tensor-core small_gemm covers 16 rows at
+// Few-row steps of small models (kSmallModelHidden, cuda_weights.h) take
+// small_gemm at up to this many rows (the tensor-core small_gemm covers 16 rows at
 // the cost of one, and up to four 16-row tiles: all of them when every K fits
 // it, else up to four rows on the CUDA-core kernel, which lost to cuBLASLt at
 // 16 rows, 0.40 -> 0.61 ms). Four tiles against cuBLASLt and the separate

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_weights.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "common/bf16.h"
@@ -76,9 +77,8 @@ int64_t take_matrix(Arena &a, int64_t n, int64_t k, const QuantChoice &format, b
 // The format every part of a matrix shares as GGUF blocks the kernels read,
 // or nullopt (bf16) when one part lacks them or they differ.
 QuantChoice shared_format(std::initializer_list<const TensorView *> parts, int64_t k) {
-  static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_QUANT_WEIGHTS");
   const TensorView &first = **parts.begin();
-  if (!enabled || first.ggml_blocks == nullptr) return std::nullopt;
+  if (first.ggml_blocks == nullptr) return std::nullopt;
   const kernels::QuantFormat format = first.ggml_type == gguf::kGgmlQ8_0
                                           ? kernels::QuantFormat::kQ8_0
                                           : kernels::QuantFormat::kQ4_0;
@@ -92,6 +92,13 @@ QuantChoice shared_format(std::initializer_list<const TensorView *> parts, int64
 WeightPlan plan_of(const ModelConfig &c, const ModelWeights &w) {
   const int64_t h = c.hidden_size;
   WeightPlan plan;
+  static const char *env = std::getenv("VEGAS_CUDA_QUANT_WEIGHTS");
+  const std::string mode = env != nullptr ? env : "";
+  const bool keep = mode == "1" || (mode != "0" && h > kSmallModelHidden);
+  if (!keep) {
+    plan.layers.assign(static_cast<size_t>(c.n_layers), WeightPlan::Layer{});
+    return plan;
+  }
   for (const LayerWeights &l : w.layers) {
     WeightPlan::Layer p;
     p.qkv = shared_format({l.wq, l.wk, l.wv}, h);

@@ -3,7 +3,10 @@
 // matrix and gate|up into one [2*inter][hidden] matrix, so each is one GEMM.
 // A matrix whose every part came as Q8_0 (or every part as Q4_0) rows of a
 // GGUF file stays in that format instead (kernels/quant_gemv.cuh), its bf16
-// pointer null; VEGAS_CUDA_QUANT_WEIGHTS=0 uploads such matrices as bf16 too.
+// pointer null, in models above kSmallModelHidden: smaller ones keep bf16
+// for the fused few-row kernels (small_gemm), whose steps wait on kernel
+// latency, not on weight bytes. VEGAS_CUDA_QUANT_WEIGHTS=1 keeps them
+// quantized at any size, =0 never.
 // All tensors live in one allocation.
 #pragma once
 
@@ -19,6 +22,9 @@
 namespace vegas::cuda {
 
 using bf16_t = uint16_t;  // device bf16 bits; the kernels see __nv_bfloat16
+
+// Models up to this hidden size run few-row steps through kernels::small_gemm.
+constexpr int64_t kSmallModelHidden = 2048;
 
 struct DeviceLayer {
   bf16_t *attn_norm = nullptr;  // [hidden]

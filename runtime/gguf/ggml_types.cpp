@@ -162,54 +162,41 @@ inline void k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
   }
 }
 
-// Q4_K, 144 bytes / 256 values: f16 d, f16 dmin; 12 bytes of 6-bit scales
-// and mins (k_scale_min); qs[128]: 64-value chunk c takes qs[32c..32c+31],
-// low nibbles for sub-block 2c, high for 2c+1. y = (d*sc) * q - (dmin*m).
-void dequant_q4_k(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 144, out += kQKK) {
-    const float d = load_f16(src);
-    const float dmin = load_f16(src + 2);
-    const uint8_t *scales = src + 4;
-    const uint8_t *qs = src + 16;
-    for (int sub = 0; sub < 8; ++sub) {
-      int sc, m;
-      k_scale_min(scales, sub, &sc, &m);
-      const float d1 = d * static_cast<float>(sc);
-      const float m1 = dmin * static_cast<float>(m);
-      const uint8_t *q = qs + 32 * (sub / 2);
-      const int shift = 4 * (sub % 2);
-      for (int l = 0; l < 32; ++l) {
-        const float p = d1 * static_cast<float>((q[l] >> shift) & 0x0f);
-        out[32 * sub + l] = p - m1;
-      }
+// Q4_K and Q5_K super-blocks of 256 values: f16 d, f16 dmin; 12 bytes of
+// 6-bit scales and mins (k_scale_min); qs[128] with 64-value chunk c in
+// qs[32c..32c+31], low nibbles for sub-block 2c, high for 2c+1; Q5_K adds
+// qh[32] (bit i of qh[l] = 5th bit of value l of sub-block i).
+// y = (d*sc) * q - (dmin*m).
+void dequant_k_block(const uint8_t *src, const uint8_t *scales, const uint8_t *qh,
+                     const uint8_t *qs, float *out) {
+  const float d = load_f16(src);
+  const float dmin = load_f16(src + 2);
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, m;
+    k_scale_min(scales, sub, &sc, &m);
+    const float d1 = d * static_cast<float>(sc);
+    const float m1 = dmin * static_cast<float>(m);
+    const uint8_t *q = qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 0x0f;
+      if (qh != nullptr) v |= ((qh[l] >> sub) & 1) << 4;
+      const float p = d1 * static_cast<float>(v);
+      out[32 * sub + l] = p - m1;
     }
   }
 }
 
-// Q5_K, 176 bytes / 256 values: f16 d, f16 dmin; 12 scale bytes as Q4_K;
-// qh[32] (bit i of qh[l] = 5th bit of value l of sub-block i); qs[128] low
-// nibbles as Q4_K. y = (d*sc) * q - (dmin*m).
+// Q4_K: 144 bytes (d, dmin, scales[12], qs[128]).
+void dequant_q4_k(const uint8_t *src, int64_t n_blocks, float *out) {
+  for (int64_t b = 0; b < n_blocks; ++b, src += 144, out += kQKK)
+    dequant_k_block(src, src + 4, nullptr, src + 16, out);
+}
+
+// Q5_K: 176 bytes (d, dmin, scales[12], qh[32], qs[128]).
 void dequant_q5_k(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 176, out += kQKK) {
-    const float d = load_f16(src);
-    const float dmin = load_f16(src + 2);
-    const uint8_t *scales = src + 4;
-    const uint8_t *qh = src + 16;
-    const uint8_t *qs = src + 48;
-    for (int sub = 0; sub < 8; ++sub) {
-      int sc, m;
-      k_scale_min(scales, sub, &sc, &m);
-      const float d1 = d * static_cast<float>(sc);
-      const float m1 = dmin * static_cast<float>(m);
-      const uint8_t *q = qs + 32 * (sub / 2);
-      const int shift = 4 * (sub % 2);
-      for (int l = 0; l < 32; ++l) {
-        const int v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> sub) & 1) << 4);
-        const float p = d1 * static_cast<float>(v);
-        out[32 * sub + l] = p - m1;
-      }
-    }
-  }
+  for (int64_t b = 0; b < n_blocks; ++b, src += 176, out += kQKK)
+    dequant_k_block(src, src + 4, src + 16, src + 48, out);
 }
 
 // Q6_K, 210 bytes / 256 values: ql[128] low nibbles, qh[64] 2-bit high

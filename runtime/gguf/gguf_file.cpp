@@ -21,22 +21,6 @@ constexpr int64_t kMaxElements = int64_t{1} << 48;
 constexpr int kMaxArrayDepth = 4;  // arrays of arrays are legal; deeper is hostile
 constexpr uint64_t kDefaultAlignment = 32;
 
-enum ValueType : uint32_t {
-  kUint8 = 0,
-  kInt8 = 1,
-  kUint16 = 2,
-  kInt16 = 3,
-  kUint32 = 4,
-  kInt32 = 5,
-  kFloat32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kUint64 = 10,
-  kInt64 = 11,
-  kFloat64 = 12,
-};
-
 // The fewest bytes a value of `type` takes in the file (for bounding counts
 // before anything is allocated).
 uint64_t min_value_bytes(uint32_t type) {

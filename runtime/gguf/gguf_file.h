@@ -24,6 +24,23 @@ class MappedFile;
 
 namespace gguf {
 
+// The metadata value types of the format.
+enum ValueType : uint32_t {
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
+};
+
 struct TensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // GGML order: dims[0] varies fastest

@@ -18,25 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "gguf/gguf_file.h"
+
 namespace vegas::test {
 
 class GgufBuilder {
  public:
-  enum Type : uint32_t {
-    kUint8 = 0,
-    kInt8 = 1,
-    kUint16 = 2,
-    kInt16 = 3,
-    kUint32 = 4,
-    kInt32 = 5,
-    kFloat32 = 6,
-    kBool = 7,
-    kString = 8,
-    kArray = 9,
-    kUint64 = 10,
-    kInt64 = 11,
-    kFloat64 = 12,
-  };
+  using Type = gguf::ValueType;
 
   GgufBuilder &version(uint32_t v) {
     version_ = v;
@@ -50,32 +38,32 @@ class GgufBuilder {
   }
 
   // Scalars. Setting a key again replaces its value in place.
-  GgufBuilder &set_u8(const std::string &k, uint8_t v) { return scalar(k, kUint8, v); }
-  GgufBuilder &set_i8(const std::string &k, int8_t v) { return scalar(k, kInt8, v); }
-  GgufBuilder &set_u16(const std::string &k, uint16_t v) { return scalar(k, kUint16, v); }
-  GgufBuilder &set_i16(const std::string &k, int16_t v) { return scalar(k, kInt16, v); }
-  GgufBuilder &set_u32(const std::string &k, uint32_t v) { return scalar(k, kUint32, v); }
-  GgufBuilder &set_i32(const std::string &k, int32_t v) { return scalar(k, kInt32, v); }
-  GgufBuilder &set_u64(const std::string &k, uint64_t v) { return scalar(k, kUint64, v); }
-  GgufBuilder &set_i64(const std::string &k, int64_t v) { return scalar(k, kInt64, v); }
-  GgufBuilder &set_f32(const std::string &k, float v) { return scalar(k, kFloat32, v); }
-  GgufBuilder &set_f64(const std::string &k, double v) { return scalar(k, kFloat64, v); }
+  GgufBuilder &set_u8(const std::string &k, uint8_t v) { return scalar(k, Type::kUint8, v); }
+  GgufBuilder &set_i8(const std::string &k, int8_t v) { return scalar(k, Type::kInt8, v); }
+  GgufBuilder &set_u16(const std::string &k, uint16_t v) { return scalar(k, Type::kUint16, v); }
+  GgufBuilder &set_i16(const std::string &k, int16_t v) { return scalar(k, Type::kInt16, v); }
+  GgufBuilder &set_u32(const std::string &k, uint32_t v) { return scalar(k, Type::kUint32, v); }
+  GgufBuilder &set_i32(const std::string &k, int32_t v) { return scalar(k, Type::kInt32, v); }
+  GgufBuilder &set_u64(const std::string &k, uint64_t v) { return scalar(k, Type::kUint64, v); }
+  GgufBuilder &set_i64(const std::string &k, int64_t v) { return scalar(k, Type::kInt64, v); }
+  GgufBuilder &set_f32(const std::string &k, float v) { return scalar(k, Type::kFloat32, v); }
+  GgufBuilder &set_f64(const std::string &k, double v) { return scalar(k, Type::kFloat64, v); }
   GgufBuilder &set_bool(const std::string &k, bool v) {
-    return scalar(k, kBool, static_cast<uint8_t>(v ? 1 : 0));
+    return scalar(k, Type::kBool, static_cast<uint8_t>(v ? 1 : 0));
   }
   GgufBuilder &set_string(const std::string &k, const std::string &v) {
     std::vector<uint8_t> payload;
     put_string(payload, v);
-    return set_raw(k, kString, std::move(payload));
+    return set_raw(k, Type::kString, std::move(payload));
   }
 
   // Arrays.
   GgufBuilder &set_string_array(const std::string &k, const std::vector<std::string> &v) {
     std::vector<uint8_t> payload;
-    put(payload, static_cast<uint32_t>(kString));
+    put(payload, static_cast<uint32_t>(Type::kString));
     put(payload, static_cast<uint64_t>(v.size()));
     for (const std::string &s : v) put_string(payload, s);
-    return set_raw(k, kArray, std::move(payload));
+    return set_raw(k, Type::kArray, std::move(payload));
   }
   // Numbers of `elem_type`, each written as a T (pick T to match the type).
   template <typename T>
@@ -84,10 +72,10 @@ class GgufBuilder {
     put(payload, static_cast<uint32_t>(elem_type));
     put(payload, static_cast<uint64_t>(v.size()));
     for (const T &x : v) put(payload, x);
-    return set_raw(k, kArray, std::move(payload));
+    return set_raw(k, Type::kArray, std::move(payload));
   }
   GgufBuilder &set_i32_array(const std::string &k, const std::vector<int32_t> &v) {
-    return set_array(k, kInt32, v);
+    return set_array(k, Type::kInt32, v);
   }
 
   // Any value type with any payload bytes (which need not be well formed).

@@ -98,6 +98,13 @@ void Model::finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptio
   n_params_ = count_params(weights_);
   report(options, 0.2f);
   backend_ = make_backend(config_, weights_, options);
+  // The CUDA backend computes from its own copy in device memory: the host's
+  // mapping of the checkpoint and the tensors the loader converted (a GGUF
+  // file's dequantized matrices, twice its quantized bytes and more) go.
+  if (backend_->kind() == BackendKind::kCuda && !options.make_backend) {
+    weights_ = ModelWeights{};
+    store_.reset();
+  }
   report(options, 1.0f);
 }
 

@@ -93,10 +93,20 @@ struct Reference {
   std::vector<std::vector<int32_t>> argmax;
 };
 
+// The process's resident memory in MB (VmRSS), -1 where /proc is missing.
+double resident_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return -1.0;
+}
+
 nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts, int32_t n_tokens,
                         int32_t chunk, Reference *ref) {
   ModelLoadOptions options;
+  const double rss_before = resident_mb();
   const auto model = Model::load(path, options);
+  const double rss_loaded = resident_mb() - rss_before;
   const bool is_reference = ref->tokens.empty();
   double nll = 0.0;
   int64_t n = 0, agree = 0, compared = 0;
@@ -123,6 +133,7 @@ nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts,
   out["texts"] = texts.size();
   out["scored_tokens"] = n;
   out["perplexity"] = std::exp(nll / static_cast<double>(std::max<int64_t>(n, 1)));
+  out["host_mb_after_load"] = rss_loaded;  // resident memory the load added
   if (!is_reference) {
     out["texts_tokenized_as_reference"] = same_tokens;
     out["top1_agreement_with_reference"] =

@@ -2,7 +2,7 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|auto|sanitize|server|tune|profile|profile-phases|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|auto|sanitize|server|tune|profile|profile-phases|quant|all] [test filter regex]
 #   phases: bench_cuda_phases (verify, selection and draft against the vanilla step).
 #   profile-phases: ncu kernel durations of a verify pass and a draft step.
 #   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
@@ -14,6 +14,9 @@
 #   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
+#   quant: GGUF files made by llama.cpp (carry its snapshot as LLAMA_SRC),
+#   their perplexity, greedy Vegas with quantized matrices, and Qwen3-8B
+#   shapes with bf16 / Q8_0 / Q4_0 matrices.
 set -u
 DIR=${1:-.carry/cuda}
 WHAT=${2:-all}
@@ -245,6 +248,36 @@ if [ "$WHAT" = server ]; then
     python3 tools/bench_server.py --server "$DIR/bin/vegas-server" --backend cuda --mode "$mode" \
       --clients 16 --requests 4 --max-tokens 64 2>&1 | tail -2
   done
+fi
+if [ "$WHAT" = quant ]; then
+  # GGUF files of the embedded model made by llama.cpp's converter and
+  # quantizer (LLAMA_SRC: its source snapshot, carried), their perplexity
+  # against the model directory, greedy Vegas against vanilla with the
+  # matrices forced quantized, and the Qwen3-8B shapes with bf16 / Q8_0 /
+  # Q4_0 matrices.
+  G=${GGUF_DIR:-/tmp/vegas-gguf}
+  [ -f "$G/vegas-code-22m-Q4_0.gguf" ] ||
+    bash tools/gguf/make_fixtures.sh "${LLAMA_SRC:-.carry/llama/llama-src.tar.xz}" "$OUT/gguf-make" "$G" \
+      > "$OUT/gguf-make.log" 2>&1 || tail -20 "$OUT/gguf-make.log"
+  "$DIR/bin/vegas_perplexity" --prompts "$DIR/bench/prompts-public.jsonl" --limit 0 --tokens 2048 \
+    models/vegas-code-22m "$G"/vegas-code-22m-{bf16,Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0}.gguf | tee "$OUT/perplexity.jsonl"
+  for f in Q8_0 Q4_0; do
+    VEGAS_CUDA_QUANT_WEIGHTS=1 "$DIR/bin/vegas" bench --model "$G/vegas-code-22m-$f.gguf" \
+      --prompts "$DIR/bench/prompts-public.jsonl" --context 8192 --batch 16 --new-tokens 128 \
+      --mode vegas --temperature 0 > "$OUT/greedy-$f.json" 2> "$OUT/greedy-$f.err"
+    python3 -c "
+import json, sys
+def find(d, k):
+    if isinstance(d, dict):
+        if k in d: return d[k]
+        for v in d.values():
+            r = find(v, k)
+            if r is not None: return r
+print('greedy %s 8K x 16: identical to vanilla: %s' % (sys.argv[2], find(json.load(open(sys.argv[1])), 'identical_to_vanilla')))" \
+      "$OUT/greedy-$f.json" "$f" || tail -3 "$OUT/greedy-$f.err"
+  done
+  VEGAS_BENCH_SHAPES=2048x1 VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0 "$DIR/bin/bench_cuda_decode" \
+    models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench-quant.log" | sed -n '/^model /,$p'
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"

@@ -98,10 +98,12 @@ void Model::finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptio
   n_params_ = count_params(weights_);
   report(options, 0.2f);
   backend_ = make_backend(config_, weights_, options);
-  // The CUDA backend computes from its own copy in device memory: the host's
-  // mapping of the checkpoint and the tensors the loader converted (a GGUF
-  // file's dequantized matrices, twice its quantized bytes and more) go.
-  if (backend_->kind() == BackendKind::kCuda && !options.make_backend) {
+  // Both backends compute from their own copies (device memory; the CPU
+  // backend's converted matrices): the host's mapping of the checkpoint and
+  // the tensors the loader converted (a GGUF file's dequantized matrices,
+  // twice its quantized bytes and more) go. A caller's own backend may keep
+  // pointers into them.
+  if (!options.make_backend) {
     weights_ = ModelWeights{};
     store_.reset();
   }

@@ -56,8 +56,8 @@ class Model {
                      const std::string &vocab_source);
   void finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptions &options);
   ModelConfig config_;
-  // The host's weights: kept for the CPU backend, which computes from them;
-  // released once the CUDA backend has uploaded its copy.
+  // The host's weights: released once the backend has made its own copy
+  // (kept for a caller's make_backend).
   std::unique_ptr<WeightStore> store_;
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -74,68 +74,31 @@ void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
   }
 }
 
-// Q4_0, 18 bytes / 32 values: f16 d; qs[16] nibbles, value j in the low
-// nibble of qs[j], value j+16 in the high one. y = d * (q - 8).
-void dequant_q4_0(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 18, out += kQK) {
+// The 32-value blocks before the K-quants: f16 d, then f16 m (Q4_1, Q5_1),
+// then u32 qh (Q5_0, Q5_1: bit j = 5th bit of value j), then qs[16]
+// nibbles, value j in the low nibble of qs[j], value j+16 in the high one.
+// Q4_0 is 18 bytes, Q4_1 20, Q5_0 22, Q5_1 24.
+// Without m: y = d * (q - 8) (Q4_0) or d * (q - 16) (Q5_0); with m: y = d * q + m.
+void dequant_legacy(const uint8_t *src, int64_t n_blocks, float *out, bool has_min, bool has_high) {
+  const int64_t block_bytes = 2 + (has_min ? 2 : 0) + (has_high ? 4 : 0) + kQK / 2;
+  const int offset = has_min ? 0 : (has_high ? 16 : 8);
+  for (int64_t b = 0; b < n_blocks; ++b, src += block_bytes, out += kQK) {
     const float d = load_f16(src);
-    const uint8_t *qs = src + 2;
-    for (int j = 0; j < kQK / 2; ++j) {
-      out[j] = d * static_cast<float>((qs[j] & 0x0f) - 8);
-      out[j + kQK / 2] = d * static_cast<float>((qs[j] >> 4) - 8);
-    }
-  }
-}
-
-// Q4_1, 20 bytes / 32 values: f16 d, f16 m; qs[16] nibbles as Q4_0.
-// y = d * q + m.
-void dequant_q4_1(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 20, out += kQK) {
-    const float d = load_f16(src);
-    const float m = load_f16(src + 2);
-    const uint8_t *qs = src + 4;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const float lo = d * static_cast<float>(qs[j] & 0x0f);
-      const float hi = d * static_cast<float>(qs[j] >> 4);
-      out[j] = lo + m;
-      out[j + kQK / 2] = hi + m;
-    }
-  }
-}
-
-// Q5_0, 22 bytes / 32 values: f16 d; u32 qh (bit j = 5th bit of value j);
-// qs[16] low nibbles as Q4_0. y = d * (q - 16).
-void dequant_q5_0(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 22, out += kQK) {
-    const float d = load_f16(src);
-    uint32_t qh;
-    std::memcpy(&qh, src + 2, sizeof qh);
-    const uint8_t *qs = src + 6;
+    const float m = has_min ? load_f16(src + 2) : 0.0f;
+    uint32_t qh = 0;
+    if (has_high) std::memcpy(&qh, src + (has_min ? 4 : 2), sizeof qh);
+    const uint8_t *qs = src + block_bytes - kQK / 2;
     for (int j = 0; j < kQK / 2; ++j) {
       const int q0 = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
       const int q1 = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-      out[j] = d * static_cast<float>(q0 - 16);
-      out[j + kQK / 2] = d * static_cast<float>(q1 - 16);
-    }
-  }
-}
-
-// Q5_1, 24 bytes / 32 values: f16 d, f16 m; u32 qh; qs[16] as Q5_0.
-// y = d * q + m.
-void dequant_q5_1(const uint8_t *src, int64_t n_blocks, float *out) {
-  for (int64_t b = 0; b < n_blocks; ++b, src += 24, out += kQK) {
-    const float d = load_f16(src);
-    const float m = load_f16(src + 2);
-    uint32_t qh;
-    std::memcpy(&qh, src + 4, sizeof qh);
-    const uint8_t *qs = src + 8;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int q0 = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
-      const int q1 = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-      const float lo = d * static_cast<float>(q0);
-      const float hi = d * static_cast<float>(q1);
-      out[j] = lo + m;
-      out[j + kQK / 2] = hi + m;
+      float lo = d * static_cast<float>(q0 - offset);
+      float hi = d * static_cast<float>(q1 - offset);
+      if (has_min) {
+        lo += m;
+        hi += m;
+      }
+      out[j] = lo;
+      out[j + kQK / 2] = hi;
     }
   }
 }
@@ -249,13 +212,13 @@ void dequantize(uint32_t type, const void *data, int64_t n, float *out) {
     case kGgmlBF16:
       return dequant_bf16(src, n, out);
     case kGgmlQ4_0:
-      return dequant_q4_0(src, blocks, out);
+      return dequant_legacy(src, blocks, out, false, false);
     case kGgmlQ4_1:
-      return dequant_q4_1(src, blocks, out);
+      return dequant_legacy(src, blocks, out, true, false);
     case kGgmlQ5_0:
-      return dequant_q5_0(src, blocks, out);
+      return dequant_legacy(src, blocks, out, false, true);
     case kGgmlQ5_1:
-      return dequant_q5_1(src, blocks, out);
+      return dequant_legacy(src, blocks, out, true, true);
     case kGgmlQ8_0:
       return dequant_q8_0(src, blocks, out);
     case kGgmlQ4_K:

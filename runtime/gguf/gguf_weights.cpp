@@ -84,8 +84,7 @@ void convert(Conversion &c, std::vector<std::shared_ptr<const void>> *owners) {
   auto source_row = [&](int64_t r) {
     return t.data + (c.rope_head_rows > 0 ? llama_rope_row(r, c.rope_head_rows) : r) * row_bytes;
   };
-  const bool quantized = info.block_elems > 1;
-  c.view.dtype = quantized ? DType::kBF16 : c.view.dtype;
+  const bool quantized = info.block_elems > 1;  // view_dtype made these bf16
   const int64_t out_row_bytes = cols * static_cast<int64_t>(dtype_size(c.view.dtype));
   auto out = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * out_row_bytes));
   parallel_rows(rows, [&](int64_t r) {

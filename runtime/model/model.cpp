@@ -112,8 +112,9 @@ void Model::finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptio
 
 std::shared_ptr<Model> Model::load(const std::string &path, const ModelLoadOptions &options) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return load_gguf(path, options);
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISREG(st.st_mode)) return load_gguf(path, options);
+  if (!exists || !S_ISDIR(st.st_mode))
     fail(VEGAS_ERR_IO, "model '" + path + "' is neither a directory nor a GGUF file");
   auto model = std::shared_ptr<Model>(new Model());
   report(options, 0.0f);

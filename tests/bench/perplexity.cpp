@@ -76,12 +76,13 @@ Scored score(BackendModel &backend, const std::vector<int32_t> &tokens, int32_t 
     const float *logits = ctx->forward(b);
     for (int32_t i = 0; i < r.n_tokens && start + i + 1 < len; ++i) {
       const float *row = logits + static_cast<int64_t>(i) * vocab;
-      const float top = *std::max_element(row, row + vocab);
+      const float *best = std::max_element(row, row + vocab);
+      const float top = *best;
       double sum = 0.0;
       for (int32_t v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - top);
       const int32_t next = tokens[static_cast<size_t>(start + i + 1)];
       s.nll += std::log(sum) + top - row[next];
-      s.argmax.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+      s.argmax.push_back(static_cast<int32_t>(best - row));
       ++s.n;
     }
   }

@@ -26,10 +26,6 @@ namespace {
 
 using namespace golden;  // NOLINT: the fixture helpers
 
-std::string tiny_gguf(const std::string &name) {
-  return test::gguf_tiny_file(name);
-}
-
 struct Loaded {
   ModelConfig config;
   std::unique_ptr<WeightStore> store;
@@ -61,7 +57,7 @@ class GgufTiny : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (!fixtures_present()) GTEST_SKIP() << "fixtures directory absent: " << fixtures_dir();
     hf_dir_ = fixtures_dir() + "/" + GetParam();
-    path_ = tiny_gguf(GetParam() + "-bf16");
+    path_ = test::gguf_tiny_file(GetParam() + "-bf16");
     ASSERT_TRUE(fs::exists(path_)) << path_ << " is missing";
   }
   std::string hf_dir_, path_;
@@ -142,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Converted, GgufTiny, ::testing::Values("qwen3", "llama3
 // leave a relative error near 1.4.
 TEST(GgufQuantized, TensorsNearCheckpoint) {
   for (const std::string name : {"qwen3"}) {
-    const Loaded g = load_gguf(tiny_gguf(name + "-Q4_K_M"));
+    const Loaded g = load_gguf(test::gguf_tiny_file(name + "-Q4_K_M"));
     const auto hf = WeightStore::open(fixtures_dir() + "/" + name);
     double worst = 0;
     std::string worst_name;
@@ -168,7 +164,7 @@ TEST(GgufQuantized, TensorsNearCheckpoint) {
 TEST(GgufModel, LoadsFromOnePath) {
   ModelLoadOptions options;
   options.backend_auto = false;
-  const auto g = Model::load(tiny_gguf("qwen3-bf16"), options);
+  const auto g = Model::load(test::gguf_tiny_file("qwen3-bf16"), options);
   ASSERT_TRUE(g->has_tokenizer());
   EXPECT_EQ(g->config().vocab_size, 8192);
   const auto tok = Tokenizer::load(test::embedded_model_dir());
@@ -179,7 +175,7 @@ TEST(GgufModel, LoadsFromOnePath) {
 // Proves a file cut short anywhere is a FORMAT (or IO) error, never a crash
 // or a read past the end: the real file truncated at 300 points.
 TEST(GgufFile, TruncatedFileIsFormatError) {
-  std::ifstream in(tiny_gguf("qwen3-bf16"), std::ios::binary);
+  std::ifstream in(test::gguf_tiny_file("qwen3-bf16"), std::ios::binary);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
   ASSERT_GT(bytes.size(), 1000u);

@@ -84,7 +84,9 @@ class FlagScope {
 Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     : model_(std::move(model)),
       params_(params),
-      kv_(pages_for_budget(model_->backend(), params), params.page_size, params.prefix_cache) {
+      kv_(pages_for_budget(model_->backend(), params), params.page_size, params.prefix_cache),
+      scheduler_(kv_,
+                 SchedulingParams{params.max_batch, params.prefill_chunk, params.prefill_first}) {
   ContextParams cp;
   cp.num_pages = kv_.pool().num_pages();
   cp.page_size = params_.page_size;
@@ -318,11 +320,16 @@ ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) 
   return prior;
 }
 
+ModeChooser::Kind Session::decode_kind(const std::vector<Sequence *> &decoding) {
+  if (!spec_) return ModeChooser::Kind::kVanilla;
+  if (!params_.auto_mode) return ModeChooser::Kind::kRound;
+  return chooser_.next(static_cast<int32_t>(decoding.size()), mode_prior(decoding));
+}
+
 int32_t Session::step() {
   if (in_callback_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step called from a callback");
   if (in_step_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_step is already running");
   FlagScope step_guard(in_step_);
-  const auto t0 = std::chrono::steady_clock::now();
   apply_cancellations();
 
   // Sequences with nothing to generate finish at once.
@@ -330,172 +337,143 @@ int32_t Session::step() {
     Sequence &seq = *entry.second;
     if (!seq.finished() && seq.req.max_tokens == 0) finish(seq, VEGAS_FINISH_LENGTH, VEGAS_OK);
   }
-
-  // Decoding sequences (one pending row) go first so that long prompts, which
-  // are prefilled in chunks of at most prefill_chunk rows per step, never stall them.
-  std::vector<Sequence *> batch_seqs;
-  std::vector<Sequence *> spec_seqs;  // VEGAS mode: decoding sequences for the speculative round
-  ForwardBatch batch;
-  bool prompts_pending = false;
-  for (auto &entry : sequences_)
-    prompts_pending =
-        prompts_pending || (!entry.second->finished() && entry.second->pending_rows() > 1);
-  std::vector<Sequence *> decoding;
-  for (auto &entry : sequences_) {
-    Sequence &seq = *entry.second;
-    if (params_.prefill_first && prompts_pending) break;  // decoding waits for every prompt
-    if (seq.finished() || seq.pending_rows() != 1) continue;
-    if (static_cast<int32_t>(decoding.size()) >= params_.max_batch) break;
-    decoding.push_back(&seq);
-  }
-  const int32_t n_decoding = static_cast<int32_t>(decoding.size());
-  const ModeChooser::Kind kind = !spec_ ? ModeChooser::Kind::kVanilla
-                                 : !params_.auto_mode || decoding.empty()
-                                     ? ModeChooser::Kind::kRound
-                                     : chooser_.next(n_decoding, mode_prior(decoding));
-  (kind == ModeChooser::Kind::kRound ? spec_seqs : batch_seqs) = decoding;
-  int32_t prefill_budget = params_.prefill_chunk;
-  for (auto &entry : sequences_) {
-    Sequence &seq = *entry.second;
-    if (prefill_budget == 0) break;
-    if (seq.finished() || seq.pending_rows() <= 1) continue;
-    if (static_cast<int32_t>(batch_seqs.size()) >= params_.max_batch) break;
-    batch_seqs.push_back(&seq);
-    prefill_budget -= std::min(prefill_budget, seq.pending_rows());
-  }
+  StepPlan plan = scheduler_.plan(sequences_, [this](const std::vector<Sequence *> &decoding) {
+    return decode_kind(decoding);
+  });
+  const int32_t n_decoding = static_cast<int32_t>(plan.decoding.size());
 
   // Decode-only vanilla steps: several at once where the backend chains them.
-  if (kind == ModeChooser::Kind::kVanilla && !decoding.empty() &&
-      batch_seqs.size() == decoding.size()) {
+  if (plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only()) {
     const auto t_chain = std::chrono::steady_clock::now();
-    const int64_t committed = chained_vanilla_steps(decoding);
+    const int64_t committed = chained_vanilla_steps(plan.decoding);
     if (committed >= 0) {
       const double chain_seconds = seconds_since(t_chain);
-      for (Sequence *seq : decoding) seq->stats.decode_seconds += chain_seconds;
-      if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, chain_seconds);
+      for (Sequence *seq : plan.decoding) seq->stats.decode_seconds += chain_seconds;
+      if (params_.auto_mode)
+        observe_step(chooser_, plan.kind, n_decoding, committed, chain_seconds);
       publish_running();
       return active_count();
     }
   }
-
-  // Reserve KV slots; a sequence that does not fit stops with KV_FULL and
-  // keeps every token it has.
-  prefill_budget = params_.prefill_chunk;
-  std::vector<Sequence *> ready;
-  std::vector<int32_t> rows_of;
-  for (Sequence *seq : batch_seqs) {
-    int32_t rows = seq->pending_rows();
-    if (rows > 1) {
-      rows = std::min(rows, prefill_budget);
-      prefill_budget -= rows;
-    }
-    try {
-      kv_.reserve(*seq, int64_t{seq->kv_len} + rows);
-    } catch (const Error &e) {
-      if (e.status() != VEGAS_ERR_KV_FULL) throw;
-      finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
-      continue;
-    }
-    ready.push_back(seq);
-    rows_of.push_back(rows);
+  // A sequence that does not fit stops with KV_FULL and keeps every token it has.
+  for (Sequence *seq : scheduler_.reserve_forward(plan))
+    finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
+  if (!plan.forward.empty()) {
+    const auto t_forward = std::chrono::steady_clock::now();
+    const int64_t committed = forward_step(plan);
+    // Auto mode learns from decode-only steps (no prompt rows in the batch).
+    if (params_.auto_mode && plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only())
+      observe_step(chooser_, plan.kind, n_decoding, committed, seconds_since(t_forward));
   }
+  if (plan.kind == ModeChooser::Kind::kRound && !plan.decoding.empty()) {
+    const auto t_round = std::chrono::steady_clock::now();
+    std::vector<Sequence *> live;
+    for (Sequence *seq : plan.decoding)
+      if (!seq->finished()) live.push_back(seq);
+    const int64_t committed = speculative_round(live);
+    const double round_seconds = seconds_since(t_round);
+    for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
+    if (params_.auto_mode) observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds);
+  }
+  publish_running();
+  return active_count();
+}
+
+int64_t Session::forward_step(const StepPlan &plan) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Sequence *> &ready = plan.forward;
+  ForwardBatch batch;
   for (size_t i = 0; i < ready.size(); ++i) {
     Sequence &seq = *ready[i];
-    SeqRows r = pending_rows(seq, rows_of[i]);
+    SeqRows r = pending_rows(seq, plan.rows[i]);
     if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0)
       spec_->prepare_prefill_capture(seq, r, active_count());
     batch.seqs.push_back(r);
   }
-
-  if (!batch.seqs.empty()) {
-    std::vector<int64_t> logit_row(ready.size(), -1);
-    std::vector<RowSampling> row_rules;
+  std::vector<int64_t> logit_row(ready.size(), -1);
+  std::vector<RowSampling> row_rules;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
+    logit_row[i] = static_cast<int64_t>(row_rules.size());
+    const Sequence &seq = *ready[i];
+    RowSampling rule;
+    rule.params = &seq.req.sampling;
+    rule.rng_counter = seq.rng.counter();
+    rule.history = seq.tokens.data();
+    rule.history_len = static_cast<int32_t>(seq.tokens.size());
+    row_rules.push_back(rule);
+  }
+  // Sampling on the device when the backend can (only the ids come back);
+  // otherwise the logits come back and every row is drawn here, in parallel
+  // (each sequence has its own Rng), then committed in order on this thread.
+  std::vector<int32_t> drawn(ready.size(), -1);
+  std::vector<int32_t> device_ids(row_rules.size());
+  // A sequence that records logprobs needs its whole row on the host.
+  bool rows_wanted = false;
+  for (size_t i = 0; i < ready.size(); ++i)
+    rows_wanted = rows_wanted || (logit_row[i] >= 0 && ready[i]->req.logprobs);
+  const bool on_device = !row_rules.empty() && !rows_wanted &&
+                         context_->forward_sample(batch, row_rules.data(), device_ids.data());
+  const float *logits = on_device ? nullptr : context_->forward(batch);
+  const int32_t vocab = model_->config().vocab_size;
+  const double forward_seconds = seconds_since(t0);
+  if (on_device) {
     for (size_t i = 0; i < ready.size(); ++i) {
-      if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-      logit_row[i] = static_cast<int64_t>(row_rules.size());
-      const Sequence &seq = *ready[i];
-      RowSampling rule;
-      rule.params = &seq.req.sampling;
-      rule.rng_counter = seq.rng.counter();
-      rule.history = seq.tokens.data();
-      rule.history_len = static_cast<int32_t>(seq.tokens.size());
-      row_rules.push_back(rule);
-    }
-    // Sampling on the device when the backend can (only the ids come back);
-    // otherwise the logits come back and every row is drawn here, in parallel
-    // (each sequence has its own Rng), then committed in order on this thread.
-    const auto t_forward = std::chrono::steady_clock::now();
-    std::vector<int32_t> drawn(ready.size(), -1);
-    std::vector<int32_t> device_ids(row_rules.size());
-    // A sequence that records logprobs needs its whole row on the host.
-    bool rows_wanted = false;
-    for (size_t i = 0; i < ready.size(); ++i)
-      rows_wanted = rows_wanted || (logit_row[i] >= 0 && ready[i]->req.logprobs);
-    const bool on_device = !row_rules.empty() && !rows_wanted &&
-                           context_->forward_sample(batch, row_rules.data(), device_ids.data());
-    const float *logits = on_device ? nullptr : context_->forward(batch);
-    const int32_t vocab = model_->config().vocab_size;
-    const double forward_seconds = seconds_since(t0);
-    if (on_device) {
-      for (size_t i = 0; i < ready.size(); ++i) {
-        if (logit_row[i] < 0) continue;
-        Sequence &seq = *ready[i];
-        drawn[i] = device_ids[static_cast<size_t>(logit_row[i])];
-        // The device drew with the counter it was given; a sampled row used one draw.
-        if (!seq.req.sampling.greedy()) seq.rng.set_counter(seq.rng.counter() + 1);
-      }
-    } else {
-      parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
-        Sequence &seq = *ready[static_cast<size_t>(i)];
-        if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
-        std::vector<int32_t> history;
-        if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
-        TokenDistribution dist;
-        build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
-                           seq.req.sampling, history, &dist);
-        drawn[static_cast<size_t>(i)] =
-            seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
-      });
-    }
-    int64_t committed = 0;
-    for (size_t i = 0; i < ready.size(); ++i) {
+      if (logit_row[i] < 0) continue;
       Sequence &seq = *ready[i];
-      const bool prefill = rows_of[i] > 1 || seq.n_generated() == 0;
-      (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
-      // Cancelled from a callback of an earlier sequence: its pages are gone.
-      if (seq.finished()) continue;
-      kv_.advance(seq, rows_of[i]);
-      if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-      const int32_t token = drawn[i];
-      const bool first_token = seq.n_generated() == 0;
-      commit_token(seq, token, on_device ? nullptr : logits + logit_row[i] * vocab);
-      ++committed;
-      if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
+      drawn[i] = device_ids[static_cast<size_t>(logit_row[i])];
+      // The device drew with the counter it was given; a sampled row used one draw.
+      if (!seq.req.sampling.greedy()) seq.rng.set_counter(seq.rng.counter() + 1);
     }
-    // Auto mode learns from decode-only steps (no prompt rows in the batch).
-    if (params_.auto_mode && kind == ModeChooser::Kind::kVanilla &&
-        batch_seqs.size() == decoding.size())
-      observe_step(chooser_, kind, n_decoding, committed, seconds_since(t_forward));
+  } else {
+    parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
+      Sequence &seq = *ready[static_cast<size_t>(i)];
+      if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
+      std::vector<int32_t> history;
+      if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+      TokenDistribution dist;
+      build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
+                         seq.req.sampling, history, &dist);
+      drawn[static_cast<size_t>(i)] =
+          seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
+    });
   }
-  if (spec_ && !spec_seqs.empty()) {
-    const auto t_round = std::chrono::steady_clock::now();
-    std::vector<Sequence *> live;
-    for (Sequence *seq : spec_seqs)
-      if (!seq->finished()) live.push_back(seq);
-    int64_t committed = 0;
-    spec_->round(
-        live, *context_, kv_,
-        [this, &committed](Sequence &seq, int32_t token, const float *row) {
-          commit_token(seq, token, row);
-          ++committed;
-        },
-        [this](Sequence &seq, vegas_status status) { finish(seq, VEGAS_FINISH_ERROR, status); });
-    const double round_seconds = seconds_since(t_round);
-    for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
-    if (params_.auto_mode) observe_step(chooser_, kind, n_decoding, committed, round_seconds);
+  int64_t committed = 0;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    Sequence &seq = *ready[i];
+    const bool prefill = plan.rows[i] > 1 || seq.n_generated() == 0;
+    (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
+    // Cancelled from a callback of an earlier sequence: its pages are gone.
+    if (seq.finished()) continue;
+    scheduler_.advance(seq, plan.rows[i]);
+    if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
+    const int32_t token = drawn[i];
+    const bool first_token = seq.n_generated() == 0;
+    commit_token(seq, token, on_device ? nullptr : logits + logit_row[i] * vocab);
+    ++committed;
+    if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
   }
-  publish_running();
-  return active_count();
+  return committed;
+}
+
+int64_t Session::speculative_round(const std::vector<Sequence *> &seqs) {
+  std::vector<RoundSeq> round = spec_->plan(seqs, scheduler_.page_size());
+  for (Sequence *seq : scheduler_.reserve_round(round))
+    finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
+  if (round.empty()) return 0;
+  std::vector<RoundOutcome> outcomes = spec_->round(round, *context_);
+  int64_t committed = 0;
+  for (RoundOutcome &o : outcomes) {
+    Sequence &seq = *o.seq;
+    for (size_t r = 0; r < o.tokens.size() && !seq.finished(); ++r) {
+      commit_token(seq, o.tokens[r], o.rows[r]);
+      ++o.committed;
+    }
+    committed += o.committed;
+    if (!seq.finished()) scheduler_.settle(seq, o.kv_len);
+  }
+  spec_->end_round(outcomes, *context_);
+  return committed;
 }
 
 void Session::run() {

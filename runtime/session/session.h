@@ -18,6 +18,7 @@
 #include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "session/sequence_kv.h"
+#include "session/step_scheduler.h"
 #include "speculative/speculative_decoder.h"
 
 namespace vegas {
@@ -96,10 +97,20 @@ class Session {
   static SeqRows pending_rows(Sequence &seq, int32_t n_tokens);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
+  // How the decoding sequences run this step: vanilla rows or a round.
+  ModeChooser::Kind decode_kind(const std::vector<Sequence *> &decoding);
+  // The plan's plain forward pass (its KV reserved): draws and commits each
+  // sequence's next token where its last row is the newest. Returns the
+  // tokens committed.
+  int64_t forward_step(const StepPlan &plan);
+  // A speculative round of the decoding `seqs`: plan, reserve, run, commit
+  // the outcomes, settle. Returns the tokens committed.
+  int64_t speculative_round(const std::vector<Sequence *> &seqs);
 
   std::shared_ptr<Model> model_;
   SessionParams params_;
-  SequenceKv kv_;  // the one writer of the sequences' KV state
+  SequenceKv kv_;            // the one writer of the sequences' KV state
+  StepScheduler scheduler_;  // the one decider of its reservations and roll-backs
   std::unique_ptr<BackendContext> context_;
   std::unique_ptr<SpeculativeDecoder> spec_;
   ModeChooser chooser_;  // auto_mode

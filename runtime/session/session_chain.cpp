@@ -36,16 +36,8 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
     k.push_back(rule_k);
   }
   // KV room for every step of every sequence, or plain steps (which end the
-  // sequences that do not fit with KV_FULL). Pages reserved here before a
-  // later sequence fails serve the plain step as well.
-  for (Sequence *seq : seqs) {
-    try {
-      kv_.reserve(*seq, int64_t{seq->kv_len} + steps);
-    } catch (const Error &e) {
-      if (e.status() != VEGAS_ERR_KV_FULL) throw;
-      return -1;
-    }
-  }
+  // sequences that do not fit with KV_FULL).
+  if (!scheduler_.reserve_chain(seqs, steps)) return -1;
   ForwardBatch first;
   for (Sequence *seq : seqs) first.seqs.push_back(pending_rows(*seq, 1));  // the newest token
   const size_t n = seqs.size();
@@ -60,7 +52,7 @@ int64_t Session::chained_vanilla_steps(const std::vector<Sequence *> &seqs) {
     for (size_t i = 0; i < n; ++i) {
       Sequence &seq = *seqs[i];
       if (seq.finished()) continue;  // stopped earlier in the chain, or cancelled by a callback
-      kv_.advance(seq, 1);
+      scheduler_.advance(seq, 1);
       // Draw j used the counter it was given plus j; the next step starts after it.
       if (!seq.req.sampling.greedy()) seq.rng.set_counter(rules[i].rng_counter + j + 1);
       commit_token(seq, tokens[static_cast<size_t>(j) * n + i], nullptr);

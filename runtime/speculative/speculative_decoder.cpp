@@ -230,6 +230,8 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   totals_.drafted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
 }
 
+SpeculativeDecoder::~SpeculativeDecoder() = default;
+
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
   device_ = backend_supports && policy_->device_plan(1, &plan);
@@ -372,26 +374,17 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
 }
 
 bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
-                                       BackendContext &context, SequenceKv &kv,
-                                       ChainedDrafts *chain) {
+                                       BackendContext &context, ChainedDrafts *chain) {
   if (!device_ || max_gamma == 0) return false;
   for (RoundWork &w : work) {
     if (w.gamma == 0) continue;
-    if (w.seq->req.sampling.has_penalties()) return false;
+    // No room for the extra drafts, or penalties: one pass at a time.
+    if (w.seq->req.sampling.has_penalties() || !w.chain_room) return false;
     chain->seqs.push_back(&w);
   }
   if (chain->seqs.empty()) return false;
   for (size_t i = 0; i < chain->seqs.size(); ++i)
     chain->seqs[i]->chain_index = static_cast<int32_t>(i);
-  for (RoundWork *w : chain->seqs) {
-    try {
-      kv.reserve(*w->seq, int64_t{w->seq->kv_len} + max_gamma + 1);
-    } catch (const Error &e) {
-      if (e.status() != VEGAS_ERR_KV_FULL) throw;
-      abandon_chain(chain);
-      return false;  // no room for the extra drafts: one pass at a time
-    }
-  }
   const size_t n = chain->seqs.size();
   ForwardBatch first;
   std::vector<RowSampling> rules(n);
@@ -530,41 +523,56 @@ struct SpeculativeDecoder::RoundState {
   std::vector<std::vector<int32_t>> verify_tokens;
 };
 
-std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::plan_round(
-    const std::vector<Sequence *> &seqs, SequenceKv &kv, const FailFn &fail_seq) {
-  std::vector<RoundWork> work;
+std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &seqs,
+                                               int32_t page_size) {
+  std::vector<RoundSeq> planned;
+  int32_t max_gamma = 0;
   for (Sequence *seq : seqs) {
+    SeqState &st = state(*seq);
+    RoundSeq r;
+    r.seq = seq;
     // How many drafts this round (never more than max_tokens allows).
     const int32_t remaining = seq->req.max_tokens - seq->n_generated();
-    SeqState &st = state(*seq);
+    r.gamma = std::max(0, std::min(st.tuning.gamma, remaining - 1));
+    r.reserve = int64_t{seq->kv_len} + r.gamma + 1;
+    if (!st.has_selection) r.gamma = 0;  // nothing selected yet: verify only
+    max_gamma = std::max(max_gamma, r.gamma);
+    if (query_aware_) {  // the draft passes select from [0, kv_len), the committed tokens
+      QueryAwarePlan qp;
+      policy_->query_aware_plan(seq->kv_len, knobs(st), &qp);
+      if (qp.page_size != page_size)
+        fail(VEGAS_ERR_INVALID_ARGUMENT,
+             "policy '" + params_.policy + "' scores pages of " + std::to_string(qp.page_size) +
+                 " tokens, but draft passes score the KV pages of " + std::to_string(page_size));
+      st.quest.prefix = seq->kv_len;
+      st.quest.budget = qp.budget;
+    }
+    planned.push_back(r);
+  }
+  // Only a chained round (device selection, no penalties) drafts past a
+  // sequence's own γ.
+  for (RoundSeq &r : planned)
+    r.chain_reserve = device_ && r.gamma > 0 && !r.seq->req.sampling.has_penalties()
+                          ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_gamma + 1)
+                          : r.reserve;
+  return planned;
+}
+
+std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
+    const std::vector<RoundSeq> &seqs) {
+  std::vector<RoundWork> work;
+  for (const RoundSeq &r : seqs) {
+    Sequence *seq = r.seq;
     RoundWork w{seq,
-                &st,
-                std::max(0, std::min(st.tuning.gamma, remaining - 1)),
+                &state(*seq),
+                r.gamma,
                 // Logprobs read the whole verify rows: no candidates this round.
                 seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
                 {},
                 {}};
-    try {
-      kv.reserve(*seq, int64_t{seq->kv_len} + w.gamma + 1);
-    } catch (const Error &e) {
-      if (e.status() != VEGAS_ERR_KV_FULL) throw;
-      fail_seq(*seq, VEGAS_ERR_KV_FULL);
-      continue;
-    }
-    if (!w.st->has_selection) w.gamma = 0;  // nothing selected yet: verify only
+    w.chain_room = r.chain_room;
     w.drafts.resize(static_cast<size_t>(w.gamma));
     w.q.resize(static_cast<size_t>(w.gamma));
-    if (query_aware_) {  // the draft passes select from [0, kv_len), the committed tokens
-      QueryAwarePlan plan;
-      policy_->query_aware_plan(seq->kv_len, knobs(st), &plan);
-      if (plan.page_size != kv.pool().page_size())
-        fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy + "' scores pages of " +
-                                             std::to_string(plan.page_size) +
-                                             " tokens, but draft passes score the KV pages of " +
-                                             std::to_string(kv.pool().page_size()));
-      w.st->quest.prefix = seq->kv_len;
-      w.st->quest.budget = plan.budget;
-    }
     work.push_back(std::move(w));
   }
   return work;
@@ -733,19 +741,15 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
           (!(rs.by_candidates && rs.cands.picked()) || work.size() >= threaded_round_seqs()));
 }
 
-void SpeculativeDecoder::commit_round(std::vector<RoundWork> &work,
-                                      const std::vector<AcceptResult> &results,
-                                      const RoundState &rs, const RoundObservation &cost,
-                                      SequenceKv &kv, const CommitFn &commit,
-                                      std::vector<BackendContext::DeferredSelect> *deferred) {
+std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundWork> &work,
+                                                       const std::vector<AcceptResult> &results,
+                                                       const RoundState &rs) {
   const int32_t vocab = config_.vocab_size;
-  const ScoreRows score_rows = policy_->needs().score_rows;
-  // Session callbacks: one thread, in order; then each sequence's selection.
+  std::vector<RoundOutcome> out(work.size());
   for (size_t i = 0; i < work.size(); ++i) {
-    RoundWork &w = work[i];
+    const RoundWork &w = work[i];
     Sequence &seq = *w.seq;
     const AcceptResult &result = results[i];
-    const int32_t old_kv = seq.kv_len;
     seq.stats.rounds += 1;
     seq.stats.drafted += w.gamma;
     seq.stats.accepted += result.n_accepted;
@@ -757,45 +761,37 @@ void SpeculativeDecoder::commit_round(std::vector<RoundWork> &work,
       totals_.drafted_at[static_cast<size_t>(k)] += 1;
       if (k < result.n_accepted) totals_.accepted_at[static_cast<size_t>(k)] += 1;
     }
-    // Committed token r was drawn from verify row r (an accepted draft, then
-    // the correction or bonus token).
-    for (size_t r = 0; r < result.tokens.size(); ++r) {
-      if (seq.finished()) break;
-      commit(seq, result.tokens[r],
-             rs.by_candidates ? nullptr
-                              : rs.vlogits + (rs.row_base[i] + static_cast<int64_t>(r)) * vocab);
-      totals_.committed += 1;
-      seq.stats.committed += 1;
-    }
-    if (seq.finished()) continue;
-    // t0 and the accepted drafts now hold exact K/V; the rest is rolled back.
-    kv.settle(seq, old_kv + 1 + result.n_accepted);
-    if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
-      RoundObservation obs = cost;
-      obs.drafted = w.gamma;
-      obs.accepted = result.n_accepted;
-      obs.context = seq.kv_len;
-      observe_round(seq, *w.st, obs);
-    }
-    if (device_) {  // selected by the verify pass, or now from the last accepted row
-      if (w.st->device_select.deferred) deferred->push_back({seq.id, result.n_accepted});
-      continue;
-    }
-    if (query_aware_) continue;  // the next round's draft passes select
-    const double t_select = now_seconds();
-    if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
-    const int32_t last_row =
-        score_rows == ScoreRows::kAll ? result.n_accepted : (w.gamma > 0 ? 1 : 0);
-    select(seq, *w.st, old_kv + 1, last_row);
-    totals_.select_seconds += now_seconds() - t_select;
+    RoundOutcome &o = out[i];
+    o.seq = &seq;
+    o.tokens = result.tokens;
+    // Token r was drawn from verify row r (an accepted draft, then the
+    // correction or bonus token).
+    for (size_t r = 0; r < result.tokens.size(); ++r)
+      o.rows.push_back(rs.by_candidates
+                           ? nullptr
+                           : rs.vlogits + (rs.row_base[i] + static_cast<int64_t>(r)) * vocab);
+    // t0 and the accepted drafts hold exact K/V; the rest is rolled back.
+    o.kv_len = seq.kv_len + 1 + result.n_accepted;
   }
+  return out;
 }
 
-void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendContext &context,
-                               SequenceKv &kv, const CommitFn &commit, const FailFn &fail_seq) {
+// What end_round needs of the round that made the outcomes.
+struct SpeculativeDecoder::PendingRound {
+  std::vector<RoundWork> work;
+  std::vector<int32_t> n_accepted;
+  std::vector<int32_t> old_kv;
+  RoundObservation cost;
   RoundTrace trace;
-  std::vector<RoundWork> work = plan_round(seqs, kv, fail_seq);
-  if (work.empty()) return;
+};
+
+std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> &seqs,
+                                                    BackendContext &context) {
+  pending_.reset();
+  auto pending = std::make_unique<PendingRound>();
+  RoundTrace &trace = pending->trace;
+  std::vector<RoundWork> work = round_work(seqs);
+  if (work.empty()) return {};
   RoundState rs;
   for (const RoundWork &w : work) rs.by_candidates = rs.by_candidates && w.k > 0;
   trace.mark("prepare");
@@ -806,7 +802,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, kv, &rs.chain);
+  rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
   if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
   double t_verify = now_seconds(), draft_seconds = 0.0;
   auto drafts_read = [&] {
@@ -834,7 +830,7 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   totals_.verify_seconds += verify_seconds;
   trace.mark("verify");
   // What the round cost, for the tuning of each sequence's γ and ratio.
-  RoundObservation cost;
+  RoundObservation &cost = pending->cost;
   cost.draft_step_seconds = max_gamma > 0 ? draft_seconds / max_gamma : 0.0;
   cost.verify_seconds = verify_seconds;
   cost.verify_rows = verify.total_rows();
@@ -842,13 +838,54 @@ void SpeculativeDecoder::round(const std::vector<Sequence *> &seqs, BackendConte
   accept_round(work, rs, &results);
   trace.mark("accept");
 
+  std::vector<RoundOutcome> out = outcomes(work, results, rs);
+  for (size_t i = 0; i < work.size(); ++i) {
+    pending->n_accepted.push_back(results[i].n_accepted);
+    pending->old_kv.push_back(work[i].seq->kv_len);
+  }
+  pending->work = std::move(work);
+  pending_ = std::move(pending);
+  return out;
+}
+
+void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
+                                   BackendContext &context) {
+  if (!pending_) return;
+  const std::unique_ptr<PendingRound> pending = std::move(pending_);
+  pending->trace.mark("commit");
+  const ScoreRows score_rows = policy_->needs().score_rows;
   std::vector<BackendContext::DeferredSelect> deferred;
-  commit_round(work, results, rs, cost, kv, commit, &deferred);
-  trace.mark("commit");
+  for (size_t i = 0; i < pending->work.size() && i < outcomes.size(); ++i) {
+    RoundWork &w = pending->work[i];
+    Sequence &seq = *w.seq;
+    totals_.committed += outcomes[i].committed;
+    seq.stats.committed += outcomes[i].committed;
+    if (seq.finished()) continue;  // its state is gone (forget)
+    const int32_t n_accepted = pending->n_accepted[i];
+    if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
+      RoundObservation obs = pending->cost;
+      obs.drafted = w.gamma;
+      obs.accepted = n_accepted;
+      obs.context = seq.kv_len;
+      observe_round(seq, *w.st, obs);
+    }
+    if (device_) {  // selected by the verify pass, or now from the last accepted row
+      if (w.st->device_select.deferred) deferred.push_back({seq.id, n_accepted});
+      continue;
+    }
+    if (query_aware_) continue;  // the next round's draft passes select
+    const double t_select = now_seconds();
+    if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
+    const int32_t last_row = score_rows == ScoreRows::kAll ? n_accepted : (w.gamma > 0 ? 1 : 0);
+    select(seq, *w.st, pending->old_kv[i] + 1, last_row);
+    totals_.select_seconds += now_seconds() - t_select;
+  }
   if (!deferred.empty()) context.select_deferred(deferred);
   if (device_) totals_.select_seconds += context.take_select_seconds();
-  trace.mark("select");
-  trace.finish(work.size(), max_gamma);
+  pending->trace.mark("select");
+  int32_t max_gamma = 0;
+  for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
+  pending->trace.finish(pending->work.size(), max_gamma);
 }
 
 }  // namespace vegas

@@ -18,7 +18,6 @@
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
 #include "session/sequence.h"
-#include "session/sequence_kv.h"
 #include "speculative/auto_tuning.h"
 
 namespace vegas {
@@ -61,17 +60,38 @@ struct SpeculativeTotals {
   double select_seconds = 0.0;
 };
 
+// One sequence's share of a round as planned before it (SpeculativeDecoder::
+// plan): its drafts, and the KV positions the scheduler reserves for it.
+struct RoundSeq {
+  Sequence *seq = nullptr;
+  int32_t gamma = 0;  // drafts this round (0: verification only)
+  // Positions [0, reserve) need pages: the newest token and every draft
+  // (counted before a sequence without a selection drops its drafts).
+  int64_t reserve = 0;
+  // A round drafted as one chain on the device drafts its longest γ for every
+  // sequence: [0, chain_reserve) then need pages, and chain_room says whether
+  // the scheduler could reserve them (else the round drafts pass by pass).
+  int64_t chain_reserve = 0;
+  bool chain_room = false;
+};
+
+// What a round did to one sequence, for the caller to apply: commit `tokens`
+// in order, stopping where the sequence finishes; if it still runs, settle
+// its KV at `kv_len` (the rejected drafts' positions rolled back); count the
+// commits in `committed`; then end_round().
+struct RoundOutcome {
+  Sequence *seq = nullptr;
+  std::vector<int32_t> tokens;      // accepted drafts, then the correction or bonus token
+  std::vector<const float *> rows;  // each token's whole logit row, or null (candidates)
+  int32_t kv_len = 0;
+  int32_t committed = 0;
+};
+
 class SpeculativeDecoder {
  public:
-  // Commits one token to a sequence (the session's stop/eos/callback logic)
-  // with the whole logit row it was drawn from, or null where the round
-  // worked from candidates; after it the sequence may be finished.
-  using CommitFn = std::function<void(Sequence &, int32_t, const float *)>;
-  // Ends a sequence with an error status (e.g. KV_FULL), keeping its tokens.
-  using FailFn = std::function<void(Sequence &, vegas_status)>;
-
   SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                      int32_t max_context);
+  ~SpeculativeDecoder();
 
   // params().policy is the session's policy ("auto" resolved).
   const SpeculativeParams &params() const { return params_; }
@@ -98,10 +118,20 @@ class SpeculativeDecoder {
   void prepare_prefill_capture(Sequence &seq, SeqRows &rows, int32_t batch = 1);
   void select_after_prefill(Sequence &seq);
 
-  // One speculative round for sequences whose prompt is fully in the KV cache
-  // and whose newest token is pending.
-  void round(const std::vector<Sequence *> &seqs, BackendContext &context, SequenceKv &kv,
-             const CommitFn &commit, const FailFn &fail_seq);
+  // A round of the decoding `seqs` (prompt in the KV cache, newest token
+  // pending): each one's drafts and the KV to reserve for them. Reads the
+  // sequences and prepares their drafting state; reserves nothing. Throws
+  // INVALID_ARGUMENT where a query-aware policy scores pages of another size
+  // than the pool's `page_size`.
+  std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size);
+  // Runs the planned round (every `reserve` held, `chain_room` as reserved):
+  // draft, verify, accept. Changes no KV state and commits nothing: the
+  // caller applies the outcomes (RoundOutcome), then calls end_round. The
+  // rows they point to stay valid until the context's next pass.
+  std::vector<RoundOutcome> round(const std::vector<RoundSeq> &seqs, BackendContext &context);
+  // After the outcomes were applied: the statistics, each still-running
+  // sequence's tuning and its next selection.
+  void end_round(const std::vector<RoundOutcome> &outcomes, BackendContext &context);
 
   // The sequence ended: drop its state.
   void forget(int32_t seq_id);
@@ -135,6 +165,7 @@ class SpeculativeDecoder {
     std::vector<TokenDistribution> q;
     int32_t verified = 0;      // draft rows in its verification (gamma, unless drafts were dropped)
     int32_t chain_index = -1;  // its place in the round's draft chain, -1 when not chained
+    bool chain_room = false;   // RoundSeq::chain_room
   };
   // The drafts of one forward_draft_chain call: the chained sequences, the
   // draws [pass][sequence] and their candidates, and pass 0's input tokens.
@@ -149,10 +180,8 @@ class SpeculativeDecoder {
   // they share: the passes' candidates or rows, the chain, the device's
   // acceptance records, each sequence's first verify row.
   struct RoundState;
-  // Each decoding sequence's share of the round, its KV reserved (a sequence
-  // that does not fit ends with KV_FULL).
-  std::vector<RoundWork> plan_round(const std::vector<Sequence *> &seqs, SequenceKv &kv,
-                                    const FailFn &fail_seq);
+  // Each planned sequence's share of the round.
+  std::vector<RoundWork> round_work(const std::vector<RoundSeq> &seqs);
   // The drafts one pass at a time, drawn on the host (no chain on the device).
   void draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
                           RoundState &rs);
@@ -163,11 +192,11 @@ class SpeculativeDecoder {
                   RoundState &rs, const std::function<void()> &drafts_read);
   void accept_round(std::vector<RoundWork> &work, RoundState &rs,
                     std::vector<AcceptResult> *results);
-  // Commits, rolls the KV of rejected drafts back, feeds the tuning and
-  // selects (or lists the deferred device selections).
-  void commit_round(std::vector<RoundWork> &work, const std::vector<AcceptResult> &results,
-                    const RoundState &rs, const RoundObservation &cost, SequenceKv &kv,
-                    const CommitFn &commit, std::vector<BackendContext::DeferredSelect> *deferred);
+  // Each sequence's tokens, their rows and its settled KV length; counts the
+  // drafts and acceptances.
+  std::vector<RoundOutcome> outcomes(const std::vector<RoundWork> &work,
+                                     const std::vector<AcceptResult> &results,
+                                     const RoundState &rs);
 
   // Draft pass j's row of a sequence, on *token.
   SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token) const;
@@ -179,7 +208,7 @@ class SpeculativeDecoder {
   // (the caller drafts pass by pass); else the verify pass follows with the
   // draws fed on the device (chain_feed), and finish_chained reads them.
   bool begin_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
-                     SequenceKv &kv, ChainedDrafts *chain);
+                     ChainedDrafts *chain);
   // Empties a chain that was not begun, its sequences no longer chained.
   static void abandon_chain(ChainedDrafts *chain);
   // Per token row of the verification of `work`: the chain draw it takes, or -1.
@@ -228,6 +257,9 @@ class SpeculativeDecoder {
   // The policy selects inside every draft pass from the draft query (quest).
   bool query_aware_ = false;
   SpeculativeTotals totals_;
+  // Between round() and end_round(): what the round's end needs.
+  struct PendingRound;
+  std::unique_ptr<PendingRound> pending_;
 };
 
 }  // namespace vegas

@@ -22,6 +22,7 @@
 #include "sampling/sampling.h"
 #include "session/sequence.h"
 #include "session/sequence_kv.h"
+#include "session/step_scheduler.h"
 #include "speculative/speculative_decoder.h"
 
 namespace vegas::test {
@@ -94,11 +95,6 @@ class SharedPrefixRunner {
       s.tokens.push_back(token);
       if (s.n_generated() >= s.req.max_tokens) s.finish = VEGAS_FINISH_LENGTH;
     };
-    auto fail_seq = [](Sequence &s, vegas_status status) {
-      s.finish = VEGAS_FINISH_ERROR;
-      s.status = status;
-    };
-
     // The last prompt row: the final prefill chunk of a session.
     kv_->reserve(seq, seq.kv_len + 1);
     SeqRows r;
@@ -120,7 +116,23 @@ class SharedPrefixRunner {
     commit(seq, seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform()));
     if (!seq.finished()) decoder.select_after_prefill(seq);
 
-    while (!seq.finished()) decoder.round({&seq}, *context_, *kv_, commit, fail_seq);
+    // Rounds as a session runs them (Session::speculative_round).
+    StepScheduler scheduler(*kv_, SchedulingParams{});
+    while (!seq.finished()) {
+      std::vector<RoundSeq> round = decoder.plan({&seq}, kPageSize);
+      if (!scheduler.reserve_round(round).empty()) {
+        seq.finish = VEGAS_FINISH_ERROR;
+        seq.status = VEGAS_ERR_KV_FULL;
+        break;
+      }
+      std::vector<RoundOutcome> outcomes = decoder.round(round, *context_);
+      for (RoundOutcome &o : outcomes) {
+        for (size_t t = 0; t < o.tokens.size() && !o.seq->finished(); ++t, ++o.committed)
+          commit(*o.seq, o.tokens[t]);
+        if (!o.seq->finished()) scheduler.settle(*o.seq, o.kv_len);
+      }
+      decoder.end_round(outcomes, *context_);
+    }
     if (seq.status != VEGAS_OK)
       throw std::runtime_error(std::string("speculative run failed: ") +
                                vegas_status_name(seq.status));

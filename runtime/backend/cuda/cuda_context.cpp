@@ -90,6 +90,20 @@ int32_t env_keys(const char *name, int32_t fallback) {
   const int32_t n = env != nullptr ? std::atoi(env) : 0;
   return n >= 16 && n <= 4096 ? n : fallback;
 }
+// Splits of one (sequence, KV head) at most for the tensor-core decode kernel
+// (few sequences of a small model): its last split block merges every split's
+// partial results, so with one or two sequences at a long context "one wave"
+// meant many short splits and a long merge (README, session 18). The CUDA-core
+// kernel of larger models keeps its wave, where each split is long anyway.
+// VEGAS_CUDA_MAX_SPLITS = 1 .. kMaxSplits sets another cap (A/B).
+int32_t mma_decode_max_splits() {
+  static const int32_t n = [] {
+    const char *env = std::getenv("VEGAS_CUDA_MAX_SPLITS");
+    const int32_t v = env != nullptr ? std::atoi(env) : 0;
+    return v >= 1 && v <= kMaxSplits ? v : 32;
+  }();
+  return n;
+}
 int32_t sparse_tokens_per_split() {
   static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 128);
   return keys;
@@ -97,6 +111,32 @@ int32_t sparse_tokens_per_split() {
 int32_t dense_tokens_per_split() {
   static const int32_t keys = env_keys("VEGAS_CUDA_SPLIT_KEYS", kMinTokensPerSplit);
   return keys;
+}
+
+// Benchmark instrument (METHOD.md: time variants that leave a stage out):
+// VEGAS_CUDA_ABLATE=qkv,attn,o,gateup,down,head drops those launches from
+// every step, so a step's time without them, against the full step, is what
+// they cost inside the chain of dependent launches. The outputs are garbage.
+struct Ablation {
+  bool qkv = false, attn = false, o = false, gate_up = false, down = false, head = false;
+};
+const Ablation &ablation() {
+  static const Ablation a = [] {
+    Ablation r;
+    const char *env = std::getenv("VEGAS_CUDA_ABLATE");
+    const std::string list = env != nullptr ? std::string(",") + env + "," : "";
+    auto has = [&](const char *what) {
+      return list.find(std::string(",") + what + ",") != std::string::npos;
+    };
+    r.qkv = has("qkv");
+    r.attn = has("attn");
+    r.o = has("o");
+    r.gate_up = has("gateup");
+    r.down = has("down");
+    r.head = has("head");
+    return r;
+  }();
+  return a;
 }
 
 template <typename T>
@@ -416,6 +456,8 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
     want = std::min<int64_t>(want, std::max<int64_t>(1, useful_splits * dense_tokens_per_split() /
                                                             kernels::kVerifyWarpsMinKeysPerSplit));
   want = std::min<int64_t>(want, kMaxSplits);
+  if (decode_kernel && kernels::decode_attention_mma_applies(probe))
+    want = std::min<int64_t>(want, mma_decode_max_splits());
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
   int32_t splits = 1;
   while (splits * 2 <= want) splits *= 2;
@@ -825,7 +867,9 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     rp.k_norm = bf(L.k_norm);
     rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
     rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
-    if (fused_qkv) {
+    const Ablation &ab = ablation();
+    if (ab.qkv) {
+    } else if (fused_qkv) {
       gemm_input(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, H);
       check(kernels::qkv_rope_mma(sg, rp, stream_), "qkv_rope_mma");
     } else {
@@ -853,9 +897,11 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     ap.cap_logits =
         s.cap_slots ? as<kernels::f16>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
     ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
-    if (ap.verify_max_rows > 0) check(kernels::verify_attention(ap, stream_), "verify_attention");
-    if (paged_rows) check(kernels::paged_attention(ap, stream_), "paged_attention");
-    if (merge_only) check(kernels::paged_attention_merge(ap, stream_), "attention merge");
+    if (ap.verify_max_rows > 0 && !ab.attn)
+      check(kernels::verify_attention(ap, stream_), "verify_attention");
+    if (paged_rows && !ab.attn) check(kernels::paged_attention(ap, stream_), "paged_attention");
+    if (merge_only && !ab.attn)
+      check(kernels::paged_attention_merge(ap, stream_), "attention merge");
     if (ap.prefill_min_rows > 0) {
       kernels::PagedAttentionParams pp = ap;  // its rows capture nothing
       pp.cap_logits = nullptr;
@@ -863,11 +909,15 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
       check(kernels::prefill_attention(pp, stream_), "prefill_attention");
     }
     if (small) {
-      linear(nullptr, nullptr, as<bf16>(attn_), L.wo, H, c.q_dim(), Epilogue::kAddF32,
-             residual_.get());
-      linear(as<float>(residual_), bf(L.mlp_norm), nullptr, L.w_gate_up, I, H, Epilogue::kSwiglu,
-             act_.get());
-      linear(nullptr, nullptr, as<bf16>(act_), L.w_down, H, I, Epilogue::kAddF32, residual_.get());
+      if (!ab.o)
+        linear(nullptr, nullptr, as<bf16>(attn_), L.wo, H, c.q_dim(), Epilogue::kAddF32,
+               residual_.get());
+      if (!ab.gate_up)
+        linear(as<float>(residual_), bf(L.mlp_norm), nullptr, L.w_gate_up, I, H, Epilogue::kSwiglu,
+               act_.get());
+      if (!ab.down)
+        linear(nullptr, nullptr, as<bf16>(act_), L.w_down, H, I, Epilogue::kAddF32,
+               residual_.get());
       continue;
     }
     run_linear(attn_.get(), L.wo, L.q_wo, residual_.get(), true, true, s.rows, gemm_m, H,
@@ -883,7 +933,8 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   // its prefix), so the bounds can follow once, after every layer.
   enqueue_quest_bounds(meta(s, kWrittenPage), s.rows);
   if (s.logit_rows == 0) return;
-  if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
+  if (ablation().head) {
+  } else if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
     // The final RMSNorm of the logit rows fused into the lm_head.
     sg.m = s.logit_rows;
     sg.x_row_index = meta(s, kLogitIndex);

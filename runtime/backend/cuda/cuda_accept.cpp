@@ -24,7 +24,7 @@ bool CudaContext::begin_accept(const std::vector<AcceptOnDevice> &seqs) {
     RowSampling rule;
     rule.params = a.params;
     rule.rng_counter = a.rng_counter;
-    fill_rules(&rule, 1, 0, &specs[i].rule);
+    fill_sampling_rules(&rule, 1, 0, &specs[i].rule);
     specs[i].first_row = a.first_row;
     specs[i].gamma = a.gamma;
     specs[i].chain_row = a.gamma > 0 ? a.chain_row : 0;

@@ -26,7 +26,6 @@
 #include "rmsnorm.cuh"
 #include "rope_kv.cuh"
 #include "sampling.cuh"
-#include "sampling/penalties.h"
 #include "sampling/sampling.h"
 #include "small_gemm.cuh"
 #include "swiglu.cuh"
@@ -204,8 +203,7 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   act_.allocate(r * c.intermediate_size * sizeof(bf16), "activations");
   logits_.allocate(r * c.vocab_size * sizeof(float), "logits");
   sampled_.allocate(r * sizeof(int32_t), "sampled ids");
-  sample_rules_.allocate(r * sizeof(kernels::SamplingRow), "sampling rules");
-  sample_rules_host_.reserve(r * sizeof(kernels::SamplingRow), "sampling rules");
+  row_sampler_ = std::make_unique<DeviceRowSampler>(r);
   split_rows_capacity_ = std::max<int64_t>(kSplitRowsCapacity, r);
   partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
   if (model_.weights().quantized) {
@@ -1099,65 +1097,18 @@ void CudaContext::trace_step(const Step &s, const char *kind,
 bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *rows,
                                  int32_t *tokens_out) {
   const int32_t n = batch.logit_rows();
-  bool all_greedy = true;
-  for (int32_t i = 0; i < n; ++i) {
-    const SamplingParams *p = rows[i].params;
-    if (p == nullptr) return false;
-    if (p->has_penalties() && rows[i].history == nullptr) return false;  // history unknown
-    validate_sampling_params(*p);
-    all_greedy = all_greedy && p->greedy();
-  }
-  // Penalty edits (row, id, count) made here, so a bad history id throws
-  // before the step runs.
   const int32_t vocab = model_.config().vocab_size;
-  penalty_list_.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    penalty_counts(rows[i].history, static_cast<size_t>(std::max(rows[i].history_len, 0)), vocab,
-                   *rows[i].params, &penalty_counts_);
-    for (const auto &c : penalty_counts_)
-      penalty_list_.push_back(kernels::PenaltyEdit{i, c.first, c.second});
-  }
-  const int64_t n_edits = static_cast<int64_t>(penalty_list_.size());
-  if (n_edits > INT32_MAX)
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_sample: too many penalty edits");
+  if (!row_sampler_->prepare(rows, n, vocab)) return false;
   model_.activate();
   const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
   const auto t1 = std::chrono::steady_clock::now();
   // All greedy without penalties: the argmax runs inside the step (and its
-  // graph). Otherwise penalties and kernels::sample run after it, on the
-  // rules staged here.
-  const bool in_graph_argmax = all_greedy && n_edits == 0;
+  // graph). Otherwise penalties and kernels::sample run after it.
+  const bool in_graph_argmax = row_sampler_->argmax_suffices();
   launch(s, in_graph_argmax);
-  if (!in_graph_argmax && n > 0) {
-    upload_rules(rows, n, 0, sample_rules_host_.get<kernels::SamplingRow>(),
-                 sample_rules_.get<kernels::SamplingRow>());
-    if (n_edits > 0) {
-      const size_t bytes = static_cast<size_t>(n_edits) * sizeof(kernels::PenaltyEdit);
-      if (bytes > penalty_edits_.bytes()) penalty_edits_.allocate(2 * bytes, "penalty edits");
-      penalty_edits_host_.reserve(2 * bytes, "penalty edits");
-      std::copy(penalty_list_.begin(), penalty_list_.end(),
-                penalty_edits_host_.get<kernels::PenaltyEdit>());
-      check(cudaMemcpyAsync(penalty_edits_.get(), penalty_edits_host_.get(), bytes,
-                            cudaMemcpyHostToDevice, stream_),
-            "upload of penalty edits");
-      kernels::PenaltyParams pp;
-      pp.logits = as<float>(logits_);
-      pp.rules = sample_rules_.get<kernels::SamplingRow>();
-      pp.edits = penalty_edits_.get<kernels::PenaltyEdit>();
-      pp.n_edits = static_cast<int32_t>(n_edits);
-      pp.rows = n;
-      pp.vocab = vocab;
-      check(kernels::apply_penalties(pp, stream_), "apply_penalties");
-    }
-    kernels::SampleParams sp;
-    sp.logits = as<float>(logits_);
-    sp.rules = sample_rules_.get<kernels::SamplingRow>();
-    sp.out = as<int32_t>(sampled_);
-    sp.rows = n;
-    sp.vocab = vocab;
-    check(kernels::sample(sp, stream_), "sample");
-  }
+  if (!in_graph_argmax)
+    row_sampler_->enqueue(rows, n, as<float>(logits_), vocab, as<int32_t>(sampled_), stream_);
   if (n > 0)
     check(cudaMemcpyAsync(sampled_host_.get(), sampled_.get(), n * sizeof(int32_t),
                           cudaMemcpyDeviceToHost, stream_),
@@ -1166,15 +1117,7 @@ bool CudaContext::forward_sample(const ForwardBatch &batch, const RowSampling *r
   deliver_captures(s);
   trace_step(s, "sample", t0, t1);
   std::copy(sampled_host_.get<int32_t>(), sampled_host_.get<int32_t>() + n, tokens_out);
-  for (int32_t i = 0; i < n; ++i) {  // the host's errors for the same rows
-    if (tokens_out[i] >= 0) continue;
-    const std::string row = "device sampling, logit row " + std::to_string(i) + ": ";
-    if (tokens_out[i] == kernels::kSampleBadLogit)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf");
-    if (tokens_out[i] == kernels::kSampleAllMasked)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
-    fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
-  }
+  DeviceRowSampler::check_drawn(tokens_out, n);
   return true;
 }
 
@@ -1281,32 +1224,6 @@ void CudaContext::end_candidates(std::vector<LogitCandidates> *out) {
   }
 }
 
-void CudaContext::upload_rules(const RowSampling *rows, int32_t n, uint64_t draws,
-                               kernels::SamplingRow *host, kernels::SamplingRow *device) {
-  fill_rules(rows, n, draws, host);
-  check(cudaMemcpyAsync(device, host, n * sizeof(kernels::SamplingRow), cudaMemcpyHostToDevice,
-                        stream_),
-        "upload of sampling rules");
-}
-
-void CudaContext::fill_rules(const RowSampling *rows, int32_t n, uint64_t draws,
-                             kernels::SamplingRow *host) {
-  for (int32_t i = 0; i < n; ++i) {
-    const SamplingParams &p = *rows[i].params;
-    kernels::SamplingRow &rule = host[i];
-    rule.temperature = p.temperature;
-    rule.top_k = p.top_k;
-    rule.top_p = p.top_p;
-    rule.min_p = p.min_p;
-    rule.seed = p.seed;
-    // The host advances its counter after each draw it is told of.
-    rule.counter = rows[i].rng_counter + (p.greedy() ? 0 : draws);
-    rule.repetition_penalty = p.repetition_penalty;
-    rule.presence_penalty = p.presence_penalty;
-    rule.frequency_penalty = p.frequency_penalty;
-  }
-}
-
 void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
   const kernels::CandidateLayout layout{n, kMaxCandidateTopK};
   kernels::CandidateParams cp;
@@ -1380,8 +1297,8 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
   // Every pass's sampling rules (draw j of each row) in one upload: a copy
   // between two passes stalls the stream between their kernels.
   for (int32_t j = 0; j < steps; ++j)
-    fill_rules(rows, n, static_cast<uint64_t>(j),
-               chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n);
+    fill_sampling_rules(rows, n, static_cast<uint64_t>(j),
+                        chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n);
   check(cudaMemcpyAsync(chain_rules_.get(), chain_rules_host_.get(), rule_bytes,
                         cudaMemcpyHostToDevice, stream_),
         "upload of sampling rules");
@@ -1462,18 +1379,10 @@ bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidat
   static const bool fault_overflow = kernels::variant_opted_in("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
   if (fault_overflow) return false;
   const int32_t *host = chain_out_host_.get<int32_t>();
-  for (int64_t i = 0; i < int64_t{steps} * n; ++i) {
-    if (host[i] >= 0) continue;
-    const std::string row =
-        "device draft pass " + std::to_string(i / n) + ", row " + std::to_string(i % n) + ": ";
-    if (host[i] == kernels::kSampleBadLogit)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf");
-    if (host[i] == kernels::kSampleAllMasked)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "every logit is -inf: nothing can be sampled");
-    if (host[i] == kernels::kSampleBadRow)
-      fail(VEGAS_ERR_INVALID_ARGUMENT, row + "a logit is NaN or +inf, or none is finite");
-    fail(VEGAS_ERR_INVALID_ARGUMENT, row + "sampling rule out of range");
-  }
+  for (int64_t i = 0; i < int64_t{steps} * n; ++i)
+    if (host[i] < 0)
+      check_drawn_id(
+          host[i], "device draft pass " + std::to_string(i / n) + ", row " + std::to_string(i % n));
   cands->resize(static_cast<size_t>(steps) * n);
   for (int32_t j = 0; j < steps; ++j) {
     const int32_t *counts = host + int64_t{steps} * n + j * pass_layout.ints();

@@ -22,6 +22,7 @@
 #include "backend/cuda/decode_graphs.h"
 #include "backend/cuda/device_acceptance.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_row_sampler.h"
 #include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
 #include "kv_select.cuh"
@@ -132,12 +133,6 @@ class CudaContext : public BackendContext {
   };
   // Uploads the staged indices and runs the step (graph replay or eager).
   void launch(const Step &s, bool with_argmax, const StepFeed *feed = nullptr);
-  // Copies the rules of n rows into pinned `host`, counters advanced by
-  // `draws` for sampled rows, and uploads them to `device`.
-  void upload_rules(const RowSampling *rows, int32_t n, uint64_t draws, kernels::SamplingRow *host,
-                    kernels::SamplingRow *device);
-  // The rules of rows [0, n) for their draw `draws` (counters advanced by it), into host.
-  void fill_rules(const RowSampling *rows, int32_t n, uint64_t draws, kernels::SamplingRow *host);
   // Picks the candidates of the n logit rows (k per row in cand_k_) into `out`
   // as [count: n][ids: n x cap][logits: n x cap].
   void enqueue_candidates(int32_t n, int32_t *out);
@@ -209,13 +204,8 @@ class CudaContext : public BackendContext {
   DeviceAcceptance acceptance_;               // begin_accept / end_accept
   DeviceBuffer feed_from_;                    // begin_candidates' `fed`, uploaded
   PinnedBuffer feed_from_host_;
-  DeviceBuffer sample_rules_;  // [max_rows] kernels::SamplingRow of forward_sample
-  PinnedBuffer sample_rules_host_;
+  std::unique_ptr<DeviceRowSampler> row_sampler_;  // forward_sample's draws
   // Penalty edits of forward_sample (grown on demand) and their host scratch.
-  DeviceBuffer penalty_edits_;
-  PinnedBuffer penalty_edits_host_;
-  std::vector<kernels::PenaltyEdit> penalty_list_;
-  std::vector<std::pair<int32_t, int32_t>> penalty_counts_;  // (id, count) of one row
   // Score capture: [n_layers][slots][n_heads][stride] logits and
   // [n_layers][slots][n_heads] lse, grown on demand (capture steps run eagerly).
   DeviceBuffer cap_logits_, cap_lse_;

@@ -462,6 +462,59 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   return splits;
 }
 
+// The staged index fields of one step in meta_host_ (see Field), and where
+// the next sequence's entries go.
+struct CudaContext::StagingCursor {
+  StagingCursor(int32_t *h, int64_t stride, int64_t table_offset)
+      : tokens(h + kTokens * stride),
+        positions(h + kPositions * stride),
+        slots(h + kSlots * stride),
+        logit_index(h + kLogitIndex * stride),
+        written_page(h + kWrittenPage * stride),
+        cap_slot(h + kRowCapSlot * stride),
+        page_off(h + kSeqPageOff * stride),
+        row_start(h + kSeqRowStart * stride),
+        n_rows(h + kSeqRows * stride),
+        start_pos(h + kSeqStartPos * stride),
+        sparse_off(h + kSeqSparseOff * stride),
+        cap_cand(h + kSeqCapCand * stride),
+        quest_prefix(h + kSeqQuestPrefix * stride),
+        quest_budget(h + kSeqQuestBudget * stride),
+        table(h + table_offset) {}
+  // Staged sequence si: its page table at `table_at`, rows [row0, row0 +
+  // rows) at positions from `start`, dense, without capture or quest (the
+  // caller overrides what differs).
+  void dense_sequence(int32_t si, int32_t table_at, int32_t row0, int32_t rows, int32_t start) {
+    page_off[si] = table_at;
+    row_start[si] = row0;
+    n_rows[si] = rows;
+    start_pos[si] = start;
+    sparse_off[si] = -1;
+    quest_prefix[si] = -1;
+    quest_budget[si] = 0;
+    cap_cand[si] = 0;
+  }
+  // Graph padding: inert sequences up to n_seqs, a row each.
+  void pad_to(int32_t n_seqs) {
+    for (; seq < n_seqs; ++seq, ++row) {
+      dense_sequence(seq, 0, row, 0, 0);
+      written_page[row] = -1;
+      cap_slot[row] = -1;
+      tokens[row] = 0;
+      positions[row] = 0;
+      slots[row] = -1;
+      logit_index[logit_row++] = row;
+    }
+  }
+
+  int32_t *tokens, *positions, *slots, *logit_index, *written_page, *cap_slot;  // per row
+  int32_t *page_off, *row_start, *n_rows, *start_pos, *sparse_off, *cap_cand;   // per sequence
+  int32_t *quest_prefix, *quest_budget;
+  int32_t *table;  // the page tables, then the sparse records
+  int32_t seq = 0, row = 0, logit_row = 0, page = 0, extra_at = 0, slot = 0;
+  int64_t quest_at = 0;
+};
+
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_, PageEntries::kCallerChecks);
@@ -509,171 +562,148 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
 
   // Each field holds field_stride entries (the step's rows or sequences,
   // whichever is more), so a step uploads kFields * field_stride ints, not
-  // kFields * max_rows (a session's max_rows is prefill_chunk + max_batch:
-  // 115 KB a decode step at the default 2048 + 16). The page tables start at
-  // a fixed offset, kFields * max_rows, where tables_on_device_ tracks them.
+  // kFields * max_rows (a session's max_rows is prefill_chunk + max_batch).
+  // The page tables start at a fixed offset, kFields * max_rows, where
+  // tables_on_device_ tracks them.
   st.field_stride = std::max(std::max(st.rows, st.n_seqs), 1);
-  int32_t *h = meta_host_.get<int32_t>();
-  const int64_t R = st.field_stride;
-  int32_t *tokens = h + kTokens * R, *positions = h + kPositions * R, *slots = h + kSlots * R;
-  int32_t *logit_index = h + kLogitIndex * R, *page_off = h + kSeqPageOff * R;
-  int32_t *row_start = h + kSeqRowStart * R, *n_rows = h + kSeqRows * R;
-  int32_t *start_pos = h + kSeqStartPos * R, *table = h + kFields * int64_t{params_.max_rows};
-  int32_t *sparse_off = h + kSeqSparseOff * R, *cap_cand = h + kSeqCapCand * R;
-  int32_t *cap_slot = h + kRowCapSlot * R;
-  int32_t *quest_prefix = h + kSeqQuestPrefix * R, *quest_budget = h + kSeqQuestBudget * R;
-  int32_t *written_page = h + kWrittenPage * R;
-  int32_t *extra_data = table + pages;
-  int32_t row = 0, lrow = 0, page = 0, extra_at = 0, slot = 0;
-  int64_t quest_at = pages + extra;             // quest records follow the uploaded ones
+  StagingCursor cur(meta_host_.get<int32_t>(), st.field_stride,
+                    kFields * int64_t{params_.max_rows});
+  cur.quest_at = pages + extra;                 // quest records follow the uploaded ones
   st.table_from = static_cast<int32_t>(pages);  // the sparse records go up every step
   pending_.clear();
   selection_->begin_step(cap_slots > 0, cap_slots, cap_stride);
   int64_t useful_splits = 1;
-  const int32_t ps = params_.page_size;
-  int32_t si = 0;  // staged sequence: batch sequences, captured ones split (capture_split)
-  for (int32_t i = 0; i < n; ++i, ++si) {
-    const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
-    const int32_t front = capture_split(s);
-    if (front > 0) {  // the front: dense, no capture; the tail takes index si below
-      st.split_tail = true;
-      page_off[si] = page;
-      row_start[si] = row;
-      n_rows[si] = front;
-      start_pos[si] = s.start_pos;
-      sparse_off[si] = -1;
-      quest_prefix[si] = -1;
-      quest_budget[si] = 0;
-      cap_cand[si] = 0;
-      ++si;
-    }
-    page_off[si] = page;
-    row_start[si] = row + front;
-    n_rows[si] = s.n_tokens - front;
-    start_pos[si] = s.start_pos + front;
-    // The entries kernels read: when the device holds them, checked, at this
-    // offset, the table is neither checked again nor copied.
-    const int64_t needed = pages_needed(s, params_);
-    const bool held = static_cast<size_t>(i) < tables_previous_.size() &&
-                      tables_previous_[i].offset == page && tables_previous_[i].checked >= needed &&
-                      std::equal(s.page_table, s.page_table + needed, table + page);
-    if (held) {
-      tables_staged_.push_back(tables_previous_[i]);
-    } else {
-      check_page_entries(batch, static_cast<size_t>(i), params_);
-      std::copy(s.page_table, s.page_table + s.n_pages, table + page);
-      st.table_from = std::min(st.table_from, page);
-      // Entries past `needed` (pages reserved ahead: a round's drafts) are
-      // held too, so the passes that reach them upload nothing.
-      tables_staged_.push_back({page, valid_page_entries(s, params_)});
-    }
-    sparse_off[si] = -1;
-    if (s.device_sparse_key >= 0) {
-      const int64_t found = selection_->find(s.device_sparse_key);
-      if (found < 0)
-        fail(VEGAS_ERR_INVALID_ARGUMENT,
-             "forward batch: sequence " + std::to_string(i) + " drafts with device set " +
-                 std::to_string(s.device_sparse_key) + ", which no step selected");
-      sparse_off[si] = -2 - static_cast<int32_t>(found);
-    }
-    if (s.sparse) {
-      const SparseAttention &sp = *s.sparse;
-      sparse_off[si] = static_cast<int32_t>(pages) + extra_at;
-      int32_t *rec = extra_data + extra_at;
-      rec[0] = sp.prefix;
-      rec[1] = sp.stride;
-      std::copy(sp.counts, sp.counts + c.n_layers, rec + 2);
-      int32_t *pos = rec + 2 + c.n_layers;
-      for (int32_t l = 0; l < c.n_layers; ++l)
-        std::copy(sp.positions + int64_t{l} * sp.stride,
-                  sp.positions + int64_t{l} * sp.stride + sp.counts[l],
-                  pos + int64_t{l} * sp.stride);
-      extra_at += 2 + c.n_layers * (1 + sp.stride);
-    }
-    quest_prefix[si] = -1;
-    quest_budget[si] = 0;
-    if (s.quest) {  // the record is written per layer by kernels::quest_select
-      sparse_off[si] = static_cast<int32_t>(quest_at);
-      quest_prefix[si] = s.quest->prefix;
-      quest_budget[si] = s.quest->budget;
-      quest_at += 2 + int64_t{c.n_layers} *
-                          (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
-    }
-    cap_cand[si] = s.capture ? s.capture->n_candidates : 0;
-    std::fill(cap_slot + row, cap_slot + row + s.n_tokens, -1);
-    if (s.device_select && s.capture) {  // the set is chosen on the device
-      const DeviceSelection &ds = *s.device_select;
-      kernels::KvSelectDesc d;
-      d.n = s.capture->n_candidates;
-      d.head = ds.head;
-      d.tail = ds.tail;
-      d.scored = ds.scored;
-      d.first_slot = slot;
-      d.n_rows = s.capture->n_rows;
-      bool moved = false;
-      d.record_off = selection_->offset(ds.key, stream_, &moved);
-      if (moved) graphs_.clear();  // graphs hold the old address
-      d.stride = selection_->stride();
-      d.weight = ds.weight ? 1 : 0;
-      selection_->request(ds.key, d, ds.deferred);
-    } else if (s.capture && s.capture->n_rows > 0) {
-      pending_.push_back({s.capture, slot});
-    }
-    if (s.capture)
-      for (int32_t k = 0; k < s.capture->n_rows; ++k) cap_slot[row + s.capture->rows[k]] = slot++;
-    for (int32_t t = 0; t < s.n_tokens; ++t, ++row) {
-      const int32_t pos = s.start_pos + t;
-      tokens[row] = s.tokens[t];
-      positions[row] = pos;
-      slots[row] = s.page_table[pos / ps] * ps + pos % ps;
-      // A sequence's rows are consecutive positions: its pages repeat only back to back.
-      written_page[row] = t == 0 || pos % ps == 0 ? s.page_table[pos / ps] : -1;
-      if (s.logits == SeqRows::Logits::kAll ||
-          (s.logits == SeqRows::Logits::kLast && t == s.n_tokens - 1))
-        logit_index[lrow++] = row;
-    }
-    page += s.n_pages;
-    st.max_rows_per_seq = std::max({st.max_rows_per_seq, front, s.n_tokens - front});
-    // Splits the sequence can use: dense ranges of at least
-    // dense_tokens_per_split() keys, a sparse set's of sparse_tokens_per_split().
-    int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
-    int64_t per_split = dense_tokens_per_split();
-    if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
-      n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
-      per_split = sparse_tokens_per_split();
-    }
-    if (s.sparse) {
-      per_split = sparse_tokens_per_split();
-      int32_t most = 0;
-      for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
-      n_keys =
-          std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
-    }
-    if (s.quest) {
-      per_split = sparse_tokens_per_split();
-      n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
-                                             int64_t{s.start_pos} + 1 - s.quest->prefix);
-    }
-    useful_splits = std::max(useful_splits, (n_keys + per_split - 1) / per_split);
+  for (int32_t i = 0; i < n; ++i) {
+    stage_sequence(batch, i, cur, st);
+    useful_splits = std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)]));
   }
-  for (int32_t i = si; i < st.n_seqs; ++i, ++row) {  // graph padding: inert sequences
-    page_off[i] = 0;
-    row_start[i] = row;
-    n_rows[i] = 0;
-    start_pos[i] = 0;
-    sparse_off[i] = -1;
-    cap_cand[i] = 0;
-    quest_prefix[i] = -1;
-    quest_budget[i] = 0;
-    written_page[row] = -1;
-    cap_slot[row] = -1;
-    tokens[row] = 0;
-    positions[row] = 0;
-    slots[row] = -1;
-    logit_index[lrow++] = row;
-  }
+  cur.pad_to(st.n_seqs);
   st.n_splits = choose_splits(st, useful_splits);
   return st;
+}
+
+void CudaContext::stage_sequence(const ForwardBatch &batch, int32_t i, StagingCursor &cur,
+                                 Step &st) {
+  const ModelConfig &c = model_.config();
+  const SeqRows &s = batch.seqs[static_cast<size_t>(i)];
+  const int32_t ps = params_.page_size;
+  const int32_t front = capture_split(s);
+  if (front > 0) {  // the front: dense, no capture; the tail is the next staged sequence
+    st.split_tail = true;
+    cur.dense_sequence(cur.seq++, cur.page, cur.row, front, s.start_pos);
+  }
+  const int32_t si = cur.seq++;
+  cur.dense_sequence(si, cur.page, cur.row + front, s.n_tokens - front, s.start_pos + front);
+  // The entries kernels read: when the device holds them, checked, at this
+  // offset, the table is neither checked again nor copied.
+  const int32_t page = cur.page;
+  const int64_t needed = pages_needed(s, params_);
+  const bool held = static_cast<size_t>(i) < tables_previous_.size() &&
+                    tables_previous_[i].offset == page && tables_previous_[i].checked >= needed &&
+                    std::equal(s.page_table, s.page_table + needed, cur.table + page);
+  if (held) {
+    tables_staged_.push_back(tables_previous_[i]);
+  } else {
+    check_page_entries(batch, static_cast<size_t>(i), params_);
+    std::copy(s.page_table, s.page_table + s.n_pages, cur.table + page);
+    st.table_from = std::min(st.table_from, page);
+    // Entries past `needed` (pages reserved ahead: a round's drafts) are
+    // held too, so the passes that reach them upload nothing.
+    tables_staged_.push_back({page, valid_page_entries(s, params_)});
+  }
+  if (s.device_sparse_key >= 0) {
+    const int64_t found = selection_->find(s.device_sparse_key);
+    if (found < 0)
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "forward batch: sequence " + std::to_string(i) + " drafts with device set " +
+               std::to_string(s.device_sparse_key) + ", which no step selected");
+    cur.sparse_off[si] = -2 - static_cast<int32_t>(found);
+  }
+  if (s.sparse) {
+    const SparseAttention &sp = *s.sparse;
+    cur.sparse_off[si] = st.pages + cur.extra_at;
+    int32_t *rec = cur.table + st.pages + cur.extra_at;
+    rec[0] = sp.prefix;
+    rec[1] = sp.stride;
+    std::copy(sp.counts, sp.counts + c.n_layers, rec + 2);
+    int32_t *pos = rec + 2 + c.n_layers;
+    for (int32_t l = 0; l < c.n_layers; ++l)
+      std::copy(sp.positions + int64_t{l} * sp.stride,
+                sp.positions + int64_t{l} * sp.stride + sp.counts[l], pos + int64_t{l} * sp.stride);
+    cur.extra_at += 2 + c.n_layers * (1 + sp.stride);
+  }
+  if (s.quest) {  // the record is written per layer by kernels::quest_select
+    cur.sparse_off[si] = static_cast<int32_t>(cur.quest_at);
+    cur.quest_prefix[si] = s.quest->prefix;
+    cur.quest_budget[si] = s.quest->budget;
+    cur.quest_at += 2 + int64_t{c.n_layers} *
+                            (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
+  }
+  cur.cap_cand[si] = s.capture ? s.capture->n_candidates : 0;
+  stage_capture(s, cur);
+  for (int32_t t = 0; t < s.n_tokens; ++t, ++cur.row) {
+    const int32_t pos = s.start_pos + t;
+    const int32_t row = cur.row;
+    cur.tokens[row] = s.tokens[t];
+    cur.positions[row] = pos;
+    cur.slots[row] = s.page_table[pos / ps] * ps + pos % ps;
+    // A sequence's rows are consecutive positions: its pages repeat only back to back.
+    cur.written_page[row] = t == 0 || pos % ps == 0 ? s.page_table[pos / ps] : -1;
+    if (s.logits == SeqRows::Logits::kAll ||
+        (s.logits == SeqRows::Logits::kLast && t == s.n_tokens - 1))
+      cur.logit_index[cur.logit_row++] = row;
+  }
+  cur.page += s.n_pages;
+  st.max_rows_per_seq = std::max({st.max_rows_per_seq, front, s.n_tokens - front});
+}
+
+void CudaContext::stage_capture(const SeqRows &s, StagingCursor &cur) {
+  std::fill(cur.cap_slot + cur.row, cur.cap_slot + cur.row + s.n_tokens, -1);
+  if (s.device_select && s.capture) {  // the set is chosen on the device
+    const DeviceSelection &ds = *s.device_select;
+    kernels::KvSelectDesc d;
+    d.n = s.capture->n_candidates;
+    d.head = ds.head;
+    d.tail = ds.tail;
+    d.scored = ds.scored;
+    d.first_slot = cur.slot;
+    d.n_rows = s.capture->n_rows;
+    bool moved = false;
+    d.record_off = selection_->offset(ds.key, stream_, &moved);
+    if (moved) graphs_.clear();  // graphs hold the old address
+    d.stride = selection_->stride();
+    d.weight = ds.weight ? 1 : 0;
+    selection_->request(ds.key, d, ds.deferred);
+  } else if (s.capture && s.capture->n_rows > 0) {
+    pending_.push_back({s.capture, cur.slot});
+  }
+  if (s.capture)
+    for (int32_t k = 0; k < s.capture->n_rows; ++k)
+      cur.cap_slot[cur.row + s.capture->rows[k]] = cur.slot++;
+}
+
+int64_t CudaContext::useful_splits_of(const SeqRows &s) const {
+  // Dense ranges of at least dense_tokens_per_split() keys, a sparse set's
+  // of sparse_tokens_per_split().
+  const ModelConfig &c = model_.config();
+  int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
+  int64_t per_split = dense_tokens_per_split();
+  if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
+    n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
+    per_split = sparse_tokens_per_split();
+  }
+  if (s.sparse) {
+    per_split = sparse_tokens_per_split();
+    int32_t most = 0;
+    for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
+    n_keys = std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
+  }
+  if (s.quest) {
+    per_split = sparse_tokens_per_split();
+    n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
+                                           int64_t{s.start_pos} + 1 - s.quest->prefix);
+  }
+  return (n_keys + per_split - 1) / per_split;
 }
 
 void CudaContext::enqueue(const Step &s, bool with_argmax) {

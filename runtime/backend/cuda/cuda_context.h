@@ -109,6 +109,13 @@ class CudaContext : public BackendContext {
   };
 
   Step stage(const ForwardBatch &batch);
+  // stage()'s parts: one batch sequence's fields (two staged sequences for a
+  // captured tail, capture_split), its capture slots and selection request,
+  // and how many splits its keys can use.
+  struct StagingCursor;
+  void stage_sequence(const ForwardBatch &batch, int32_t i, StagingCursor &cur, Step &st);
+  void stage_capture(const SeqRows &s, StagingCursor &cur);
+  int64_t useful_splits_of(const SeqRows &s) const;
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
   void warm_gemm_plans(int32_t rows);       // ContextParams::warm_rows
   bool fused_linear(int32_t rows) const;

@@ -138,6 +138,30 @@ const Ablation &ablation() {
   return a;
 }
 
+// small_gemm's input side: normalised f32 rows (x_norm with norm_w) or bf16 rows x.
+void small_gemm_input(kernels::SmallGemmParams &sg, const float *x_norm, const bf16 *norm_w,
+                      const bf16 *x, const void *weight, int64_t k) {
+  sg.x_f32 = x_norm;
+  sg.norm_weight = norm_w;
+  sg.x_bf16 = x;
+  sg.w = reinterpret_cast<const bf16 *>(weight);
+  sg.k = static_cast<int32_t>(k);
+}
+
+// y = rows · weightᵀ through small_gemm (sg holds the rows' count and index).
+void small_linear(kernels::SmallGemmParams &sg, const float *x_norm, const bf16 *norm_w,
+                  const bf16 *x, const void *weight, int64_t n, int64_t k,
+                  kernels::SmallGemmParams::Epilogue epilogue, void *y, cudaStream_t stream) {
+  small_gemm_input(sg, x_norm, norm_w, x, weight, k);
+  sg.n = static_cast<int32_t>(n);
+  sg.epilogue = epilogue;
+  const bool f32_out = epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ||
+                       epilogue == kernels::SmallGemmParams::Epilogue::kStoreF32;
+  sg.y_bf16 = f32_out ? nullptr : static_cast<bf16 *>(y);
+  sg.y_f32 = f32_out ? static_cast<float *>(y) : nullptr;
+  check(kernels::small_gemm(sg, stream), "small_gemm");
+}
+
 template <typename T>
 T *as(const DeviceBuffer &b) {
   return b.get<T>();
@@ -706,42 +730,9 @@ int64_t CudaContext::useful_splits_of(const SeqRows &s) const {
   return (n_keys + per_split - 1) / per_split;
 }
 
-void CudaContext::enqueue(const Step &s, bool with_argmax) {
+kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
+                                                            AttentionRoutes *routes) const {
   const ModelConfig &c = model_.config();
-  const DeviceWeights &w = model_.weights();
-  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
-  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
-
-  kernels::EmbeddingParams ep;
-  ep.tokens = meta(s, kTokens);
-  ep.table = bf(w.embed);
-  ep.out = as<float>(residual_);
-  ep.rows = s.rows;
-  ep.hidden = c.hidden_size;
-  ep.vocab = c.vocab_size;
-  check(kernels::embedding_gather(ep, stream_), "embedding");
-
-  kernels::RmsNormParams np;
-  np.x = as<float>(residual_);
-  np.out = as<bf16>(normed_);
-  np.rows = s.rows;
-  np.hidden = c.hidden_size;
-  np.eps = static_cast<float>(c.rms_norm_eps);
-
-  kernels::RopeKvParams rp;
-  rp.qkv = as<bf16>(qkv_);
-  rp.norm_eps = static_cast<float>(c.rms_norm_eps);
-  rp.positions = meta(s, kPositions);
-  rp.slots = meta(s, kSlots);
-  rp.inv_freq = w.rope_inv_freq;
-  rp.rot_dim = c.rotary_dim();
-  rp.attention_scaling = rope_attention_scaling(c);
-  rp.q_out = as<bf16>(q_);
-  rp.rows = s.rows;
-  rp.n_heads = c.n_heads;
-  rp.n_kv_heads = c.n_kv_heads;
-  rp.head_dim = c.head_dim;
-
   kernels::PagedAttentionParams ap;
   ap.q = as<bf16>(q_);
   ap.out = as<bf16>(attn_);
@@ -824,6 +815,50 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
     merge_only = !other_rows && verify_rows > 0 && s.n_splits > 1 &&
                  !kernels::verify_attention_merges_splits(ap);
   }
+  routes->paged = paged_rows;
+  routes->merge_only = merge_only;
+  return ap;
+}
+
+void CudaContext::enqueue(const Step &s, bool with_argmax) {
+  const ModelConfig &c = model_.config();
+  const DeviceWeights &w = model_.weights();
+  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
+  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
+
+  kernels::EmbeddingParams ep;
+  ep.tokens = meta(s, kTokens);
+  ep.table = bf(w.embed);
+  ep.out = as<float>(residual_);
+  ep.rows = s.rows;
+  ep.hidden = c.hidden_size;
+  ep.vocab = c.vocab_size;
+  check(kernels::embedding_gather(ep, stream_), "embedding");
+
+  kernels::RmsNormParams np;
+  np.x = as<float>(residual_);
+  np.out = as<bf16>(normed_);
+  np.rows = s.rows;
+  np.hidden = c.hidden_size;
+  np.eps = static_cast<float>(c.rms_norm_eps);
+
+  kernels::RopeKvParams rp;
+  rp.qkv = as<bf16>(qkv_);
+  rp.norm_eps = static_cast<float>(c.rms_norm_eps);
+  rp.positions = meta(s, kPositions);
+  rp.slots = meta(s, kSlots);
+  rp.inv_freq = w.rope_inv_freq;
+  rp.rot_dim = c.rotary_dim();
+  rp.attention_scaling = rope_attention_scaling(c);
+  rp.q_out = as<bf16>(q_);
+  rp.rows = s.rows;
+  rp.n_heads = c.n_heads;
+  rp.n_kv_heads = c.n_kv_heads;
+  rp.head_dim = c.head_dim;
+
+  AttentionRoutes routes;
+  kernels::PagedAttentionParams ap = attention_params(s, &routes);
+  const bool paged_rows = routes.paged, merge_only = routes.merge_only;
   const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
   kernels::QuestSelectParams qp;  // quest drafting: each layer's sets, from its queries
@@ -859,25 +894,11 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   kernels::SmallGemmParams sg;
   sg.m = s.rows;
   sg.eps = static_cast<float>(c.rms_norm_eps);
-  // The input side: normalised f32 rows (x_norm with norm_w) or bf16 rows x.
   auto gemm_input = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
-                        int64_t k) {
-    sg.x_f32 = x_norm;
-    sg.norm_weight = norm_w;
-    sg.x_bf16 = x;
-    sg.w = bf(weight);
-    sg.k = static_cast<int32_t>(k);
-  };
+                        int64_t k) { small_gemm_input(sg, x_norm, norm_w, x, weight, k); };
   auto linear = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
                     int64_t n, int64_t k, kernels::SmallGemmParams::Epilogue epilogue, void *y) {
-    gemm_input(x_norm, norm_w, x, weight, k);
-    sg.n = static_cast<int32_t>(n);
-    sg.epilogue = epilogue;
-    const bool f32_out = epilogue == kernels::SmallGemmParams::Epilogue::kAddF32 ||
-                         epilogue == kernels::SmallGemmParams::Epilogue::kStoreF32;
-    sg.y_bf16 = f32_out ? nullptr : static_cast<bf16 *>(y);
-    sg.y_f32 = f32_out ? static_cast<float *>(y) : nullptr;
-    check(kernels::small_gemm(sg, stream_), "small_gemm");
+    small_linear(sg, x_norm, norm_w, x, weight, n, k, epilogue, y, stream_);
   };
   using Epilogue = kernels::SmallGemmParams::Epilogue;
   // ... and the qkv projection carries rope_kv's stage in its epilogue
@@ -960,16 +981,30 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   // No quest row of this step reads a page it wrote (each writes at or after
   // its prefix), so the bounds can follow once, after every layer.
   enqueue_quest_bounds(meta(s, kWrittenPage), s.rows);
+  enqueue_logits(s, small, sg, with_argmax);
+}
+
+void CudaContext::enqueue_logits(const Step &s, bool small, kernels::SmallGemmParams &sg,
+                                 bool with_argmax) {
   if (s.logit_rows == 0) return;
+  const ModelConfig &c = model_.config();
+  const DeviceWeights &w = model_.weights();
+  const int64_t H = c.hidden_size;
+  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
   if (ablation().head) {
   } else if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
     // The final RMSNorm of the logit rows fused into the lm_head.
     sg.m = s.logit_rows;
     sg.x_row_index = meta(s, kLogitIndex);
-    linear(as<float>(residual_), bf(w.final_norm), nullptr, w.lm_head, c.vocab_size, H,
-           Epilogue::kStoreF32, logits_.get());
+    small_linear(sg, as<float>(residual_), bf(w.final_norm), nullptr, w.lm_head, c.vocab_size, H,
+                 kernels::SmallGemmParams::Epilogue::kStoreF32, logits_.get(), stream_);
     sg.x_row_index = nullptr;
   } else {
+    kernels::RmsNormParams np;
+    np.x = as<float>(residual_);
+    np.out = as<bf16>(normed_);
+    np.hidden = c.hidden_size;
+    np.eps = static_cast<float>(c.rms_norm_eps);
     np.weight = bf(w.final_norm);
     np.row_index = meta(s, kLogitIndex);
     np.rows = s.logit_rows;

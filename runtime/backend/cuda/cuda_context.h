@@ -26,7 +26,9 @@
 #include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
 #include "kv_select.cuh"
+#include "paged_attention.cuh"
 #include "sampling.cuh"
+#include "small_gemm.cuh"
 
 namespace vegas::cuda {
 
@@ -127,6 +129,16 @@ class CudaContext : public BackendContext {
                   bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k);
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);
+  // Which attention kernels a step's rows take besides the dense prefill and
+  // verify ones (attention_params): the paged kernel, or only its merge.
+  struct AttentionRoutes {
+    bool paged = true;
+    bool merge_only = false;
+  };
+  kernels::PagedAttentionParams attention_params(const Step &s, AttentionRoutes *routes) const;
+  // After the layers: the final norm and lm_head of the logit rows, the
+  // logit mask, the argmax.
+  void enqueue_logits(const Step &s, bool small, kernels::SmallGemmParams &sg, bool with_argmax);
   // Device-fed steps (forward_draft_chain): the staged fields come from
   // `fields` (pinned, kept until the step ran) instead of meta_host_, and the
   // input tokens of the first `n` rows from device ids (a previous draw).

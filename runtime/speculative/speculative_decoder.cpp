@@ -780,7 +780,6 @@ std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundWo
 struct SpeculativeDecoder::PendingRound {
   std::vector<RoundWork> work;
   std::vector<int32_t> n_accepted;
-  std::vector<int32_t> old_kv;
   RoundObservation cost;
   RoundTrace trace;
 };
@@ -839,10 +838,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   trace.mark("accept");
 
   std::vector<RoundOutcome> out = outcomes(work, results, rs);
-  for (size_t i = 0; i < work.size(); ++i) {
-    pending->n_accepted.push_back(results[i].n_accepted);
-    pending->old_kv.push_back(work[i].seq->kv_len);
-  }
+  for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
   pending->work = std::move(work);
   pending_ = std::move(pending);
   return out;
@@ -877,7 +873,9 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     const int32_t last_row = score_rows == ScoreRows::kAll ? n_accepted : (w.gamma > 0 ? 1 : 0);
-    select(seq, *w.st, pending->old_kv[i] + 1, last_row);
+    // The candidates were the positions before this round's first token
+    // (RoundOutcome::kv_len counts it and the accepted drafts).
+    select(seq, *w.st, outcomes[i].kv_len - n_accepted, last_row);
     totals_.select_seconds += now_seconds() - t_select;
   }
   if (!deferred.empty()) context.select_deferred(deferred);

@@ -9,9 +9,12 @@
 //
 // For each shape, on a KV cache of random values:
 //   vanilla  one row per sequence at position `context` (greedy, graph);
-//   verify   gamma + 1 rows per sequence with the policy's score capture and
-//            device selection (what a round's verification pass runs);
-//   select   the selection kernel alone (its CUDA events inside verify);
+//   verify   gamma + 1 rows per sequence with the policy's score capture,
+//            without the device selection that ends the pass;
+//   select   the selection kernels alone (their CUDA events inside the pass);
+//   pass     verify + select: what a round's verification call runs (its
+//            wall time is that call's; verify's wall is it less select's
+//            device time);
 //   draft    one row per sequence attending to the set that verify selected
 //            (device_sparse_key, graph);
 //   draftchain the round's gamma draft passes in one forward_draft_chain call
@@ -103,7 +106,7 @@ struct RoundSetup {
 
 void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
             const DevicePlan &plan, const Phase &vanilla, const Phase &verify, const Phase &select,
-            const Phase &draft, const Phase &chain) {
+            const Phase &pass, const Phase &draft, const Phase &chain) {
   auto line = [&](const char *name, const Phase &p) {
     std::printf("%-22s %6d x %-3d %-9s %9.3f %9.3f %9.3f %7.1f%% %8.3f %8.3f\n", model_name.c_str(),
                 sh.context, sh.batch, name, p.device_s * 1e3, p.wall_s * 1e3, p.floor_s * 1e3,
@@ -113,6 +116,7 @@ void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
   line("vanilla", vanilla);
   line("verify", verify);
   line("select", select);
+  line("pass", pass);
   line("draft", draft);
   if (chain.wall_s > 0) line("draftchain", chain);
   std::printf(
@@ -121,6 +125,7 @@ void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
       "\"vanilla_device_ms\":%.4f,\"vanilla_wall_ms\":%.4f,\"vanilla_floor_ms\":%.4f,"
       "\"verify_device_ms\":%.4f,\"verify_wall_ms\":%.4f,\"verify_floor_ms\":%.4f,"
       "\"select_device_ms\":%.4f,\"select_floor_ms\":%.4f,"
+      "\"pass_device_ms\":%.4f,\"pass_wall_ms\":%.4f,"
       "\"draft_device_ms\":%.4f,\"draft_wall_ms\":%.4f,\"draft_floor_ms\":%.4f,"
       "\"draft_chain_wall_ms_per_pass\":%.4f,"
       "\"verify_over_vanilla\":%.3f,\"verify_over_vanilla_wall\":%.3f,"
@@ -129,10 +134,11 @@ void report(const std::string &model_name, const Shape &sh, const RoundSetup &r,
       model_name.c_str(), sh.context, sh.batch, r.gamma, r.ratio, r.policy.c_str(),
       plan.head + plan.tail + plan.scored, vanilla.device_s * 1e3, vanilla.wall_s * 1e3,
       vanilla.floor_s * 1e3, verify.device_s * 1e3, verify.wall_s * 1e3, verify.floor_s * 1e3,
-      select.device_s * 1e3, select.floor_s * 1e3, draft.device_s * 1e3, draft.wall_s * 1e3,
-      draft.floor_s * 1e3, chain.wall_s * 1e3, verify.device_s / vanilla.device_s,
-      verify.wall_s / vanilla.wall_s, select.device_s / vanilla.device_s,
-      draft.device_s / vanilla.device_s, draft.wall_s / vanilla.wall_s);
+      select.device_s * 1e3, select.floor_s * 1e3, pass.device_s * 1e3, pass.wall_s * 1e3,
+      draft.device_s * 1e3, draft.wall_s * 1e3, draft.floor_s * 1e3, chain.wall_s * 1e3,
+      verify.device_s / vanilla.device_s, verify.wall_s / vanilla.wall_s,
+      select.device_s / vanilla.device_s, draft.device_s / vanilla.device_s,
+      draft.wall_s / vanilla.wall_s);
   std::fflush(stdout);
 }
 
@@ -241,15 +247,18 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   };
   for (int i = 0; i < 3; ++i) verify_call();
   ctx->take_select_seconds();
-  Phase ver, sel;
-  ver.wall_s = wall_median(reps, verify_call);
+  Phase ver, sel, pass;
+  pass.wall_s = wall_median(reps, verify_call);
   sel.device_s = ctx->take_select_seconds() / reps;  // mean over the timed calls
-  ver.device_s = cctx->replay_seconds(verify, reps);
+  pass.device_s = cctx->replay_seconds(verify, reps);
+  ver.device_s = cctx->replay_seconds(verify, reps, /*selection=*/false);
+  ver.wall_s = pass.wall_s - sel.device_s;
   // Captured scores: fp16 per candidate, a float lse per (row, head).
   const double cap_bytes =
       double(c.n_layers) * B * cap_rows.size() * c.n_heads * (n_cand * 2.0 + 4);
   ver.floor_s = (weights + double(B) * (ctx_len + gamma + 1) * kv_token + cap_bytes) / bandwidth;
   sel.floor_s = cap_bytes / bandwidth;
+  pass.floor_s = ver.floor_s + sel.floor_s;
 
   Phase dr;
   const int selected = plan.head + plan.tail + plan.scored;
@@ -272,7 +281,7 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
     chain.wall_s = wall_median(reps, chain_call) / gamma;
     chain.device_s = chain.wall_s;  // no device-only timing: wall per pass
   }
-  report(model_name, sh, r, plan, van, ver, sel, dr, chain);
+  report(model_name, sh, r, plan, van, ver, sel, pass, dr, chain);
 }
 
 }  // namespace

@@ -1061,8 +1061,10 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
   else
     enqueue(s, with_argmax);
   if (trace_) check(cudaEventRecord(trace_forward_, stream_), "cudaEventRecord");
-  selection_->launch_step(stream_, as<kernels::f16>(cap_logits_), as<float>(cap_lse_), s.cap_slots,
-                          s.cap_stride, model_.config().n_layers, model_.config().n_heads);
+  if (!replay_without_selection_)
+    selection_->launch_step(stream_, as<kernels::f16>(cap_logits_), as<float>(cap_lse_),
+                            s.cap_slots, s.cap_stride, model_.config().n_layers,
+                            model_.config().n_heads);
   if (trace_) {
     check(cudaEventRecord(trace_end_, stream_), "cudaEventRecord");
     trace_enqueue_ms_ =
@@ -1464,10 +1466,15 @@ bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidat
   return true;
 }
 
-double CudaContext::replay_seconds(const ForwardBatch &batch, int n) {
+double CudaContext::replay_seconds(const ForwardBatch &batch, int n, bool selection) {
   model_.activate();
   const Step s = stage(batch);
-  launch(s, true);  // captures the graph, if the step has one
+  launch(s, true);       // captures the graph, if the step has one
+  struct SelectionOff {  // for the replays only, also when one throws
+    bool &flag;
+    ~SelectionOff() { flag = false; }
+  } off{replay_without_selection_};
+  replay_without_selection_ = !selection;
   const int replays = std::max(n, 1);
   std::unique_ptr<Event[]> events(new Event[replays + 1]);
   check(cudaEventRecord(events[0].e, stream_), "cudaEventRecord");

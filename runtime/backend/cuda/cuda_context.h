@@ -81,7 +81,9 @@ class CudaContext : public BackendContext {
   // Benchmarks: the device time of `batch`'s step (upload of its indices and
   // the graph, argmax included), replayed `n` times back to back and timed with
   // CUDA events; the median. What a step costs the GPU, without the host's share.
-  double replay_seconds(const ForwardBatch &batch, int n);
+  // With `selection` false the replays leave out the device selection a
+  // verification step ends with (the phase benchmark times it apart).
+  double replay_seconds(const ForwardBatch &batch, int n, bool selection = true);
   // Number of decode graphs captured so far (tests check that replay happens).
   size_t graphs_captured() const { return graphs_.size(); }
 
@@ -253,6 +255,7 @@ class CudaContext : public BackendContext {
   // that, the step waited on its launches.
   cudaEvent_t trace_begin_ = nullptr, trace_forward_ = nullptr, trace_end_ = nullptr;
   double trace_enqueue_ms_ = 0.0;
+  bool replay_without_selection_ = false;  // replay_seconds(..., selection = false)
   std::chrono::steady_clock::time_point trace_last_end_{};  // host time between forwards
 };
 

@@ -38,6 +38,10 @@ struct SequenceRequest {
 
 constexpr int32_t kMaxTopLogprobs = VEGAS_MAX_TOP_LOGPROBS;
 
+// Written only by the session (session.cpp), each field by one function:
+// the times by count_seconds; rounds, drafted and accepted by begin_outcome
+// and committed by speculative_round, from the round's RoundOutcome; gamma,
+// ratio and switches by record_tuning, a copy of the decoder's tuning.
 struct SequenceStats {
   int64_t rounds = 0;
   int64_t drafted = 0;
@@ -79,6 +83,8 @@ struct Sequence {
   int32_t kv_len = 0;  // leading tokens whose K/V are in the pool
   std::vector<int32_t> page_table;
   KvPool::PublishCursor published;  // of page_table's pages, those in the prefix cache
+  // Written only by the session: its own draws (plain and chained steps) and
+  // a round's RoundOutcome::rng_counter (the decoder draws on a copy).
   Rng rng;
   std::optional<StreamingDetokenizer> detokenizer;
   StopFilter stop_filter;

@@ -67,6 +67,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The one writer of a sequence's time statistics: the seconds of a step it
+// took part in, as prefill or as decoding.
+void count_seconds(Sequence &seq, bool prefill, double seconds) {
+  (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += seconds;
+}
+
+// What a round did to a sequence before any of its tokens is committed: its
+// RNG past every draw of the round and the round counted, whether or not
+// it stops inside its tokens. The one writer of SequenceStats' rounds,
+// drafted and accepted; the RNG's other writers are the session's own draws.
+void begin_outcome(const RoundOutcome &o) {
+  Sequence &seq = *o.seq;
+  seq.rng.set_counter(o.rng_counter);
+  seq.stats.rounds += 1;
+  seq.stats.drafted += o.drafted;
+  seq.stats.accepted += o.accepted;
+}
+
 // Sets a flag for the lifetime of a scope (reentrancy guards).
 class FlagScope {
  public:
@@ -348,7 +366,7 @@ int32_t Session::step() {
     const int64_t committed = chained_vanilla_steps(plan.decoding);
     if (committed >= 0) {
       const double chain_seconds = seconds_since(t_chain);
-      for (Sequence *seq : plan.decoding) seq->stats.decode_seconds += chain_seconds;
+      for (Sequence *seq : plan.decoding) count_seconds(*seq, false, chain_seconds);
       if (params_.auto_mode)
         observe_step(chooser_, plan.kind, n_decoding, committed, chain_seconds);
       publish_running();
@@ -372,7 +390,7 @@ int32_t Session::step() {
       if (!seq->finished()) live.push_back(seq);
     const int64_t committed = speculative_round(live);
     const double round_seconds = seconds_since(t_round);
-    for (Sequence *seq : live) seq->stats.decode_seconds += round_seconds;
+    for (Sequence *seq : live) count_seconds(*seq, false, round_seconds);
     if (params_.auto_mode) observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds);
   }
   publish_running();
@@ -386,8 +404,10 @@ int64_t Session::forward_step(const StepPlan &plan) {
   for (size_t i = 0; i < ready.size(); ++i) {
     Sequence &seq = *ready[i];
     SeqRows r = pending_rows(seq, plan.rows[i]);
-    if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0)
+    if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0) {
       spec_->prepare_prefill_capture(seq, r, active_count());
+      record_tuning(seq);  // the tuning starts with it
+    }
     batch.seqs.push_back(r);
   }
   std::vector<int64_t> logit_row(ready.size(), -1);
@@ -442,7 +462,7 @@ int64_t Session::forward_step(const StepPlan &plan) {
   for (size_t i = 0; i < ready.size(); ++i) {
     Sequence &seq = *ready[i];
     const bool prefill = plan.rows[i] > 1 || seq.n_generated() == 0;
-    (prefill ? seq.stats.prefill_seconds : seq.stats.decode_seconds) += forward_seconds;
+    count_seconds(seq, prefill, forward_seconds);
     // Cancelled from a callback of an earlier sequence: its pages are gone.
     if (seq.finished()) continue;
     scheduler_.advance(seq, plan.rows[i]);
@@ -462,18 +482,35 @@ int64_t Session::speculative_round(const std::vector<Sequence *> &seqs) {
     finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
   if (round.empty()) return 0;
   std::vector<RoundOutcome> outcomes = spec_->round(round, *context_);
+  // Every sequence's RNG and round counts first: a callback of the commits
+  // that follow sees the round counted.
+  for (const RoundOutcome &o : outcomes) begin_outcome(o);
   int64_t committed = 0;
-  for (RoundOutcome &o : outcomes) {
-    Sequence &seq = *o.seq;
-    for (size_t r = 0; r < o.tokens.size() && !seq.finished(); ++r) {
-      commit_token(seq, o.tokens[r], o.rows[r]);
-      ++o.committed;
-    }
-    committed += o.committed;
-    if (!seq.finished()) scheduler_.settle(seq, o.kv_len);
-  }
+  for (RoundOutcome &o : outcomes) committed += commit_outcome(o);
   spec_->end_round(outcomes, *context_);
+  for (const RoundOutcome &o : outcomes) {
+    o.seq->stats.committed += o.committed;
+    record_tuning(*o.seq);  // as end_round's observation of the round left it
+  }
   return committed;
+}
+
+int64_t Session::commit_outcome(RoundOutcome &o) {
+  Sequence &seq = *o.seq;
+  for (size_t r = 0; r < o.tokens.size() && !seq.finished(); ++r) {
+    commit_token(seq, o.tokens[r], o.rows[r]);
+    ++o.committed;
+  }
+  if (!seq.finished()) scheduler_.settle(seq, o.kv_len);
+  return o.committed;
+}
+
+void Session::record_tuning(Sequence &seq) {
+  const SequenceTuning *tuning = spec_->sequence_tuning(seq.id);
+  if (tuning == nullptr) return;  // forgotten (finished): the last copy stays
+  seq.stats.gamma = tuning->gamma;
+  seq.stats.ratio = tuning->ratio;
+  seq.stats.switches = tuning->switches;
 }
 
 void Session::run() {

@@ -103,9 +103,16 @@ class Session {
   // sequence's next token where its last row is the newest. Returns the
   // tokens committed.
   int64_t forward_step(const StepPlan &plan);
-  // A speculative round of the decoding `seqs`: plan, reserve, run, commit
-  // the outcomes, settle. Returns the tokens committed.
+  // A speculative round of the decoding `seqs`: plan, reserve, run, apply
+  // the outcomes (RNG, statistics, commits, settling). Returns the tokens
+  // committed.
   int64_t speculative_round(const std::vector<Sequence *> &seqs);
+  // Commits an outcome's tokens until its sequence finishes, then settles
+  // its KV if it still runs. Returns the tokens committed (o.committed).
+  int64_t commit_outcome(RoundOutcome &o);
+  // The one writer of SequenceStats' gamma, ratio and switches: a copy of
+  // the decoder's tuning of `seq`, taken when it starts and after each round.
+  void record_tuning(Sequence &seq);
 
   std::shared_ptr<Model> model_;
   SessionParams params_;

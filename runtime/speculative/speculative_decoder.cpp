@@ -259,23 +259,23 @@ void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32
   r.device_select = &st.device_select;
 }
 
-SpeculativeDecoder::SeqState &SpeculativeDecoder::state(Sequence &seq, int32_t batch) {
+SpeculativeDecoder::SeqState &SpeculativeDecoder::state(const Sequence &seq, int32_t batch) {
   SeqState &st = states_[seq.id];
   if (!st.tuned) {
     st.tuning = tuning_.start(seq.n_prompt(), batch);
     st.tuned = true;
-    seq.stats.gamma = st.tuning.gamma;
-    seq.stats.ratio = st.tuning.ratio;
   }
   return st;
 }
 
-void SpeculativeDecoder::observe_round(Sequence &seq, SeqState &st, RoundObservation obs) {
+const SequenceTuning *SpeculativeDecoder::sequence_tuning(int32_t seq_id) const {
+  const auto it = states_.find(seq_id);
+  return it != states_.end() && it->second.tuned ? &it->second.tuning : nullptr;
+}
+
+void SpeculativeDecoder::observe_round(int32_t seq_id, SeqState &st, RoundObservation obs) {
   if (params_.debug_round_costs) params_.debug_round_costs(obs);
-  tuning_.observe(seq.id, st.tuning, obs);
-  seq.stats.gamma = st.tuning.gamma;
-  seq.stats.ratio = st.tuning.ratio;
-  seq.stats.switches = st.tuning.switches;
+  tuning_.observe(seq_id, st.tuning, obs);
 }
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
@@ -297,7 +297,7 @@ void SpeculativeDecoder::setup_capture(SeqState &st, int32_t n_candidates,
   st.capture.lse = st.score_lse.data();
 }
 
-void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidates,
+void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_candidates,
                                 int32_t last_accepted_row) {
   const int32_t n_layers = config_.n_layers;
   st.stride = std::max(n_candidates, 1);
@@ -329,7 +329,8 @@ void SpeculativeDecoder::select(Sequence &seq, SeqState &st, int32_t n_candidate
   st.has_selection = true;
 }
 
-void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows, int32_t batch) {
+void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &rows,
+                                                 int32_t batch) {
   SeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
@@ -340,7 +341,7 @@ void SpeculativeDecoder::prepare_prefill_capture(Sequence &seq, SeqRows &rows, i
   rows.capture = &st.capture;
 }
 
-void SpeculativeDecoder::select_after_prefill(Sequence &seq) {
+void SpeculativeDecoder::select_after_prefill(const Sequence &seq) {
   const double t0 = now_seconds();
   SeqState &st = state(seq);
   if (device_ || query_aware_) {  // selected by the prefill's forward pass, or by each draft pass
@@ -395,7 +396,7 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
     chain->first_tokens[i] = w.seq->tokens.back();
     first.seqs.push_back(draft_row(w, 0, &chain->first_tokens[i]));
     rules[i].params = &w.seq->req.sampling;
-    rules[i].rng_counter = w.seq->rng.counter();
+    rules[i].rng_counter = w.rng.counter();
     k[i] = w.k;
   }
   chain->tokens.resize(n * static_cast<size_t>(max_gamma));
@@ -445,7 +446,7 @@ void SpeculativeDecoder::build_chained_q_of(ChainedDrafts &chain, size_t i) {
                                    std::to_string(w.seq->id) + ": the device drew token " +
                                    std::to_string(token) + ", outside its distribution");
   }
-  if (!rule.greedy()) w.seq->rng.set_counter(w.seq->rng.counter() + w.gamma);
+  if (!rule.greedy()) w.rng.set_counter(w.rng.counter() + w.gamma);
 }
 
 void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
@@ -466,7 +467,7 @@ std::vector<BackendContext::AcceptOnDevice> SpeculativeDecoder::device_accept_sp
     a.chain_row = w.chain_index;
     a.params = &w.seq->req.sampling;
     // The chain drew the drafts from the counter on (build_chained_q_of's advance).
-    a.rng_counter = w.seq->rng.counter() + (a.params->greedy() ? 0 : w.gamma);
+    a.rng_counter = w.rng.counter() + (a.params->greedy() ? 0 : w.gamma);
     specs.push_back(a);
   }
   return specs;
@@ -488,16 +489,16 @@ bool SpeculativeDecoder::take_device_acceptance(RoundWork &w,
   result->tokens = a.tokens;
   // Past the chain's draws (build_chained_q_of's advance) and the acceptance's.
   if (!w.seq->req.sampling.greedy())
-    w.seq->rng.set_counter(w.seq->rng.counter() + static_cast<uint64_t>(w.gamma) + a.draws);
+    w.rng.set_counter(w.rng.counter() + static_cast<uint64_t>(w.gamma) + a.draws);
   return true;
 }
 
 void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
   // Their draws were fed to the verify pass, whose rows stay as they are; the
   // sequence commits verify row 0's token alone (plain decoding, so exact),
-  // and its RNG skips the chain's draws.
+  // and its RNG cursor skips the chain's draws.
   for (RoundWork *w : chain.seqs) {
-    if (!w->seq->req.sampling.greedy()) w->seq->rng.set_counter(w->seq->rng.counter() + w->gamma);
+    if (!w->seq->req.sampling.greedy()) w->rng.set_counter(w->rng.counter() + w->gamma);
     w->gamma = 0;
     w->drafts.clear();
     w->q.clear();
@@ -562,12 +563,13 @@ std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
     const std::vector<RoundSeq> &seqs) {
   std::vector<RoundWork> work;
   for (const RoundSeq &r : seqs) {
-    Sequence *seq = r.seq;
+    const Sequence *seq = r.seq;
     RoundWork w{seq,
                 &state(*seq),
                 r.gamma,
                 // Logprobs read the whole verify rows: no candidates this round.
                 seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
+                seq->rng,  // the round's one read of the sequence's RNG
                 {},
                 {}};
     w.chain_room = r.chain_room;
@@ -600,7 +602,7 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
     } else {
       logits = context.forward(batch);
     }
-    // Rows are independent (each sequence has its own Rng): build them in parallel.
+    // Rows are independent (each sequence has its own RNG cursor): build them in parallel.
     parallel_rows(
         static_cast<int64_t>(in_batch.size()),
         [&](int64_t b) {
@@ -615,7 +617,7 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
             build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
           }
           w.drafts[static_cast<size_t>(j)] =
-              w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.seq->rng.uniform());
+              w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.rng.uniform());
         },
         !(rs.by_candidates && rs.cands.picked()) || in_batch.size() >= threaded_round_seqs());
   }
@@ -702,7 +704,7 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
       static_cast<int64_t>(work.size()),
       [&](int64_t wi) {
         RoundWork &w = work[static_cast<size_t>(wi)];
-        Sequence &seq = *w.seq;
+        const Sequence &seq = *w.seq;
         AcceptResult &result = (*results)[static_cast<size_t>(wi)];
         const int64_t base = rs.row_base[static_cast<size_t>(wi)];
         if (!rs.accepted.empty() &&
@@ -731,7 +733,7 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
           argmaxes.resize(static_cast<size_t>(w.gamma) + 1, -1);
           accept_greedy(w.drafts.data(), w.gamma, argmaxes.data(), &result);
         } else {
-          accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, seq.rng, &result,
+          accept_sampled(w.drafts.data(), w.q.data(), w.gamma, target, w.rng, &result,
                          params_.debug_broken_residual ? ResidualRule::kBrokenFromTarget
                                                        : ResidualRule::kLossless);
         }
@@ -741,18 +743,15 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
           (!(rs.by_candidates && rs.cands.picked()) || work.size() >= threaded_round_seqs()));
 }
 
-std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundWork> &work,
+std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundSeq> &seqs,
+                                                       const std::vector<RoundWork> &work,
                                                        const std::vector<AcceptResult> &results,
                                                        const RoundState &rs) {
   const int32_t vocab = config_.vocab_size;
   std::vector<RoundOutcome> out(work.size());
   for (size_t i = 0; i < work.size(); ++i) {
     const RoundWork &w = work[i];
-    Sequence &seq = *w.seq;
     const AcceptResult &result = results[i];
-    seq.stats.rounds += 1;
-    seq.stats.drafted += w.gamma;
-    seq.stats.accepted += result.n_accepted;
     totals_.rounds += 1;
     totals_.drafted += w.gamma;
     totals_.accepted += result.n_accepted;
@@ -762,7 +761,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundWo
       if (k < result.n_accepted) totals_.accepted_at[static_cast<size_t>(k)] += 1;
     }
     RoundOutcome &o = out[i];
-    o.seq = &seq;
+    o.seq = seqs[i].seq;
     o.tokens = result.tokens;
     // Token r was drawn from verify row r (an accepted draft, then the
     // correction or bonus token).
@@ -771,7 +770,10 @@ std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundWo
                            ? nullptr
                            : rs.vlogits + (rs.row_base[i] + static_cast<int64_t>(r)) * vocab);
     // t0 and the accepted drafts hold exact K/V; the rest is rolled back.
-    o.kv_len = seq.kv_len + 1 + result.n_accepted;
+    o.kv_len = w.seq->kv_len + 1 + result.n_accepted;
+    o.rng_counter = w.rng.counter();
+    o.drafted = w.gamma;
+    o.accepted = result.n_accepted;
   }
   return out;
 }
@@ -837,7 +839,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   accept_round(work, rs, &results);
   trace.mark("accept");
 
-  std::vector<RoundOutcome> out = outcomes(work, results, rs);
+  std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
   for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
   pending->work = std::move(work);
   pending_ = std::move(pending);
@@ -853,9 +855,8 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   std::vector<BackendContext::DeferredSelect> deferred;
   for (size_t i = 0; i < pending->work.size() && i < outcomes.size(); ++i) {
     RoundWork &w = pending->work[i];
-    Sequence &seq = *w.seq;
+    const Sequence &seq = *w.seq;
     totals_.committed += outcomes[i].committed;
-    seq.stats.committed += outcomes[i].committed;
     if (seq.finished()) continue;  // its state is gone (forget)
     const int32_t n_accepted = pending->n_accepted[i];
     if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
@@ -863,7 +864,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
       obs.drafted = w.gamma;
       obs.accepted = n_accepted;
       obs.context = seq.kv_len;
-      observe_round(seq, *w.st, obs);
+      observe_round(seq.id, *w.st, obs);
     }
     if (device_) {  // selected by the verify pass, or now from the last accepted row
       if (w.st->device_select.deferred) deferred.push_back({seq.id, n_accepted});

@@ -75,15 +75,22 @@ struct RoundSeq {
   bool chain_room = false;
 };
 
-// What a round did to one sequence, for the caller to apply: commit `tokens`
-// in order, stopping where the sequence finishes; if it still runs, settle
-// its KV at `kv_len` (the rejected drafts' positions rolled back); count the
-// commits in `committed`; then end_round().
+// What a round did to one sequence, for the caller to apply (the decoder
+// writes no Sequence): set its RNG counter to `rng_counter` and count the
+// round (`drafted`, `accepted`), whatever happens to its tokens; commit
+// `tokens` in order, stopping where the sequence finishes; if it still runs,
+// settle its KV at `kv_len` (the rejected drafts' positions rolled back);
+// count the commits in `committed`; then end_round().
 struct RoundOutcome {
   Sequence *seq = nullptr;
   std::vector<int32_t> tokens;      // accepted drafts, then the correction or bonus token
   std::vector<const float *> rows;  // each token's whole logit row, or null (candidates)
   int32_t kv_len = 0;
+  // The sequence's Rng counter after every draw of the round (its drafts,
+  // the acceptance's tests, the correction or bonus token), committed or not.
+  uint64_t rng_counter = 0;
+  int32_t drafted = 0;   // drafts verified this round (0 where they were dropped)
+  int32_t accepted = 0;  // of them, those kept
   int32_t committed = 0;
 };
 
@@ -105,6 +112,9 @@ class SpeculativeDecoder {
   }
   const SpeculativeTotals &totals() const { return totals_; }
   const SelectionPolicy &policy() const { return *policy_; }
+  // The sequence's tuning now (its γ, ratio and switches, SequenceStats'
+  // copy of them), or null before its first prefill capture and after forget.
+  const SequenceTuning *sequence_tuning(int32_t seq_id) const;
 
   // Selects on the device when the backend can and the policy has a device
   // form (DevicePlan); call once, after the backend context exists. Returns
@@ -115,8 +125,8 @@ class SpeculativeDecoder {
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
   // `batch`: the sequences decoding with it (picks its tuning profile bucket).
-  void prepare_prefill_capture(Sequence &seq, SeqRows &rows, int32_t batch = 1);
-  void select_after_prefill(Sequence &seq);
+  void prepare_prefill_capture(const Sequence &seq, SeqRows &rows, int32_t batch = 1);
+  void select_after_prefill(const Sequence &seq);
 
   // A round of the decoding `seqs` (prompt in the KV cache, newest token
   // pending): each one's drafts and the KV to reserve for them. Reads the
@@ -125,12 +135,13 @@ class SpeculativeDecoder {
   // than the pool's `page_size`.
   std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size);
   // Runs the planned round (every `reserve` held, `chain_room` as reserved):
-  // draft, verify, accept. Changes no KV state and commits nothing: the
-  // caller applies the outcomes (RoundOutcome), then calls end_round. The
-  // rows they point to stay valid until the context's next pass.
+  // draft, verify, accept. Writes no sequence (no KV state, no RNG, no
+  // statistics, no token): the caller applies the outcomes (RoundOutcome),
+  // then calls end_round. The rows they point to stay valid until the
+  // context's next pass.
   std::vector<RoundOutcome> round(const std::vector<RoundSeq> &seqs, BackendContext &context);
-  // After the outcomes were applied: the statistics, each still-running
-  // sequence's tuning and its next selection.
+  // After the outcomes were applied: the session-wide totals, each
+  // still-running sequence's tuning (sequence_tuning) and its next selection.
   void end_round(const std::vector<RoundOutcome> &outcomes, BackendContext &context);
 
   // The sequence ended: drop its state.
@@ -155,12 +166,15 @@ class SpeculativeDecoder {
   };
 
   // One sequence's share of a round: how many drafts, its rule's candidate
-  // k, the drafts and the distributions they were drawn from.
+  // k, its RNG cursor, the drafts and the distributions they were drawn from.
   struct RoundWork {
-    Sequence *seq;
+    const Sequence *seq;  // read only: the session applies the outcome
     SeqState *st;
     int32_t gamma;
     int32_t k;  // candidate_k of the sequence's rule
+    // Sequence::rng as the round began; every draw of the round advances
+    // this copy (RoundOutcome::rng_counter reports where it ended).
+    Rng rng;
     std::vector<int32_t> drafts;
     std::vector<TokenDistribution> q;
     int32_t verified = 0;      // draft rows in its verification (gamma, unless drafts were dropped)
@@ -192,9 +206,11 @@ class SpeculativeDecoder {
                   RoundState &rs, const std::function<void()> &drafts_read);
   void accept_round(std::vector<RoundWork> &work, RoundState &rs,
                     std::vector<AcceptResult> *results);
-  // Each sequence's tokens, their rows and its settled KV length; counts the
-  // drafts and acceptances.
-  std::vector<RoundOutcome> outcomes(const std::vector<RoundWork> &work,
+  // Each sequence's tokens, their rows, its settled KV length, RNG counter,
+  // drafts and acceptances (`work` holds one entry per `seqs`, in order);
+  // counts the drafts and acceptances in totals_.
+  std::vector<RoundOutcome> outcomes(const std::vector<RoundSeq> &seqs,
+                                     const std::vector<RoundWork> &work,
                                      const std::vector<AcceptResult> &results,
                                      const RoundState &rs);
 
@@ -218,8 +234,8 @@ class SpeculativeDecoder {
   // backend lost their candidates (then no q can be built for them).
   bool finish_chained(ChainedDrafts &chain, BackendContext &context);
   // Each chained draft's q from the chain's candidates, checking that the
-  // device's token lies in it, and the sampled sequences' RNG counters
-  // advanced past their draws. Runs while the verify pass does.
+  // device's token lies in it, and the sampled sequences' RNG cursors
+  // (RoundWork::rng) advanced past their draws. Runs while the verify pass does.
   void build_chained_q(ChainedDrafts &chain);
   // build_chained_q for the chain's sequence i.
   void build_chained_q_of(ChainedDrafts &chain, size_t i);
@@ -227,26 +243,27 @@ class SpeculativeDecoder {
   // accept its drafts behind the verify pass.
   static std::vector<BackendContext::AcceptOnDevice> device_accept_specs(
       const std::vector<RoundWork> &work, const std::vector<int64_t> &row_base);
-  // The device's acceptance of `w` into *result, its Rng advanced past the
-  // chain's and the acceptance's draws; false when the device handed it back,
-  // with its q then built for the host's acceptance.
+  // The device's acceptance of `w` into *result, its RNG cursor advanced past
+  // the chain's and the acceptance's draws; false when the device handed it
+  // back, with its q then built for the host's acceptance.
   bool take_device_acceptance(RoundWork &w, const BackendContext::AcceptedOnDevice &a,
                               ChainedDrafts &chain, AcceptResult *result);
   // When the chain's candidates were lost: each chained sequence keeps its
-  // verification rows but drops its drafts (gamma 0 from here on).
+  // verification rows but drops its drafts (gamma 0 from here on), its RNG
+  // cursor past the chain's draws.
   static void drop_chained_drafts(ChainedDrafts &chain);
 
   // The sequence's state, its tuning started (for `batch` sequences) on first use.
-  SeqState &state(Sequence &seq, int32_t batch = 1);
+  SeqState &state(const Sequence &seq, int32_t batch = 1);
   static BudgetKnobs knobs(const SeqState &st) { return {st.tuning.ratio, st.tuning.window_share}; }
-  // Feeds a finished round of `seq` to its tuning.
-  void observe_round(Sequence &seq, SeqState &st, RoundObservation obs);
+  // Feeds a finished round of the sequence to its tuning.
+  void observe_round(int32_t seq_id, SeqState &st, RoundObservation obs);
   void setup_capture(SeqState &st, int32_t n_candidates, const std::vector<int32_t> &rows);
   // Device mode: captures `rows` for a selection over n candidates made on the device.
   void setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
                            const std::vector<int32_t> &rows, SeqRows &r);
   // Runs the policy for every layer over the captured scores.
-  void select(Sequence &seq, SeqState &st, int32_t n_candidates, int32_t last_accepted_row);
+  void select(const Sequence &seq, SeqState &st, int32_t n_candidates, int32_t last_accepted_row);
 
   const ModelConfig &config_;
   SpeculativeParams params_;

@@ -95,6 +95,14 @@ class SharedPrefixRunner {
       s.tokens.push_back(token);
       if (s.n_generated() >= s.req.max_tokens) s.finish = VEGAS_FINISH_LENGTH;
     };
+    // Session::record_tuning: the decoder's tuning of the sequence, copied.
+    auto record_tuning = [&](Sequence &s) {
+      if (const SequenceTuning *t = decoder.sequence_tuning(s.id)) {
+        s.stats.gamma = t->gamma;
+        s.stats.ratio = t->ratio;
+        s.stats.switches = t->switches;
+      }
+    };
     // The last prompt row: the final prefill chunk of a session.
     kv_->reserve(seq, seq.kv_len + 1);
     SeqRows r;
@@ -105,6 +113,7 @@ class SharedPrefixRunner {
     r.n_pages = static_cast<int32_t>(seq.page_table.size());
     r.logits = SeqRows::Logits::kLast;
     decoder.prepare_prefill_capture(seq, r);
+    record_tuning(seq);
     ForwardBatch batch;
     batch.seqs.push_back(r);
     const float *logits = context_->forward(batch);
@@ -127,11 +136,19 @@ class SharedPrefixRunner {
       }
       std::vector<RoundOutcome> outcomes = decoder.round(round, *context_);
       for (RoundOutcome &o : outcomes) {
+        o.seq->rng.set_counter(o.rng_counter);  // the round's draws, past what it commits
+        o.seq->stats.rounds += 1;
+        o.seq->stats.drafted += o.drafted;
+        o.seq->stats.accepted += o.accepted;
         for (size_t t = 0; t < o.tokens.size() && !o.seq->finished(); ++t, ++o.committed)
           commit(*o.seq, o.tokens[t]);
         if (!o.seq->finished()) scheduler.settle(*o.seq, o.kv_len);
       }
       decoder.end_round(outcomes, *context_);
+      for (const RoundOutcome &o : outcomes) {
+        o.seq->stats.committed += o.committed;
+        record_tuning(*o.seq);
+      }
     }
     if (seq.status != VEGAS_OK)
       throw std::runtime_error(std::string("speculative run failed: ") +

@@ -55,6 +55,10 @@ struct PagedAttentionParams {
   // step): the kernel reads them, and starts its K/V loads, before waiting on
   // that kernel (programmatic dependent launch).
   int32_t read_ahead = 0;
+  // decode_attention: 1 when every sequence attends to a selected set (sparse
+  // drafting): few keys each, where the tensor-core kernel stays ahead of the
+  // CUDA-core one at more sequences (decode_attention_mma_applies).
+  int32_t sparse_step = 0;
 
   // Sparse drafting (optional): seq_sparse_off[s] = -1 for a dense sequence,
   // else the offset in sparse_data of its record {prefix, stride,

@@ -34,6 +34,7 @@ struct Case {
   // split_counters given: one-row batches merge their own splits; and, as in
   // the backend's decode steps, read their indices and keys ahead (read_ahead).
   bool in_kernel_merge = false;
+  bool sparse_step = false;  // PagedAttentionParams::sparse_step: every row drafts sparse
 };
 
 constexpr int kLayers = 3;  // sparse records hold this many layers
@@ -153,6 +154,7 @@ void run_case(const Case &c, uint32_t seed) {
   Dev<int32_t> counters(std::vector<int32_t>(c.seqs.size() * c.n_kv_heads, 0));
   if (c.in_kernel_merge) p.split_counters = counters.get();
   p.read_ahead = c.in_kernel_merge ? 1 : 0;
+  p.sparse_step = c.sparse_step ? 1 : 0;
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
@@ -264,6 +266,14 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
     run_case({8, kv, 64, 12, {{0, 1}, {11, 1}, {12, 1}, {777, 1}, {2900, 1, 2800, 57}}, 5, true},
              66 + kv);
   run_case({8, 2, 64, 12, many, 3, true}, 68);
+  // Sparse drafting (sparse_step) keeps the tensor-core variant up to 128
+  // pairs: 60 sparse sequences x 2 KV heads, a few short enough to be dense.
+  std::vector<SeqSpec> drafts;
+  for (int i = 0; i < 60; ++i)
+    drafts.push_back(i % 7 == 3 ? SeqSpec{(53 * i) % 120, 1}
+                                : SeqSpec{600 + 97 * i, 1, 560 + 97 * i, 30 + i});
+  for (int splits : {1, 4})
+    run_case({8, 2, 64, 16, drafts, splits, true, /*sparse_step=*/true}, 69 + splits);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

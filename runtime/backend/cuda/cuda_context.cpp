@@ -465,6 +465,7 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   probe.n_kv_heads = c.n_kv_heads;
   probe.head_dim = c.head_dim;
   probe.max_rows_per_seq = s.max_rows_per_seq;
+  probe.sparse_step = s.sparse ? 1 : 0;
   probe.verify_max_rows = kernels::kVerifyMaxRows;
   const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
   const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe)
@@ -545,9 +546,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int64_t pages = 0, extra = 0, quest_extra = 0;
   int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;
+  bool sparse = !batch.seqs.empty();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
     n_staged += capture_split(s) > 0 ? 2 : 1;
+    sparse = sparse && (s.device_sparse_key >= 0 || s.sparse != nullptr || s.quest != nullptr);
     pages += s.n_pages;
     if (s.sparse) extra += 2 + int64_t{c.n_layers} * (1 + s.sparse->stride);
     if (s.quest)
@@ -582,6 +585,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.logit_rows = decode ? st.n_seqs : st.real_logit_rows;
   st.pages = static_cast<int32_t>(pages);
   st.quest = quest_extra > 0;
+  st.sparse = sparse;
   if (st.quest) grow_quest_keys(st.n_seqs);
 
   // Each field holds field_stride entries (the step's rows or sequences,
@@ -755,6 +759,7 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   // Not when quest_select writes records inside the step, nor when a captured
   // tail attends to its front's keys, which this step's qkv pass writes.
   ap.read_ahead = s.quest || s.split_tail ? 0 : 1;
+  ap.sparse_step = s.sparse ? 1 : 0;
   ap.total_rows = s.rows;
   ap.sparse_data = tables();
   ap.sparse_device = selection_->records();
@@ -1056,7 +1061,7 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
           "upload of page tables");
   tables_on_device_ = tables_staged_;
   if (s.graph)
-    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest}, stream_,
+    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse}, stream_,
                 [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);

@@ -104,6 +104,7 @@ class CudaContext : public BackendContext {
     int32_t cap_stride = 0;       // the largest n_candidates among them
     bool graph = false;           // a pure decode step, replayable
     bool quest = false;           // some sequence drafts with SeqRows::quest
+    bool sparse = false;          // every sequence attends to a selected set (drafting)
     bool split_tail = false;      // a captured tail attends to a front written in this step
   };
   // A sequence's score capture and its first slot in the device capture buffers.

@@ -1,7 +1,7 @@
 // Captured CUDA graphs of decode steps, keyed by launch shape (padded batch
 // size, attention splits, whether the step samples, whether it drafts with
-// quest). A shape is captured the second time it is seen, after one eager run
-// has created the cuBLASLt plans it uses, and replayed from then on.
+// quest, whether every sequence drafts from a selected set). A shape is captured the second time it
+// is seen, after one eager run has created the cuBLASLt plans it uses, and replayed from then on.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +15,7 @@ namespace vegas::cuda {
 
 class DeviceGraphs {
  public:
-  using Key = std::tuple<int32_t, int32_t, bool, bool>;  // + whether quest kernels run
+  using Key = std::tuple<int32_t, int32_t, bool, bool, bool>;
   DeviceGraphs() = default;
   DeviceGraphs(const DeviceGraphs &) = delete;
   DeviceGraphs &operator=(const DeviceGraphs &) = delete;

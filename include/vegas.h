@@ -132,9 +132,9 @@ typedef struct vegas_tokenizer vegas_tokenizer;
 
 /* Loads a Hugging Face tokenizer.json (byte-level BPE). `path` is the file or a
  * directory holding tokenizer.json and, optionally, tokenizer_config.json (for
- * bos/eos and add_bos), or a GGUF model file (its tokenizer.ggml metadata). On success *out owns a tokenizer; free it with
- * vegas_tokenizer_free. Errors: IO, FORMAT (names what is wrong), UNSUPPORTED
- * (names the unsupported model/normalizer/pre-tokenizer type). Thread-safe. */
+ * bos/eos and add_bos), or a GGUF model file (its tokenizer.ggml metadata). On success *out owns a
+ * tokenizer; free it with vegas_tokenizer_free. Errors: IO, FORMAT (names what is wrong),
+ * UNSUPPORTED (names the unsupported model/normalizer/pre-tokenizer type). Thread-safe. */
 VEGAS_API vegas_status vegas_tokenizer_load(const char *path, vegas_tokenizer **out);
 /* Frees a tokenizer from vegas_tokenizer_load. NULL is a no-op, and so is the
  * borrowed tokenizer of vegas_model_tokenizer, which lives until its model is
@@ -329,6 +329,18 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
  * bytes_read / (bytes_per_second / 2). */
 VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
                                                      double *bytes_per_second);
+
+/* Writes the model of a Hugging Face directory (config.json, safetensors,
+ * tokenizer.json and tokenizer_config.json when present) to `out_path` as one
+ * GGUF file, which libvegas (vegas_model_load) and llama.cpp both load. `type`
+ * is what its matrices become: "q8_0" (the fastest decode of large models on
+ * CUDA), "q4_0", "bf16", "f16" or "f32"; norms and biases stay f32. Qwen3,
+ * Qwen2 and Llama (Mistral without a sliding window). Errors:
+ * INVALID_ARGUMENT (NULL, unknown type), IO (unreadable model, unwritable
+ * output), FORMAT (bad checkpoint), UNSUPPORTED (what GGUF cannot carry, named).
+ * Holds the written model in host memory while it writes. Thread-safe. */
+VEGAS_API vegas_status vegas_model_quantize(const char *model_dir, const char *out_path,
+                                            const char *type);
 
 /* ---------------------------------------------------------------- session */
 

@@ -4,6 +4,7 @@
 
 #include "api/api_guard.h"
 #include "api/api_handles.h"
+#include "gguf/gguf_export.h"
 
 using vegas::api::guarded;
 using vegas::api::read_options;
@@ -138,6 +139,16 @@ VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
     require_non_null(model, "model");
     require_non_null(bytes_per_second, "bytes_per_second");
     *bytes_per_second = model->impl->backend().measure_copy_bandwidth();
+  });
+}
+
+VEGAS_API vegas_status vegas_model_quantize(const char *model_dir, const char *out_path,
+                                            const char *type) {
+  return guarded([&] {
+    require_non_null(model_dir, "model_dir");
+    require_non_null(out_path, "out_path");
+    require_non_null(type, "type");
+    vegas::gguf::export_gguf(model_dir, out_path, vegas::gguf::export_type(type));
   });
 }
 

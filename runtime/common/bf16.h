@@ -1,6 +1,7 @@
 // bfloat16 and float16 conversions on the host (round to nearest even).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +46,21 @@ inline float f16_to_f32(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
+}
+
+inline uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (x >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to infinity
+  if (x >= 0x38800000u) {                       // a normal half (2^-14 and up)
+    x += 0xfffu + ((x >> 13) & 1u);             // nearest even at the kept bits
+    return sign | static_cast<uint16_t>((x - 0x38000000u) >> 13);
+  }
+  // Subnormal or zero: a multiple of 2^-24, rounded to nearest even.
+  return sign | static_cast<uint16_t>(std::nearbyint(std::fabs(f) * 16777216.0f));
 }
 
 }  // namespace vegas

@@ -11,7 +11,9 @@
 // loader puts them back in Hugging Face's half-split order.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
@@ -28,5 +30,13 @@ ModelConfig model_config_from_gguf(const File &file);
 // UNSUPPORTED for a tensor type that cannot be dequantized (naming both).
 std::unique_ptr<WeightStore> weights_from_gguf(std::shared_ptr<const File> file,
                                                const ModelConfig &config);
+
+// Where Hugging Face row r of a q or k projection lies in llama.cpp's Llama
+// layout, which interleaves each head's two rotary halves (row i of the
+// first half at 2i, of the second at 2i + 1); head_rows = head_dim.
+int64_t llama_rope_row(int64_t r, int64_t head_rows);
+
+// llama.cpp's name of a Hugging Face tensor the runtime binds, empty for others.
+std::string gguf_tensor_name(const std::string &hf_name);
 
 }  // namespace vegas::gguf

@@ -80,7 +80,7 @@ struct PreType {
   bool add_bos = false;  // llama.cpp's default when add_bos_token is absent
 };
 
-PreType pre_type(const File &file, const std::string &pre) {
+PreType pre_type(const std::string &source, const std::string &pre) {
   PreType t;
   if (pre == "qwen2") {
     // Qwen2's tokenizer.json: NFC, its split regex, ByteLevel without regex.
@@ -109,7 +109,7 @@ PreType pre_type(const File &file, const std::string &pre) {
         byte_level(false),
     });
   } else {
-    fail(VEGAS_ERR_UNSUPPORTED, file.source() + ": metadata " + kPre + " \"" + pre +
+    fail(VEGAS_ERR_UNSUPPORTED, source + ": metadata " + kPre + " \"" + pre +
                                     "\" is not a supported pre-tokenizer (qwen2, llama-bpe, "
                                     "gpt-2, starcoder, smollm, default are)");
   }
@@ -143,6 +143,31 @@ int64_t token_id(const File &file, const char *key, size_t n_tokens) {
 
 }  // namespace
 
+namespace {
+
+// A pre-tokenizer without ByteLevel's trim_offsets, which moves offsets, not tokens.
+json without_trim_offsets(json j) {
+  if (j.is_object()) {
+    j.erase("trim_offsets");
+    for (auto &[key, value] : j.items()) value = without_trim_offsets(value);
+  } else if (j.is_array()) {
+    for (json &value : j) value = without_trim_offsets(value);
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string gguf_pre_type(const nlohmann::json &tokenizer_json) {
+  const json pre = without_trim_offsets(tokenizer_json.value("pre_tokenizer", json()));
+  const json norm = tokenizer_json.value("normalizer", json());
+  for (const char *name : {"qwen2", "llama-bpe", "gpt-2"}) {
+    const PreType t = pre_type("", name);
+    if (without_trim_offsets(t.pre_tokenizer) == pre && t.normalizer == norm) return name;
+  }
+  return {};
+}
+
 std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
   if (!file.has(kModel))
     fail(VEGAS_ERR_UNSUPPORTED,
@@ -153,7 +178,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
                                     "\" is not a supported tokenizer (only \"gpt2\", byte-level "
                                     "BPE, is)");
   // llama.cpp reads an absent pre type as "default" too.
-  const PreType pre = pre_type(file, file.has(kPre) ? file.get_string(kPre) : "default");
+  const PreType pre = pre_type(file.source(), file.has(kPre) ? file.get_string(kPre) : "default");
 
   const json &tokens = file.get_array(kTokens);
   const size_t n = tokens.size();

@@ -20,6 +20,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -30,5 +33,10 @@ namespace vegas::gguf {
 // read, or no tokenizer at all (the model then loads without a tokenizer);
 // FORMAT for bad metadata, naming the file and the key.
 std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file);
+
+// The tokenizer.ggml.pre value whose pre-tokenizer (and normalizer) a Hugging
+// Face tokenizer.json has, as tokenizer_from_gguf rebuilds them: qwen2,
+// llama-bpe or gpt-2; empty when it is none of those.
+std::string gguf_pre_type(const nlohmann::json &tokenizer_json);
 
 }  // namespace vegas::gguf

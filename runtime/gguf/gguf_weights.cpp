@@ -56,14 +56,6 @@ std::string hf_name(const std::string &name) {
   return "model.layers." + layer + "." + it->second;
 }
 
-// Where Hugging Face row r of a q or k projection lies in llama.cpp's Llama
-// layout, which interleaves each head's two rotary halves (row i of the
-// first half at 2i, of the second at 2i + 1).
-int64_t llama_rope_row(int64_t r, int64_t head_rows) {
-  const int64_t head = r / head_rows, i = r % head_rows, half = head_rows / 2;
-  return head * head_rows + (i < half ? 2 * i : 2 * (i - half) + 1);
-}
-
 struct Conversion {
   const TensorInfo *tensor;
   TensorView view;
@@ -119,6 +111,25 @@ DType view_dtype(uint32_t type) {
 }
 
 }  // namespace
+
+int64_t llama_rope_row(int64_t r, int64_t head_rows) {
+  const int64_t head = r / head_rows, i = r % head_rows, half = head_rows / 2;
+  return head * head_rows + (i < half ? 2 * i : 2 * (i - half) + 1);
+}
+
+std::string gguf_tensor_name(const std::string &hf) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  const std::string prefix = "model.layers.";
+  if (hf.compare(0, prefix.size(), prefix) != 0) return {};
+  const size_t dot = hf.find('.', prefix.size());
+  if (dot == std::string::npos) return {};
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto &[gguf, hf_rest] : layer_names())
+    if (hf_rest == rest) return "blk." + hf.substr(prefix.size(), dot - prefix.size()) + "." + gguf;
+  return {};
+}
 
 std::unique_ptr<WeightStore> weights_from_gguf(std::shared_ptr<const File> file,
                                                const ModelConfig &config) {

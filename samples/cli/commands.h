@@ -17,5 +17,6 @@ void add_tokenize_commands(CLI::App &app);  // tokenize, detokenize
 void add_generate_command(CLI::App &app);   // generate
 void add_bench_command(CLI::App &app);      // bench (and bench --report)
 void add_tune_command(CLI::App &app);       // tune
+void add_quantize_command(CLI::App &app);   // quantize
 
 }  // namespace vegas_cli

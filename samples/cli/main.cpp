@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
   vegas_cli::add_generate_command(app);
   vegas_cli::add_bench_command(app);
   vegas_cli::add_tune_command(app);
+  vegas_cli::add_quantize_command(app);
   // No exception leaves the command: an allocation failure or a library
   // error the command did not expect is a message and exit status 1.
   try {

@@ -87,3 +87,18 @@ def test_option_structs_are_initialised_within_our_size():
         ctypes.cast(block, ctypes.POINTER(_lib.SessionOptions)), older)
     assert ctypes.c_uint32.from_buffer(block).value == older
     assert list(block[older:]) == [0xA5] * 64
+
+
+def test_quantize_writes_a_gguf_the_model_loads(model_dir, tmp_path, model):
+    """vegas.quantize: the bf16 file of the embedded model completes as the directory does;
+    an unknown type is an INVALID_ARGUMENT error naming it."""
+    out = tmp_path / "model-bf16.gguf"
+    vegas.quantize(model_dir, out, "bf16")
+    prompt = "def fibonacci(n):"
+    with vegas.Model(out, backend="cpu") as g:
+        assert g.tokenizer.encode(prompt) == model.tokenizer.encode(prompt)
+        want = model.generate(prompt, max_tokens=8, sampling={"temperature": 0})
+        assert g.generate(prompt, max_tokens=8, sampling={"temperature": 0}) == want
+    with pytest.raises(vegas.VegasError) as e:
+        vegas.quantize(model_dir, tmp_path / "x.gguf", "q3_k")
+    assert e.value.status == vegas.Status.INVALID_ARGUMENT and "q3_k" in str(e.value)

@@ -2,7 +2,7 @@
 decoding. Start with `vegas.Model(path)`; see the package README for a tour."""
 from ._lib import lib as _load_library
 from .errors import Status, VegasError
-from .model import Model, ModelInfo
+from .model import Model, ModelInfo, quantize
 from .options import Backend, FinishReason, Mode, Sampling, Schedule, ScoreKind
 from .policy import SelectInput, SelectPolicy
 from .session import (Completion, SequenceInfo, Session, SessionStats, Switch, Token,
@@ -29,4 +29,4 @@ __all__ = ["Backend", "Completion", "Detokenizer", "FinishReason", "Mode", "Mode
            "Sampling", "Schedule", "ScoreKind", "SelectInput", "SelectPolicy", "SequenceInfo",
            "Session", "SessionStats", "SpecialTokens", "Status", "Switch", "Token",
            "TokenLogprobs", "Tokenizer", "VegasError",
-           "status_name", "version", "version_number"]
+           "quantize", "status_name", "version", "version_number"]

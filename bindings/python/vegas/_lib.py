@@ -184,6 +184,7 @@ SIGNATURES = {
     "vegas_model_tokenizer": (_vp, [_vp]),
     "vegas_model_get_info": (_i, [_vp, _p(ModelInfoStruct)]),
     "vegas_model_measure_bandwidth": (_i, [_vp, _p(ctypes.c_double)]),
+    "vegas_model_quantize": (_i, [_cp, _cp, _cp]),
     "vegas_session_options_init_sized": (None, [_p(SessionOptions), _sz]),
     "vegas_session_create": (_i, [_vp, _p(SessionOptions), c_void_pp]),
     "vegas_session_free": (None, [_vp]),

@@ -409,6 +409,11 @@ extern "C" {
         model: *const vegas_model,
         bytes_per_second: *mut f64,
     ) -> vegas_status;
+    pub fn vegas_model_quantize(
+        model_dir: *const c_char,
+        out_path: *const c_char,
+        type_: *const c_char,
+    ) -> vegas_status;
 
     pub fn vegas_session_options_init_sized(options: *mut vegas_session_options, size: usize);
     pub fn vegas_session_create(

@@ -1,0 +1,241 @@
+#include "gguf/gguf_export.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/small_file.h"
+#include "gguf/ggml_quantize.h"
+#include "gguf/ggml_types.h"
+#include "gguf/gguf_model.h"
+#include "gguf/gguf_tokenizer.h"
+#include "gguf/gguf_writer.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+#include "model/weight_store.h"
+
+namespace vegas::gguf {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxTokenizerBytes = size_t{64} << 20;
+
+const char *arch_name(const ModelConfig &c) {
+  switch (c.arch) {
+    case Architecture::kQwen3:
+      return "qwen3";
+    case Architecture::kQwen2:
+      return "qwen2";
+    default:
+      return "llama";  // Mistral too, as llama.cpp's converter writes it
+  }
+}
+
+// llama.cpp's general.file_type for the matrices' type.
+uint32_t file_type(uint32_t t) {
+  switch (t) {
+    case kGgmlF32:
+      return 0;
+    case kGgmlF16:
+      return 1;
+    case kGgmlQ4_0:
+      return 2;
+    case kGgmlQ8_0:
+      return 7;
+    default:
+      return 32;  // BF16
+  }
+}
+
+void rope_metadata(const ModelConfig &c, const std::string &arch, Writer &w) {
+  const RopeConfig &r = c.rope;
+  w.set_f32(arch + ".rope.freq_base", static_cast<float>(r.theta));
+  if (c.rotary_dim() != c.head_dim)
+    w.set_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.rotary_dim()));
+  if (r.type == RopeType::kLinear) {
+    w.set_string(arch + ".rope.scaling.type", "linear");
+    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
+  } else if (r.type == RopeType::kYarn) {
+    if (r.mscale != 0.0 || r.mscale_all_dim != 0.0)
+      fail(VEGAS_ERR_UNSUPPORTED, "YaRN with mscale has no GGUF form this writer knows");
+    w.set_string(arch + ".rope.scaling.type", "yarn");
+    w.set_f32(arch + ".rope.scaling.factor", static_cast<float>(r.factor));
+    w.set_u32(arch + ".rope.scaling.original_context_length",
+              static_cast<uint32_t>(r.original_max_position));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_fast", static_cast<float>(r.beta_fast));
+    w.set_f32(arch + ".rope.scaling.yarn_beta_slow", static_cast<float>(r.beta_slow));
+    if (r.attention_factor)
+      w.set_f32(arch + ".rope.scaling.yarn_attn_factor", static_cast<float>(*r.attention_factor));
+  }
+}
+
+// Llama 3 scaling travels as rope_freqs.weight: per rotated pair, the divisor
+// of the plain frequency that gives the scaled one.
+void llama3_rope_freqs(const ModelConfig &c, Writer &w) {
+  if (c.rope.type != RopeType::kLlama3) return;
+  ModelConfig plain = c;
+  plain.rope.type = RopeType::kDefault;
+  const std::vector<float> base = rope_inv_freq(plain), scaled = rope_inv_freq(c);
+  std::vector<float> factors(base.size());
+  for (size_t i = 0; i < base.size(); ++i) factors[i] = base[i] / scaled[i];
+  w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, kGgmlF32,
+               quantize(kGgmlF32, factors.data(), static_cast<int64_t>(factors.size())));
+}
+
+void model_metadata(const ModelConfig &c, const std::string &name, uint32_t type, Writer &w) {
+  if (c.sliding_window > 0)
+    fail(VEGAS_ERR_UNSUPPORTED, "sliding-window attention has no GGUF form libvegas reads");
+  const std::string arch = arch_name(c);
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", name);
+  w.set_u32("general.file_type", file_type(type));
+  w.set_u32(arch + ".context_length", static_cast<uint32_t>(c.max_position));
+  w.set_u32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w.set_u32(arch + ".block_count", static_cast<uint32_t>(c.n_layers));
+  w.set_u32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w.set_u32(arch + ".attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w.set_u32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  w.set_u32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+  w.set_u32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  rope_metadata(c, arch, w);
+}
+
+// tokenizer_config.json's token field: a string or {"content": ...}.
+std::string token_text(const json &v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return {};
+}
+
+// The tokenizer metadata of `dir`'s tokenizer.json, its ids padded to the
+// embedding's rows with the converter's "[PAD<id>]" unused tokens.
+void tokenizer_metadata(const std::string &dir, const ModelConfig &c, Writer &w) {
+  const std::string path = dir + "/tokenizer.json";
+  if (!fs::exists(path)) return;  // a model without a tokenizer (tests' tiny ones)
+  json t;
+  try {
+    t = json::parse(read_small_file(path, kMaxTokenizerBytes, "tokenizer"));
+  } catch (const json::exception &e) {
+    fail(VEGAS_ERR_FORMAT, path + ": " + e.what());
+  }
+  const json &model = t.value("model", json::object());
+  if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
+    fail(VEGAS_ERR_UNSUPPORTED, path + ": only byte-level BPE tokenizers can be written to GGUF");
+  const std::string pre = gguf_pre_type(t);
+  if (pre.empty())
+    fail(VEGAS_ERR_UNSUPPORTED, path + ": its pre-tokenizer is none of qwen2, llama-bpe, gpt-2");
+  const size_t n = static_cast<size_t>(c.vocab_size);
+  std::vector<std::string> tokens(n);
+  std::vector<int32_t> types(n, 5);  // UNUSED until named
+  std::map<std::string, int32_t> id_of;
+  auto name = [&](int64_t id, const std::string &text, int32_t type) {
+    if (id < 0 || static_cast<size_t>(id) >= n)
+      fail(VEGAS_ERR_FORMAT, path + ": token \"" + text + "\" has id " + std::to_string(id) +
+                                 " past the model's " + std::to_string(n) + " embeddings");
+    tokens[static_cast<size_t>(id)] = text;
+    types[static_cast<size_t>(id)] = type;
+    id_of[text] = static_cast<int32_t>(id);
+  };
+  for (const auto &[text, id] : model["vocab"].items()) name(id.get<int64_t>(), text, 1);
+  for (const json &a : t.value("added_tokens", json::array()))
+    name(a.value("id", int64_t{-1}), a.value("content", ""), a.value("special", false) ? 3 : 4);
+  for (size_t id = 0; id < n; ++id)
+    if (types[id] == 5) tokens[id] = "[PAD" + std::to_string(id) + "]";
+  std::vector<std::string> merges;
+  for (const json &m : model.value("merges", json::array()))
+    merges.push_back(m.is_string() ? m.get<std::string>()
+                                   : m.at(0).get<std::string>() + " " + m.at(1).get<std::string>());
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  w.set_strings("tokenizer.ggml.tokens", tokens);
+  w.set_i32s("tokenizer.ggml.token_type", types);
+  w.set_strings("tokenizer.ggml.merges", merges);
+
+  json tc = json::object();
+  if (fs::exists(dir + "/tokenizer_config.json"))
+    tc = json::parse(
+        read_small_file(dir + "/tokenizer_config.json", kMaxTokenizerBytes, "tokenizer config"));
+  auto special = [&](const char *field, int32_t fallback) {
+    const auto it = id_of.find(token_text(tc.value(field, json())));
+    return it != id_of.end() ? it->second : fallback;
+  };
+  const int32_t bos = special("bos_token", c.bos_token_id),
+                eos = special("eos_token", c.eos_token_id);
+  if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+  if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+  const int32_t pad = special("pad_token", -1);
+  if (pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
+  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
+    w.set_bool("tokenizer.ggml.add_bos_token", tc["add_bos_token"].get<bool>());
+  if (tc.contains("chat_template") && tc["chat_template"].is_string())
+    w.set_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
+}
+
+// One checkpoint tensor under its GGUF name, in GGML's dimension order.
+void add_tensor(const TensorView &v, const std::string &name, const ModelConfig &c,
+                uint32_t matrix_type, Writer &w) {
+  std::vector<float> x(static_cast<size_t>(v.numel()));
+  v.to_f32(x.data());
+  const bool q_or_k =
+      name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos;
+  if (arch_name(c) == std::string("llama") && q_or_k) {  // llama.cpp's rotary row order
+    const int64_t cols = v.shape.size() == 2 ? v.shape[1] : 1, rows = v.numel() / cols;
+    std::vector<float> y(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(x.begin() + r * cols, cols, y.begin() + llama_rope_row(r, c.head_dim) * cols);
+    x.swap(y);
+  }
+  uint32_t type = v.shape.size() == 2 ? matrix_type : kGgmlF32;
+  const int32_t block = ggml_type_info(type)->block_elems;
+  if (v.shape.size() == 2 && v.shape[1] % block != 0) type = kGgmlF16;
+  const std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
+  w.add_tensor(name, dims, type, quantize(type, x.data(), v.numel()));
+}
+
+}  // namespace
+
+uint32_t export_type(const std::string &name) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::map<std::string, uint32_t> types = {{"f32", kGgmlF32},
+                                                 {"f16", kGgmlF16},
+                                                 {"bf16", kGgmlBF16},
+                                                 {"q8_0", kGgmlQ8_0},
+                                                 {"q4_0", kGgmlQ4_0}};
+  const auto it = types.find(n);
+  if (it == types.end())
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "quantize: type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0");
+  return it->second;
+}
+
+void export_gguf(const std::string &model_dir, const std::string &out_path, uint32_t matrix_type) {
+  if (!quantizable(matrix_type))
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "quantize: GGML type " + std::to_string(matrix_type) + " cannot be written");
+  const ModelConfig c = load_model_config(model_dir + "/config.json");
+  const std::unique_ptr<WeightStore> store = WeightStore::open(model_dir);
+  Writer w;
+  model_metadata(c, fs::path(model_dir).filename().string(), matrix_type, w);
+  tokenizer_metadata(model_dir, c, w);
+  llama3_rope_freqs(c, w);
+  for (const auto &[hf, view] : store->tensors()) {
+    const std::string name = gguf_tensor_name(hf);
+    if (name.empty() || (name == "output.weight" && c.tie_word_embeddings)) continue;
+    add_tensor(view, name, c, matrix_type, w);
+  }
+  w.write(out_path);
+}
+
+}  // namespace vegas::gguf

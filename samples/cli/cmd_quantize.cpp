@@ -1,9 +1,13 @@
 // `vegas quantize`: a Hugging Face model directory written as one GGUF file
 // (vegas_model_quantize), for llama.cpp and for libvegas's quantized kernels.
+// Prints {"model","out","type","bytes","seconds"} on standard output.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -22,8 +26,11 @@ void run_quantize(const QuantizeArgs &a) {
   const auto t0 = std::chrono::steady_clock::now();
   check(vegas_model_quantize(dir.c_str(), a.out.c_str(), a.type.c_str()), "quantize");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "vegas quantize: %s -> %s (%s) in %.1f s\n", dir.c_str(), a.out.c_str(),
-               a.type.c_str(), s);
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(a.out, ec);
+  const nlohmann::json summary = {
+      {"model", dir}, {"out", a.out}, {"type", a.type}, {"bytes", ec ? 0 : bytes}, {"seconds", s}};
+  std::printf("%s\n", summary.dump().c_str());
 }
 
 }  // namespace

@@ -80,10 +80,12 @@ int32_t small_gemm_rows() {
   return rows;
 }
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
-// Sparse drafting is latency-bound: more, shorter splits, down to 128 keys:
-// one block step of the tensor-core decode kernel (8 warps x 16 keys; at 64,
-// half its warps idled). VEGAS_CUDA_SPARSE_SPLIT_KEYS / VEGAS_CUDA_SPLIT_KEYS
-// = 16 .. 4096 set other sizes for sparse and dense keys (A/B timing).
+// Sparse drafting is latency-bound: shorter splits than dense steps, of at
+// least 256 keys (two block steps of the tensor-core decode kernel, 8 warps x
+// 16 keys): at 128, sequences with a thousand selected keys made two blocks
+// per multiprocessor of one step each, slower than one of two (README,
+// session 19). VEGAS_CUDA_SPARSE_SPLIT_KEYS / VEGAS_CUDA_SPLIT_KEYS = 16 ..
+// 4096 set other sizes for sparse and dense keys (A/B timing).
 int32_t env_keys(const char *name, int32_t fallback) {
   const char *env = std::getenv(name);
   const int32_t n = env != nullptr ? std::atoi(env) : 0;
@@ -104,7 +106,7 @@ int32_t mma_decode_max_splits() {
   return n;
 }
 int32_t sparse_tokens_per_split() {
-  static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 128);
+  static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 256);
   return keys;
 }
 int32_t dense_tokens_per_split() {

@@ -338,7 +338,7 @@ VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
  * Qwen2 and Llama (Mistral without a sliding window). Errors:
  * INVALID_ARGUMENT (NULL, unknown type), IO (unreadable model, unwritable
  * output), FORMAT (bad checkpoint), UNSUPPORTED (what GGUF cannot carry, named).
- * Holds the written model in host memory while it writes. Thread-safe. */
+ * Encodes one tensor at a time as it writes. Thread-safe. */
 VEGAS_API vegas_status vegas_model_quantize(const char *model_dir, const char *out_path,
                                             const char *type);
 

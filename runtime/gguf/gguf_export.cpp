@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/parallel_rows.h"
 #include "common/small_file.h"
 #include "gguf/ggml_quantize.h"
 #include "gguf/ggml_types.h"
@@ -87,8 +88,9 @@ void llama3_rope_freqs(const ModelConfig &c, Writer &w) {
   const std::vector<float> base = rope_inv_freq(plain), scaled = rope_inv_freq(c);
   std::vector<float> factors(base.size());
   for (size_t i = 0; i < base.size(); ++i) factors[i] = base[i] / scaled[i];
-  w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, kGgmlF32,
-               quantize(kGgmlF32, factors.data(), static_cast<int64_t>(factors.size())));
+  const int64_t n = static_cast<int64_t>(factors.size());
+  w.add_tensor("rope_freqs.weight", {n}, kGgmlF32, static_cast<uint64_t>(n) * sizeof(float),
+               [factors, n] { return quantize(kGgmlF32, factors.data(), n); });
 }
 
 void model_metadata(const ModelConfig &c, const std::string &name, uint32_t type, Writer &w) {
@@ -182,25 +184,60 @@ void tokenizer_metadata(const std::string &dir, const ModelConfig &c, Writer &w)
     w.set_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
 }
 
-// One checkpoint tensor under its GGUF name, in GGML's dimension order.
+// Checkpoint tensor `v` encoded as `type`, rows in the file's order: a
+// Llama q or k projection's in llama.cpp's rotary order (rope_head_rows > 0).
+// Rows are encoded in parallel.
+std::vector<uint8_t> encode(const TensorView &v, uint32_t type, int64_t rope_head_rows) {
+  const GgmlTypeInfo &info = *ggml_type_info(type);
+  // A vector is one row (a q/k bias is reordered value by value).
+  const bool vector = v.shape.size() != 2;
+  const int64_t cols = vector ? v.numel() : v.shape[1], rows = vector ? 1 : v.shape[0];
+  const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
+  const size_t elem = dtype_size(v.dtype);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes));
+  parallel_rows(rows, [&](int64_t r) {
+    std::vector<float> x(static_cast<size_t>(cols));
+    TensorView row = v;
+    row.shape = {cols};
+    row.nbytes = static_cast<size_t>(cols) * elem;
+    if (vector) {
+      std::vector<float> values(x.size());
+      row.to_f32(values.data());
+      for (int64_t i = 0; i < cols; ++i)
+        x[static_cast<size_t>(rope_head_rows > 0 ? llama_rope_row(i, rope_head_rows) : i)] =
+            values[static_cast<size_t>(i)];
+    } else {
+      // File row r holds checkpoint row src (llama_rope_row inverted).
+      int64_t src = r;
+      if (rope_head_rows > 0) {
+        const int64_t j = r % rope_head_rows;
+        src = r - j + (j % 2 == 0 ? j / 2 : rope_head_rows / 2 + j / 2);
+      }
+      row.data = static_cast<const uint8_t *>(v.data) + static_cast<size_t>(src * cols) * elem;
+      row.to_f32(x.data());
+    }
+    const std::vector<uint8_t> q = quantize(type, x.data(), cols);
+    std::copy(q.begin(), q.end(), out.begin() + r * row_bytes);
+  });
+  return out;
+}
+
+// One checkpoint tensor under its GGUF name, in GGML's dimension order; its
+// bytes are made when the writer reaches it (one tensor in memory at a time).
 void add_tensor(const TensorView &v, const std::string &name, const ModelConfig &c,
                 uint32_t matrix_type, Writer &w) {
-  std::vector<float> x(static_cast<size_t>(v.numel()));
-  v.to_f32(x.data());
   const bool q_or_k =
       name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos;
-  if (arch_name(c) == std::string("llama") && q_or_k) {  // llama.cpp's rotary row order
-    const int64_t cols = v.shape.size() == 2 ? v.shape[1] : 1, rows = v.numel() / cols;
-    std::vector<float> y(x.size());
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(x.begin() + r * cols, cols, y.begin() + llama_rope_row(r, c.head_dim) * cols);
-    x.swap(y);
-  }
+  const int64_t rope_head_rows =
+      arch_name(c) == std::string("llama") && q_or_k ? int64_t{c.head_dim} : 0;
   uint32_t type = v.shape.size() == 2 ? matrix_type : kGgmlF32;
-  const int32_t block = ggml_type_info(type)->block_elems;
-  if (v.shape.size() == 2 && v.shape[1] % block != 0) type = kGgmlF16;
+  if (v.shape.size() == 2 && v.shape[1] % ggml_type_info(type)->block_elems != 0) type = kGgmlF16;
+  const GgmlTypeInfo &info = *ggml_type_info(type);
+  const uint64_t nbytes =
+      static_cast<uint64_t>(v.numel() / info.block_elems) * static_cast<uint64_t>(info.block_bytes);
   const std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
-  w.add_tensor(name, dims, type, quantize(type, x.data(), v.numel()));
+  w.add_tensor(name, dims, type, nbytes,
+               [&v, type, rope_head_rows] { return encode(v, type, rope_head_rows); });
 }
 
 }  // namespace

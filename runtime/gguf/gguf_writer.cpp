@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "common/error.h"
 #include "gguf/gguf_file.h"
@@ -78,8 +77,23 @@ void Writer::set_i32s(const std::string &key, const std::vector<int32_t> &values
 }
 
 void Writer::add_tensor(const std::string &name, const std::vector<int64_t> &dims, uint32_t type,
-                        std::vector<uint8_t> data) {
-  tensors_.push_back(Tensor{name, dims, type, std::move(data)});
+                        uint64_t nbytes, Producer produce) {
+  tensors_.push_back(Tensor{name, dims, type, nbytes, std::move(produce)});
+}
+
+void Writer::write_data(std::ofstream &out, const std::string &path) const {
+  static const char zeros[kAlignment] = {};
+  for (const Tensor &t : tensors_) {
+    const std::vector<uint8_t> data = t.produce();
+    if (data.size() != t.nbytes)
+      fail(VEGAS_ERR_INTERNAL, path + ": tensor " + t.name + " came out as " +
+                                   std::to_string(data.size()) + " bytes, not " +
+                                   std::to_string(t.nbytes));
+    out.write(reinterpret_cast<const char *>(data.data()),
+              static_cast<std::streamsize>(data.size()));
+    const uint64_t pad = (kAlignment - t.nbytes % kAlignment) % kAlignment;
+    out.write(zeros, static_cast<std::streamsize>(pad));
+  }
 }
 
 void Writer::write(const std::string &path) const {
@@ -96,19 +110,19 @@ void Writer::write(const std::string &path) const {
     for (int64_t d : t.dims) put<uint64_t>(head, static_cast<uint64_t>(d));
     put<uint32_t>(head, t.type);
     put<uint64_t>(head, offset);
-    offset += (t.data.size() + kAlignment - 1) / kAlignment * kAlignment;
+    offset += (t.nbytes + kAlignment - 1) / kAlignment * kAlignment;
   }
   head.resize((head.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(VEGAS_ERR_IO, path + ": cannot be created");
   out.write(reinterpret_cast<const char *>(head.data()), static_cast<std::streamsize>(head.size()));
-  static const char zeros[kAlignment] = {};
-  for (const Tensor &t : tensors_) {
-    out.write(reinterpret_cast<const char *>(t.data.data()),
-              static_cast<std::streamsize>(t.data.size()));
-    const uint64_t pad = (kAlignment - t.data.size() % kAlignment) % kAlignment;
-    out.write(zeros, static_cast<std::streamsize>(pad));
+  try {
+    write_data(out, path);
+  } catch (...) {  // a tensor that could not be made: no half file
+    out.close();
+    std::remove(path.c_str());
+    throw;
   }
   out.close();
   if (!out) {

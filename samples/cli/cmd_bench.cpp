@@ -78,12 +78,48 @@ void add_margins(nlohmann::json *difference, const Measured &vanilla, const Meas
   margin(vegas_rerun, vegas, "vegas");
 }
 
+// --seeds N: vanilla and Vegas again for seeds seed + 1 .. seed + N - 1 (one
+// seed's speed-up is one sample of a spread about +-10% wide at 16
+// sequences, README): each seed's speed-up and τ, and their mean, min, max.
+nlohmann::json seed_spread(vegas_model *model, const vegas_session_options &so,
+                           const vegas_session_options &vso, const RunArgs &r,
+                           const Prompts &prompts, int32_t n_seeds, double first_speedup,
+                           double first_tau) {
+  std::vector<double> speedups = {first_speedup}, taus = {first_tau};
+  std::vector<uint64_t> seeds = {r.sampling.seed};
+  for (int32_t k = 1; k < n_seeds; ++k) {
+    SamplingArgs sampling = r.sampling;
+    sampling.seed = r.sampling.seed + static_cast<uint64_t>(k);
+    const Measured vanilla = measure(model, so, sampling, r.new_tokens, prompts);
+    const Measured vegas = measure(model, vso, sampling, r.new_tokens, prompts);
+    const double base = vanilla.mean_tokens_per_s();
+    speedups.push_back(base > 0 ? vegas.mean_tokens_per_s() / base : 0.0);
+    taus.push_back(speculative_json(vegas).value("tau", 0.0));
+    seeds.push_back(sampling.seed);
+  }
+  auto mean = [](const std::vector<double> &v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t / static_cast<double>(v.size());
+  };
+  nlohmann::json j;
+  j["seeds"] = seeds;
+  j["speedup"] = speedups;
+  j["tau"] = taus;
+  j["speedup_mean"] = mean(speedups);
+  j["speedup_min"] = *std::min_element(speedups.begin(), speedups.end());
+  j["speedup_max"] = *std::max_element(speedups.begin(), speedups.end());
+  j["tau_mean"] = mean(taus);
+  return j;
+}
+
 struct BenchArgs {
   RunArgs run;  // --policy, --gamma, --ratio, ... are run.spec (--mode vegas)
   std::string mode = "vanilla";
   int32_t context = 2048;
   int32_t batch = 1;
   bool baseline = true;  // --mode vegas: also run vanilla on the same prompts, for the speed-up
+  int32_t seeds = 1;     // --seeds N: repeat both runs with seeds seed .. seed + N - 1
   ReportArgs report;     // --report DIR
   ReplayArgs replay;     // --edit-replay N
 };
@@ -225,6 +261,9 @@ void run_bench(const BenchArgs &a) {
         }
         v["first_difference"] = difference;
       }
+      if (a.seeds > 1 && r.sampling.temperature > 0.0f)
+        v["over_seeds"] = seed_spread(model, so, vso, r, prompts, a.seeds,
+                                      v["speedup"].get<double>(), v.value("tau", 0.0));
     }
     j["vegas"] = v;
   }
@@ -232,8 +271,8 @@ void run_bench(const BenchArgs &a) {
 }
 
 // Options of a single run that --report does not take, and the reverse.
-constexpr std::array<const char *, 5> kSingleRunOptions = {"--context", "--mode", "--no-baseline",
-                                                           "--policy", "--window-share"};
+constexpr std::array<const char *, 6> kSingleRunOptions = {
+    "--context", "--mode", "--no-baseline", "--policy", "--window-share", "--seeds"};
 constexpr std::array<const char *, 11> kReportOptions = {
     "--contexts", "--policies", "--ratios",  "--gammas",      "--sweep-context", "--heatmap-policy",
     "--quick",    "--plot",     "--no-plot", "--plot-script", "--python"};
@@ -258,6 +297,10 @@ void add_bench_command(CLI::App &app) {
   cmd->add_option("--window-share", args->run.spec.window_share,
                   "Share of the budget kept for recent tokens")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seeds", args->seeds,
+                  "With --mode vegas and sampling: repeat vanilla and Vegas with seeds seed .. "
+                  "seed + N - 1 and add each speed-up and τ, and their mean (vegas.over_seeds)")
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("!--no-baseline", args->baseline,
                 "With --mode vegas, skip the vanilla run (no speed-up reported)");
   cmd->add_option("--edit-replay", args->replay.requests,

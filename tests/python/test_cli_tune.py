@@ -199,6 +199,27 @@ def test_greedy_bench_reports_where_vegas_differs(tmp_path):
     assert "first_difference" in v and v["first_difference"] is None
 
 
+def test_sampled_bench_over_seeds(tmp_path):
+    """`vegas bench --seeds 3` repeats vanilla and Vegas with seeds 7, 8, 9: the
+    first entry is the run's own speed-up and τ, the mean lies between the
+    extremes, and --seeds is refused with --report (a single-run option)."""
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    r = run("bench", "--backend", "cpu", "--mode", "vegas", "--prompts", str(prompts),
+            "--context", "96", "--batch", "2", "--new-tokens", "8", "--gamma", "3",
+            "--temperature", "0.8", "--seed", "7", "--seeds", "3")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)["vegas"]
+    s = v["over_seeds"]
+    assert s["seeds"] == [7, 8, 9] and len(s["speedup"]) == len(s["tau"]) == 3
+    assert s["speedup"][0] == v["speedup"] and s["tau"][0] == v["tau"]
+    assert s["speedup_min"] <= s["speedup_mean"] <= s["speedup_max"]
+    assert all(t > 0 for t in s["tau"])
+    r = run("bench", "--backend", "cpu", "--report", str(tmp_path / "rep"), "--quick",
+            "--seeds", "2")
+    assert r.returncode != 0 and "--seeds" in r.stderr
+
+
 def test_tune_keeps_the_model_directorys_profile(tmp_path):
     """Without --out, tune refuses to overwrite a profile already in the model
     directory (the shipped one, measured on a GPU) before measuring anything;

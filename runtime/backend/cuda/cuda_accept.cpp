@@ -11,15 +11,15 @@ namespace vegas::cuda {
 bool CudaContext::begin_accept(const std::vector<AcceptOnDevice> &seqs) {
   static const bool enabled = kernels::variant_enabled("VEGAS_CUDA_DEVICE_ACCEPT");
   acceptance_.abandon();
-  if (!enabled || !pending_cand_ || seqs.empty() || chain_draws_ == 0) return false;
+  if (!enabled || !pending_cand_ || seqs.empty() || chain_->n_draws() == 0) return false;
   const int32_t verify_rows = static_cast<int32_t>(pending_cand_->k.size());
   std::vector<kernels::AcceptSeq> specs(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AcceptOnDevice &a = seqs[i];
     if (a.params == nullptr || a.params->has_penalties() || a.gamma < 0 ||
-        a.gamma > kernels::kMaxAcceptDrafts || a.gamma > chain_steps_ || a.first_row < 0 ||
+        a.gamma > kernels::kMaxAcceptDrafts || a.gamma > chain_->steps() || a.first_row < 0 ||
         a.first_row + a.gamma >= verify_rows ||
-        (a.gamma > 0 && (a.chain_row < 0 || a.chain_row >= chain_rows_)))
+        (a.gamma > 0 && (a.chain_row < 0 || a.chain_row >= chain_->rows())))
       return false;
     RowSampling rule;
     rule.params = a.params;
@@ -30,9 +30,9 @@ bool CudaContext::begin_accept(const std::vector<AcceptOnDevice> &seqs) {
     specs[i].chain_row = a.gamma > 0 ? a.chain_row : 0;
   }
   DeviceAcceptance::Chain chain;
-  chain.draws = chain_out_.get<int32_t>();
-  chain.steps = chain_steps_;
-  chain.rows = chain_rows_;
+  chain.draws = chain_->all_draws();
+  chain.steps = chain_->steps();
+  chain.rows = chain_->rows();
   DeviceAcceptance::Candidates verify;
   verify.block = cand_out_.get<int32_t>();
   verify.rows = verify_rows;

@@ -270,8 +270,7 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   // host staging, device and wall time), for finding where a step's time goes.
   const char *trace = std::getenv("VEGAS_CUDA_TRACE");
   trace_ = trace != nullptr && trace[0] == '1';
-  check(cudaEventCreateWithFlags(&chain_done_, cudaEventDisableTiming), "cudaEventCreate");
-  check(cudaEventCreateWithFlags(&chain_tables_read_, cudaEventDisableTiming), "cudaEventCreate");
+  chain_ = std::make_unique<DeviceDraftChain>();
   check(cudaEventCreate(&trace_begin_), "cudaEventCreate");
   check(cudaEventCreate(&trace_forward_), "cudaEventCreate");
   check(cudaEventCreate(&trace_end_), "cudaEventCreate");
@@ -365,8 +364,6 @@ CudaContext::~CudaContext() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
-  if (chain_done_) cudaEventDestroy(chain_done_);
-  if (chain_tables_read_) cudaEventDestroy(chain_tables_read_);
   if (trace_begin_) cudaEventDestroy(trace_begin_);
   if (trace_forward_) cudaEventDestroy(trace_forward_);
   if (trace_end_) cudaEventDestroy(trace_end_);
@@ -1217,32 +1214,17 @@ bool CudaContext::begin_candidates(const ForwardBatch &batch, const int32_t *k,
       fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_candidates: k of logit row " + std::to_string(i) +
                                            " is " + std::to_string(k[i]) + ", not >= 1");
   const int32_t token_rows = batch.total_rows();
-  if (fed != nullptr)
-    for (int32_t r = 0; r < token_rows; ++r)
-      if (fed[r] < -1 || fed[r] >= chain_draws_)
-        fail(VEGAS_ERR_INTERNAL, "begin_candidates: row " + std::to_string(r) + " is fed draw " +
-                                     std::to_string(fed[r]) + " of a chain of " +
-                                     std::to_string(chain_draws_));
+  if (fed != nullptr) chain_->check_feed(fed, token_rows);
   model_.activate();
-  if (pending_chain_) check(cudaEventSynchronize(chain_tables_read_), "chain table upload");
+  if (pending_chain_) chain_->wait_tables_read();
   const auto t0 = std::chrono::steady_clock::now();
   const Step s = stage(batch);
   const auto t1 = std::chrono::steady_clock::now();
   if (fed != nullptr) {
     // The draft rows' tokens are the chain's draws, still on the device.
-    const size_t bytes = static_cast<size_t>(token_rows) * sizeof(int32_t);
-    if (feed_from_.bytes() < bytes) {
-      check(cudaStreamSynchronize(stream_), "stream sync");
-      feed_from_.allocate(std::max(bytes, size_t{4096}), "verify feed");
-    }
-    feed_from_host_.reserve(bytes, "verify feed");
-    std::copy(fed, fed + token_rows, feed_from_host_.get<int32_t>());
-    check(cudaMemcpyAsync(feed_from_.get(), feed_from_host_.get(), bytes, cudaMemcpyHostToDevice,
-                          stream_),
-          "upload of the verify feed");
     StepFeed feed;
-    feed.ids = chain_out_.get<int32_t>();
-    feed.from = feed_from_.get<int32_t>();
+    feed.from = chain_->upload_feed(fed, token_rows, stream_);
+    feed.ids = chain_->all_draws();
     feed.n = token_rows;
     launch(s, false, &feed);
   } else {
@@ -1350,33 +1332,13 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
   }
   model_.activate();
   const auto t0 = std::chrono::steady_clock::now();
-  const kernels::CandidateLayout pass_layout{n, kMaxCandidateTopK};  // one pass's candidates
-  const int64_t pass_ints = pass_layout.ints();
-  const int64_t out_ints = int64_t{steps} * (n + pass_ints);
   const int64_t field_ints = kFields * int64_t{decode_bucket(n, params_.max_rows)};
-  chain_fields_host_.reserve(steps * field_ints * sizeof(int32_t), "draft chain");
-  chain_rules_host_.reserve(steps * n * sizeof(kernels::SamplingRow), "draft chain");
-  chain_out_host_.reserve(out_ints * sizeof(int32_t), "draft chain");
-  const size_t rule_bytes = static_cast<size_t>(steps) * n * sizeof(kernels::SamplingRow);
-  const size_t out_bytes = static_cast<size_t>(out_ints) * sizeof(int32_t);
-  if (chain_rules_.bytes() < rule_bytes || chain_out_.bytes() < out_bytes) {
-    check(cudaStreamSynchronize(stream_), "stream sync");
-    chain_rules_.allocate(std::max(chain_rules_.bytes(), rule_bytes), "draft chain");
-    chain_out_.allocate(std::max(chain_out_.bytes(), out_bytes), "draft chain");
-  }
+  chain_->begin(steps, n, field_ints, rows, stream_);
   std::copy(k, k + n, cand_k_host_.get<int32_t>());
   check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
                         cudaMemcpyHostToDevice, stream_),
         "upload of candidate counts");
-  // Every pass's sampling rules (draw j of each row) in one upload: a copy
-  // between two passes stalls the stream between their kernels.
-  for (int32_t j = 0; j < steps; ++j)
-    fill_sampling_rules(rows, n, static_cast<uint64_t>(j),
-                        chain_rules_host_.get<kernels::SamplingRow>() + int64_t{j} * n);
-  check(cudaMemcpyAsync(chain_rules_.get(), chain_rules_host_.get(), rule_bytes,
-                        cudaMemcpyHostToDevice, stream_),
-        "upload of sampling rules");
-  int32_t *ids = chain_out_.get<int32_t>();  // [steps][n], then each pass's candidates
+  const kernels::CandidateLayout pass_layout = chain_->pass_layout();
   ForwardBatch pass = first;
   Step s;
   for (int32_t j = 0; j < steps; ++j) {
@@ -1389,19 +1351,16 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
     if (!s.graph || kFields * int64_t{s.field_stride} > field_ints)
       fail(VEGAS_ERR_INTERNAL, "forward_draft_chain: a draft pass is not a decode step");
     // Each pass keeps its own pinned fields: the uploads run after later passes are staged.
-    int32_t *fields = chain_fields_host_.get<int32_t>() + j * field_ints;
+    int32_t *fields = chain_->pass_fields(j);
     std::copy(meta_host_.get<int32_t>(), meta_host_.get<int32_t>() + kFields * s.field_stride,
               fields);
     StepFeed feed;
     feed.fields = fields;
-    feed.ids = j > 0 ? ids + int64_t{j - 1} * n : nullptr;
+    feed.ids = j > 0 ? chain_->draws(j - 1) : nullptr;
     feed.n = n;
     launch(s, false, &feed);
-    // Pass 0 uploads page tables from meta_host_, which a pass staged behind
-    // the chain (a fed verify) rewrites: begin_candidates waits for this.
-    if (j == 0) check(cudaEventRecord(chain_tables_read_, stream_), "cudaEventRecord");
-    const kernels::SamplingRow *rules = chain_rules_.get<kernels::SamplingRow>() + int64_t{j} * n;
-    int32_t *pass_cands = ids + int64_t{steps} * n + j * pass_ints;
+    if (j == 0) chain_->mark_tables_read(stream_);
+    int32_t *pass_cands = chain_->pass_candidates(j);
     if (from_candidates) {
       // The candidates are the rows' top-k sets: drawing from them replaces a
       // pass over every row's vocabulary.
@@ -1411,28 +1370,22 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
       cs.ids = pass_layout.ids(pass_cands);
       cs.values = pass_layout.values(pass_cands);
       cs.cap = pass_layout.cap;
-      cs.rules = rules;
-      cs.out = ids + int64_t{j} * n;
+      cs.rules = chain_->rules(j);
+      cs.out = chain_->draws(j);
       cs.rows = n;
       check(kernels::sample_candidates(cs, stream_), "sample_candidates");
       continue;
     }
     kernels::SampleParams sp;
     sp.logits = as<float>(logits_);
-    sp.rules = rules;
-    sp.out = ids + int64_t{j} * n;
+    sp.rules = chain_->rules(j);
+    sp.out = chain_->draws(j);
     sp.rows = n;
     sp.vocab = model_.config().vocab_size;
     check(kernels::sample(sp, stream_), "sample");
     enqueue_candidates(n, pass_cands);
   }
-  check(cudaMemcpyAsync(chain_out_host_.get(), ids, out_ints * sizeof(int32_t),
-                        cudaMemcpyDeviceToHost, stream_),
-        "draft chain download");
-  check(cudaEventRecord(chain_done_, stream_), "cudaEventRecord");
-  chain_draws_ = int64_t{steps} * n;
-  chain_steps_ = steps;
-  chain_rows_ = n;
+  chain_->download(stream_);
   pending_chain_ = PendingChain{s, steps, n, t0, std::chrono::steady_clock::now()};
   return true;
 }
@@ -1442,35 +1395,12 @@ bool CudaContext::end_draft_chain(int32_t *tokens_out, std::vector<LogitCandidat
     fail(VEGAS_ERR_INTERNAL, "end_draft_chain without a chain begun by begin_draft_chain");
   const PendingChain pc = std::move(*pending_chain_);
   pending_chain_.reset();
-  const int32_t steps = pc.steps, n = pc.n;
-  const kernels::CandidateLayout pass_layout{n, kMaxCandidateTopK};
-  check(cudaEventSynchronize(chain_done_), "forward_draft_chain");
+  const bool whole = chain_->collect(tokens_out, cands);
   // The trace's events are a later pass's when one was begun behind the chain.
   if (!pending_cand_)
     trace_step(pc.last, "draft-chain (stage: all passes enqueued; device: the last pass)", pc.t0,
                pc.t1);
-  // Fault injection for the tests: the chain reports a candidate overflow.
-  static const bool fault_overflow = kernels::variant_opted_in("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
-  if (fault_overflow) return false;
-  const int32_t *host = chain_out_host_.get<int32_t>();
-  for (int64_t i = 0; i < int64_t{steps} * n; ++i)
-    if (host[i] < 0)
-      check_drawn_id(
-          host[i], "device draft pass " + std::to_string(i / n) + ", row " + std::to_string(i % n));
-  cands->resize(static_cast<size_t>(steps) * n);
-  for (int32_t j = 0; j < steps; ++j) {
-    const int32_t *counts = host + int64_t{steps} * n + j * pass_layout.ints();
-    for (int32_t i = 0; i < n; ++i) {
-      // More ties than the buffer holds: the row is gone (later passes
-      // reused the logits), so the caller runs the passes one by one.
-      if (counts[i] < 0) return false;
-      LogitCandidates &c = (*cands)[static_cast<size_t>(j) * n + i];
-      c.ids.assign(pass_layout.ids(counts, i), pass_layout.ids(counts, i) + counts[i]);
-      c.logits.assign(pass_layout.values(counts, i), pass_layout.values(counts, i) + counts[i]);
-    }
-  }
-  std::copy(host, host + int64_t{steps} * n, tokens_out);
-  return true;
+  return whole;
 }
 
 double CudaContext::replay_seconds(const ForwardBatch &batch, int n, bool selection) {

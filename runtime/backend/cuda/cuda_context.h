@@ -22,6 +22,7 @@
 #include "backend/cuda/decode_graphs.h"
 #include "backend/cuda/device_acceptance.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_draft_chain.h"
 #include "backend/cuda/device_row_sampler.h"
 #include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
@@ -207,25 +208,17 @@ class CudaContext : public BackendContext {
   // cap][logits: rows x cap] for its rows, downloaded in one copy.
   DeviceBuffer cand_k_, cand_out_;
   PinnedBuffer cand_k_host_, cand_out_host_;
-  // forward_draft_chain: per pass its staged fields and rules (pinned), and
-  // [tokens: steps x rows][candidates of each pass] on the device and host.
-  PinnedBuffer chain_fields_host_, chain_rules_host_, chain_out_host_;
-  DeviceBuffer chain_rules_, chain_out_;
-  // A chain begun by begin_draft_chain: what end_draft_chain reads once
-  // chain_done_ (recorded after its download) has passed. Its draws stay in
-  // chain_out_ for a fed verify pass until the next chain.
+  // A chain begun by begin_draft_chain: what end_draft_chain reads once the
+  // chain's download has passed (DeviceDraftChain owns the buffers). Its
+  // draws stay on the device for a fed verify pass until the next chain.
   struct PendingChain {
     Step last;
     int32_t steps = 0, n = 0;
     std::chrono::steady_clock::time_point t0, t1;
   };
   std::optional<PendingChain> pending_chain_;
-  int64_t chain_draws_ = 0;  // steps x rows of the last chain's draws in chain_out_
-  cudaEvent_t chain_done_ = nullptr, chain_tables_read_ = nullptr;
-  int32_t chain_steps_ = 0, chain_rows_ = 0;  // the shape of the last chain's draws
-  DeviceAcceptance acceptance_;               // begin_accept / end_accept
-  DeviceBuffer feed_from_;                    // begin_candidates' `fed`, uploaded
-  PinnedBuffer feed_from_host_;
+  std::unique_ptr<DeviceDraftChain> chain_;        // forward_draft_chain's passes and draws
+  DeviceAcceptance acceptance_;                    // begin_accept / end_accept
   std::unique_ptr<DeviceRowSampler> row_sampler_;  // forward_sample's draws
   // Penalty edits of forward_sample (grown on demand) and their host scratch.
   // Score capture: [n_layers][slots][n_heads][stride] logits and

@@ -38,22 +38,23 @@ void Writer::set_string(const std::string &key, const std::string &value) {
   entry(key, kString, v);
 }
 
-void Writer::set_u32(const std::string &key, uint32_t value) {
+template <typename T>
+void Writer::set_scalar(const std::string &key, uint32_t type, T value) {
   std::vector<uint8_t> v;
   put(v, value);
-  entry(key, kUint32, v);
+  entry(key, type, v);
+}
+
+void Writer::set_u32(const std::string &key, uint32_t value) {
+  set_scalar(key, kUint32, value);
 }
 
 void Writer::set_i32(const std::string &key, int32_t value) {
-  std::vector<uint8_t> v;
-  put(v, value);
-  entry(key, kInt32, v);
+  set_scalar(key, kInt32, value);
 }
 
 void Writer::set_f32(const std::string &key, float value) {
-  std::vector<uint8_t> v;
-  put(v, value);
-  entry(key, kFloat32, v);
+  set_scalar(key, kFloat32, value);
 }
 
 void Writer::set_bool(const std::string &key, bool value) {

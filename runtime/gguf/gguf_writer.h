@@ -41,6 +41,8 @@ class Writer {
   };
   void write_data(std::ofstream &out, const std::string &path) const;
   void entry(const std::string &key, uint32_t type, const std::vector<uint8_t> &value);
+  template <typename T>
+  void set_scalar(const std::string &key, uint32_t type, T value);
   std::vector<uint8_t> metadata_;  // serialised (key, type, value) entries
   uint64_t n_entries_ = 0;
   std::vector<Tensor> tensors_;

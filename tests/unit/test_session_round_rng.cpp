@@ -61,11 +61,7 @@ class SessionRoundRng : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::shared_cpu_model(test::embedded_model_dir());
-    prompt_ = model_->tokenizer().encode(
-        "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"
-        "        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\n"
-        "def factorial(n):\n",
-        false, true);
+    prompt_ = test::fibonacci_prompt(*model_);
   }
 
   // VEGAS mode with a selection small enough (12 of ~60 positions) that the

@@ -63,11 +63,7 @@ class SessionStopMidRound : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::shared_cpu_model(test::embedded_model_dir());
-    prompt_ = model_->tokenizer().encode(
-        "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"
-        "        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\n"
-        "def factorial(n):\n",
-        false, true);
+    prompt_ = test::fibonacci_prompt(*model_);
     // The free run: what both modes generate until they are told to stop.
     free_ = run(model_, false, prompt_, {}, {});
     ASSERT_EQ(free_.tokens.size(), 96u);

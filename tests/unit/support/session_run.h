@@ -45,4 +45,14 @@ inline std::shared_ptr<Model> &shared_cpu_model(const std::string &dir) {
   return model;
 }
 
+// A short code prompt whose continuation the embedded model drafts well
+// (several tokens a round), in the model's ids.
+inline std::vector<int32_t> fibonacci_prompt(const Model &model) {
+  return model.tokenizer().encode(
+      "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"
+      "        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\n"
+      "def factorial(n):\n",
+      false, true);
+}
+
 }  // namespace vegas::test

@@ -334,7 +334,7 @@ VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
  * tokenizer.json and tokenizer_config.json when present) to `out_path` as one
  * GGUF file, which libvegas (vegas_model_load) and llama.cpp both load. `type`
  * is what its matrices become: "q8_0" (the fastest decode of large models on
- * CUDA), "q4_0", "bf16", "f16" or "f32"; norms and biases stay f32. Qwen3,
+ * CUDA), "q4_0", "q4_k", "bf16", "f16" or "f32"; norms and biases stay f32. Qwen3,
  * Qwen2 and Llama (Mistral without a sliding window). Errors:
  * INVALID_ARGUMENT (NULL, unknown type), IO (unreadable model, unwritable
  * output), FORMAT (bad checkpoint), UNSUPPORTED (what GGUF cannot carry, named).

@@ -47,11 +47,62 @@ void q4_0_block(const float *x, uint8_t *out) {
     out[2 + j] = static_cast<uint8_t>(level(x[j]) | (level(x[j + kBlock / 2]) << 4));
 }
 
+float f16_rounded(float v) {
+  return f16_to_f32(f32_to_f16(v));
+}
+
+// Q4_K: 256 values in 8 sub-blocks of 32, each x = (d sc) q - (dmin m) with
+// q in 0..15 and 6-bit sc, m. Each sub-block's step is its range / 15 and
+// its offset its minimum (0 when every value is positive); d and dmin are
+// the largest of them / 63, stored as fp16, and sc, m, q are rounded against
+// the stored values. The 12 scale bytes pack sc and m as ggml_types.cpp's
+// k_scale_min unpacks them.
+void q4_k_block(const float *x, uint8_t *out) {
+  constexpr int kSub = 32;
+  float step[8], offset[8];
+  for (int j = 0; j < 8; ++j) {
+    float lo = x[kSub * j], hi = lo;
+    for (int l = 1; l < kSub; ++l) {
+      lo = std::min(lo, x[kSub * j + l]);
+      hi = std::max(hi, x[kSub * j + l]);
+    }
+    lo = std::min(lo, 0.0f);
+    step[j] = (hi - lo) / 15.0f;
+    offset[j] = -lo;
+  }
+  const float d = f16_rounded(*std::max_element(step, step + 8) / 63.0f);
+  const float dmin = f16_rounded(*std::max_element(offset, offset + 8) / 63.0f);
+  put_f16(out, d);
+  put_f16(out + 2, dmin);
+  int sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = d > 0.0f ? std::min(63, static_cast<int>(std::lround(step[j] / d))) : 0;
+    m[j] = dmin > 0.0f ? std::min(63, static_cast<int>(std::lround(offset[j] / dmin))) : 0;
+  }
+  uint8_t *s = out + 4;
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4));
+  }
+  uint8_t *qs = out + 16;  // chunk c: sub-block 2c in the low nibbles, 2c + 1 in the high
+  for (int j = 0; j < 8; ++j) {
+    const float d1 = d * static_cast<float>(sc[j]), m1 = dmin * static_cast<float>(m[j]);
+    for (int l = 0; l < kSub; ++l) {
+      const int q =
+          d1 > 0.0f ? std::clamp(static_cast<int>(std::lround((x[kSub * j + l] + m1) / d1)), 0, 15)
+                    : 0;
+      uint8_t &byte = qs[kSub * (j / 2) + l];
+      byte = static_cast<uint8_t>(j % 2 == 0 ? q : byte | (q << 4));
+    }
+  }
+}
+
 }  // namespace
 
 bool quantizable(uint32_t type) {
   return type == kGgmlF32 || type == kGgmlF16 || type == kGgmlBF16 || type == kGgmlQ8_0 ||
-         type == kGgmlQ4_0;
+         type == kGgmlQ4_0 || type == kGgmlQ4_K;
 }
 
 std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
@@ -76,6 +127,9 @@ std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
       }
       case kGgmlQ8_0:
         q8_0_block(x + i, o);
+        break;
+      case kGgmlQ4_K:
+        q4_k_block(x + i, o);
         break;
       default:
         q4_0_block(x + i, o);

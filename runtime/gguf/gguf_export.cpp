@@ -52,6 +52,8 @@ uint32_t file_type(uint32_t t) {
       return 2;
     case kGgmlQ8_0:
       return 7;
+    case kGgmlQ4_K:
+      return 14;  // llama.cpp's MOSTLY_Q4_K_S: every matrix Q4_K
     default:
       return 32;  // BF16
   }
@@ -245,15 +247,13 @@ void add_tensor(const TensorView &v, const std::string &name, const ModelConfig 
 uint32_t export_type(const std::string &name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  const std::map<std::string, uint32_t> types = {{"f32", kGgmlF32},
-                                                 {"f16", kGgmlF16},
-                                                 {"bf16", kGgmlBF16},
-                                                 {"q8_0", kGgmlQ8_0},
-                                                 {"q4_0", kGgmlQ4_0}};
+  const std::map<std::string, uint32_t> types = {{"f32", kGgmlF32},   {"f16", kGgmlF16},
+                                                 {"bf16", kGgmlBF16}, {"q8_0", kGgmlQ8_0},
+                                                 {"q4_k", kGgmlQ4_K}, {"q4_0", kGgmlQ4_0}};
   const auto it = types.find(n);
   if (it == types.end())
     fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "quantize: type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0");
+         "quantize: type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0, q4_k");
   return it->second;
 }
 

@@ -5,8 +5,8 @@
 // Metadata and tensor names are llama.cpp's converter's (qwen3, qwen2, llama;
 // Llama's q/k rows in its rotary order; Llama 3 rope scaling as the
 // rope_freqs tensor). Vectors (norms, biases) are written as F32, matrices
-// as `matrix_type` (F32, F16, BF16, Q8_0, Q4_0; a matrix whose rows are not
-// whole 32-value blocks keeps F16 under Q8_0 or Q4_0). The tokenizer metadata
+// as `matrix_type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K; a matrix whose rows are
+// not whole blocks of the type keeps F16). The tokenizer metadata
 // is what tokenizer_from_gguf reads back into the same tokenizer: byte-level
 // BPE whose pre-tokenizer is one of gguf_pre_type's.
 #pragma once
@@ -17,7 +17,7 @@
 namespace vegas::gguf {
 
 // The GGML type a `vegas quantize --type` name stands for: f32, f16, bf16,
-// q8_0, q4_0 (any case); INVALID_ARGUMENT for another.
+// q8_0, q4_0, q4_k (any case); INVALID_ARGUMENT for another.
 uint32_t export_type(const std::string &name);
 
 // Writes `out_path`. IO for an unreadable model or an unwritable output,

@@ -43,7 +43,7 @@ void add_quantize_command(CLI::App &app) {
                   "Hugging Face model directory (default: the embedded model)");
   cmd->add_option("--out", args->out, "The GGUF file to write")->required();
   cmd->add_option("--type", args->type,
-                  "What the matrices become: q8_0 (default), q4_0, bf16, f16, f32");
+                  "What the matrices become: q8_0 (default), q4_0, q4_k, bf16, f16, f32");
   cmd->callback([args] { run_quantize(*args); });
 }
 

@@ -89,8 +89,31 @@ TEST(GgufExport, QuantizedBlocksDecodeWithinTheirStep) {
             << "type " << type << " block " << b;
     }
   }
+  // Q4_K: per sub-block of 32 a step of its range / 15 from its minimum (0
+  // when all are positive), as 6-bit multiples of the super-block's fp16 d
+  // and dmin. A value is off by half a step (the step itself rounded by d / 2),
+  // the range's far end by the step's rounding times 15 (7.5 d) and the
+  // offset's rounding (dmin / 2).
+  const std::vector<uint8_t> k = quantize(kGgmlQ4_K, x.data(), static_cast<int64_t>(x.size()));
+  ASSERT_EQ(k.size(), x.size() / 256 * 144);
+  dequantize(kGgmlQ4_K, k.data(), static_cast<int64_t>(x.size()), y.data());
+  for (size_t b = 0; b < x.size() / 256; ++b) {
+    uint16_t dh, mh;
+    std::memcpy(&dh, &k[b * 144], 2);
+    std::memcpy(&mh, &k[b * 144 + 2], 2);
+    const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+    for (size_t j = 0; j < 8; ++j) {
+      const float *v = x.data() + b * 256 + j * 32;
+      const float lo = std::min(0.0f, *std::min_element(v, v + 32)),
+                  hi = *std::max_element(v, v + 32);
+      const float bound = 0.5f * (hi - lo) / 15 + 8.0f * d + dmin + 1e-6f;
+      for (size_t l = 0; l < 32; ++l)
+        ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q4_K block " << b;
+    }
+  }
   EXPECT_THROW(quantize(kGgmlQ8_0, x.data(), 31), Error);
-  EXPECT_THROW(quantize(kGgmlQ4_K, x.data(), 256), Error);
+  EXPECT_THROW(quantize(kGgmlQ4_K, x.data(), 255), Error);
+  EXPECT_THROW(quantize(kGgmlQ5_K, x.data(), 256), Error);
 }
 
 // The tiny golden models as bf16: llama.cpp's file, tensor for tensor.
@@ -153,7 +176,7 @@ TEST(GgufExport, TokenizerMetadataIsLlamaCpps) {
 // Q8_0 and bf16 files of the embedded model, loaded back.
 TEST(GgufExport, EmbeddedModelLoadsBack) {
   const auto hf = WeightStore::open(test::embedded_model_dir());
-  for (const uint32_t type : {kGgmlQ8_0, kGgmlBF16}) {
+  for (const uint32_t type : {kGgmlQ8_0, kGgmlQ4_K, kGgmlBF16}) {
     const std::string out = temp_path("embedded-" + std::to_string(type) + ".gguf");
     export_gguf(test::embedded_model_dir(), out, type);
     std::shared_ptr<const File> file = File::open(out);
@@ -172,9 +195,18 @@ TEST(GgufExport, EmbeddedModelLoadsBack) {
         norm += double(a[i]) * a[i];
       }
       const double rel = std::sqrt(diff / std::max(norm, 1e-30));
-      // Q8_0: a step of amax / 127 per block of 32 (~0.5% of an RMS);
+      // Q8_0: a step of amax / 127 per block of 32 (~0.5% of an RMS); Q4_K:
+      // 15 steps over a sub-block's range of 32 values (~4 RMS), rounding
+      // error ~ step / sqrt(12) ~ 8% of the RMS, with outliers' wider ranges;
       // vectors stay f32 and bf16 matrices are the checkpoint's bits.
-      EXPECT_LE(rel, type == kGgmlQ8_0 && view.shape.size() == 2 ? 0.01 : 0.0) << name;
+      const bool matrix = view.shape.size() == 2;
+      const double bound = !matrix             ? 0.0
+                           : type == kGgmlQ8_0 ? 0.01
+                           : type == kGgmlQ4_K ? 0.12
+                                               : 0.0;
+      EXPECT_LE(rel, bound) << name;
+      if (matrix && type == kGgmlQ4_K && name == "model.layers.0.mlp.down_proj.weight")
+        std::printf("[gguf-export] Q4_K %s: relative L2 %.4f\n", name.c_str(), rel);
     }
     fs::remove(out);
   }

@@ -20,6 +20,7 @@
 #include "model/model_config.h"
 #include "model/rope.h"
 #include "model/weight_store.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vegas::gguf {
 
@@ -28,7 +29,7 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr size_t kMaxTokenizerBytes = size_t{64} << 20;
+constexpr size_t kMaxTokenizerBytes = size_t{512} << 20;  // as Tokenizer::load reads
 
 const char *arch_name(const ModelConfig &c) {
   switch (c.arch) {
@@ -114,25 +115,16 @@ void model_metadata(const ModelConfig &c, const std::string &name, uint32_t type
   rope_metadata(c, arch, w);
 }
 
-// tokenizer_config.json's token field: a string or {"content": ...}.
-std::string token_text(const json &v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string())
-    return v["content"].get<std::string>();
-  return {};
-}
-
-// The tokenizer metadata of `dir`'s tokenizer.json, its ids padded to the
-// embedding's rows with the converter's "[PAD<id>]" unused tokens.
+// The tokenizer metadata of `dir`'s tokenizer: vocabulary and merges from
+// tokenizer.json, its ids padded to the embedding's rows with the
+// converter's "[PAD<id>]" unused tokens; special ids (else config.json's
+// bos/eos), whether it adds bos and the chat template as Tokenizer::load
+// reads tokenizer_config.json.
 void tokenizer_metadata(const std::string &dir, const ModelConfig &c, Writer &w) {
   const std::string path = dir + "/tokenizer.json";
   if (!fs::exists(path)) return;  // a model without a tokenizer (tests' tiny ones)
-  json t;
-  try {
-    t = json::parse(read_small_file(path, kMaxTokenizerBytes, "tokenizer"));
-  } catch (const json::exception &e) {
-    fail(VEGAS_ERR_FORMAT, path + ": " + e.what());
-  }
+  const std::unique_ptr<Tokenizer> tok = Tokenizer::load(dir);  // checks both files
+  const json t = json::parse(read_small_file(path, kMaxTokenizerBytes, "tokenizer"));
   const json &model = t.value("model", json::object());
   if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
     fail(VEGAS_ERR_UNSUPPORTED, path + ": only byte-level BPE tokenizers can be written to GGUF");
@@ -141,21 +133,20 @@ void tokenizer_metadata(const std::string &dir, const ModelConfig &c, Writer &w)
     fail(VEGAS_ERR_UNSUPPORTED, path + ": its pre-tokenizer is none of qwen2, llama-bpe, gpt-2");
   const size_t n = static_cast<size_t>(c.vocab_size);
   std::vector<std::string> tokens(n);
-  std::vector<int32_t> types(n, 5);  // UNUSED until named
-  std::map<std::string, int32_t> id_of;
-  auto name = [&](int64_t id, const std::string &text, int32_t type) {
+  std::vector<int32_t> types(n, kUnused);  // until named
+  auto name = [&](int64_t id, const std::string &text, TokenType type) {
     if (id < 0 || static_cast<size_t>(id) >= n)
       fail(VEGAS_ERR_FORMAT, path + ": token \"" + text + "\" has id " + std::to_string(id) +
                                  " past the model's " + std::to_string(n) + " embeddings");
     tokens[static_cast<size_t>(id)] = text;
     types[static_cast<size_t>(id)] = type;
-    id_of[text] = static_cast<int32_t>(id);
   };
-  for (const auto &[text, id] : model["vocab"].items()) name(id.get<int64_t>(), text, 1);
+  for (const auto &[text, id] : model["vocab"].items()) name(id.get<int64_t>(), text, kNormal);
   for (const json &a : t.value("added_tokens", json::array()))
-    name(a.value("id", int64_t{-1}), a.value("content", ""), a.value("special", false) ? 3 : 4);
+    name(a.value("id", int64_t{-1}), a.value("content", ""),
+         a.value("special", false) ? kControl : kUserDefined);
   for (size_t id = 0; id < n; ++id)
-    if (types[id] == 5) tokens[id] = "[PAD" + std::to_string(id) + "]";
+    if (types[id] == kUnused) tokens[id] = "[PAD" + std::to_string(id) + "]";
   std::vector<std::string> merges;
   for (const json &m : model.value("merges", json::array()))
     merges.push_back(m.is_string() ? m.get<std::string>()
@@ -166,24 +157,19 @@ void tokenizer_metadata(const std::string &dir, const ModelConfig &c, Writer &w)
   w.set_i32s("tokenizer.ggml.token_type", types);
   w.set_strings("tokenizer.ggml.merges", merges);
 
-  json tc = json::object();
-  if (fs::exists(dir + "/tokenizer_config.json"))
-    tc = json::parse(
-        read_small_file(dir + "/tokenizer_config.json", kMaxTokenizerBytes, "tokenizer config"));
-  auto special = [&](const char *field, int32_t fallback) {
-    const auto it = id_of.find(token_text(tc.value(field, json())));
-    return it != id_of.end() ? it->second : fallback;
-  };
-  const int32_t bos = special("bos_token", c.bos_token_id),
-                eos = special("eos_token", c.eos_token_id);
+  const SpecialTokenIds &special = tok->special_ids();
+  const int32_t bos = special.bos >= 0 ? special.bos : c.bos_token_id;
+  const int32_t eos = special.eos >= 0 ? special.eos : c.eos_token_id;
   if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
   if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
-  const int32_t pad = special("pad_token", -1);
-  if (pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
-  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
-    w.set_bool("tokenizer.ggml.add_bos_token", tc["add_bos_token"].get<bool>());
-  if (tc.contains("chat_template") && tc["chat_template"].is_string())
-    w.set_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
+  if (special.pad >= 0)
+    w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(special.pad));
+  // Whether encoding with special tokens puts bos first (add_bos_token or a
+  // post-processor that adds it), which is what llama.cpp's key means.
+  const std::vector<int32_t> empty = tok->encode("", false, true);
+  w.set_bool("tokenizer.ggml.add_bos_token",
+             special.bos >= 0 && !empty.empty() && empty.front() == special.bos);
+  if (!tok->chat_template().empty()) w.set_string("tokenizer.chat_template", tok->chat_template());
 }
 
 // Checkpoint tensor `v` encoded as `type`, rows in the file's order: a
@@ -197,29 +183,26 @@ std::vector<uint8_t> encode(const TensorView &v, uint32_t type, int64_t rope_hea
   const int64_t row_bytes = cols / info.block_elems * info.block_bytes;
   const size_t elem = dtype_size(v.dtype);
   std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes));
+  // Checkpoint row (or value, for a vector) i goes to the file's position
+  // llama_rope_row(i) of a Llama q or k projection, to i elsewhere.
+  auto place = [&](int64_t i) {
+    return rope_head_rows > 0 ? llama_rope_row(i, rope_head_rows) : i;
+  };
   parallel_rows(rows, [&](int64_t r) {
-    std::vector<float> x(static_cast<size_t>(cols));
     TensorView row = v;
     row.shape = {cols};
     row.nbytes = static_cast<size_t>(cols) * elem;
+    row.data = static_cast<const uint8_t *>(v.data) + static_cast<size_t>(r * cols) * elem;
+    std::vector<float> x(static_cast<size_t>(cols));
+    row.to_f32(x.data());
     if (vector) {
-      std::vector<float> values(x.size());
-      row.to_f32(values.data());
+      std::vector<float> placed(x.size());
       for (int64_t i = 0; i < cols; ++i)
-        x[static_cast<size_t>(rope_head_rows > 0 ? llama_rope_row(i, rope_head_rows) : i)] =
-            values[static_cast<size_t>(i)];
-    } else {
-      // File row r holds checkpoint row src (llama_rope_row inverted).
-      int64_t src = r;
-      if (rope_head_rows > 0) {
-        const int64_t j = r % rope_head_rows;
-        src = r - j + (j % 2 == 0 ? j / 2 : rope_head_rows / 2 + j / 2);
-      }
-      row.data = static_cast<const uint8_t *>(v.data) + static_cast<size_t>(src * cols) * elem;
-      row.to_f32(x.data());
+        placed[static_cast<size_t>(place(i))] = x[static_cast<size_t>(i)];
+      x.swap(placed);
     }
     const std::vector<uint8_t> q = quantize(type, x.data(), cols);
-    std::copy(q.begin(), q.end(), out.begin() + r * row_bytes);
+    std::copy(q.begin(), q.end(), out.begin() + (vector ? 0 : place(r)) * row_bytes);
   });
   return out;
 }

@@ -32,17 +32,6 @@ constexpr const char *kAddBos = "tokenizer.ggml.add_bos_token";
 constexpr const char *kAddEos = "tokenizer.ggml.add_eos_token";
 constexpr const char *kChatTemplate = "tokenizer.chat_template";
 
-// gguf.TokenType.
-enum TokenType : int64_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
-
 // The split patterns of the Hugging Face tokenizer.json files the pre types
 // stand for (Oniguruma syntax, as SplitRegex takes them).
 constexpr const char *kQwen2Pattern =

@@ -29,6 +29,17 @@
 
 namespace vegas::gguf {
 
+// gguf.TokenType: tokenizer.ggml.token_type's values.
+enum TokenType : int64_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
 // UNSUPPORTED for a tokenizer model or pre-tokenizer this runtime does not
 // read, or no tokenizer at all (the model then loads without a tokenizer);
 // FORMAT for bad metadata, naming the file and the key.

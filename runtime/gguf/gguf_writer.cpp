@@ -1,7 +1,7 @@
 #include "gguf/gguf_writer.h"
 
-#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
 #include "gguf/gguf_file.h"
@@ -11,6 +11,10 @@ namespace vegas::gguf {
 namespace {
 
 constexpr uint64_t kAlignment = 32;  // general.alignment's default
+
+uint64_t aligned(uint64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 template <typename T>
 void put(std::vector<uint8_t> &out, T value) {  // little-endian hosts only, as the reader
@@ -92,8 +96,9 @@ void Writer::write_data(std::ofstream &out, const std::string &path) const {
                                    std::to_string(t.nbytes));
     out.write(reinterpret_cast<const char *>(data.data()),
               static_cast<std::streamsize>(data.size()));
-    const uint64_t pad = (kAlignment - t.nbytes % kAlignment) % kAlignment;
-    out.write(zeros, static_cast<std::streamsize>(pad));
+    out.write(zeros, static_cast<std::streamsize>(aligned(t.nbytes) - t.nbytes));
+    // A full disk: stop before encoding the tensors that follow.
+    if (!out) fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
   }
 }
 
@@ -111,24 +116,23 @@ void Writer::write(const std::string &path) const {
     for (int64_t d : t.dims) put<uint64_t>(head, static_cast<uint64_t>(d));
     put<uint32_t>(head, t.type);
     put<uint64_t>(head, offset);
-    offset += (t.nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    offset += aligned(t.nbytes);
   }
-  head.resize((head.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
+  head.resize(aligned(head.size()), 0);
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(VEGAS_ERR_IO, path + ": cannot be created");
   out.write(reinterpret_cast<const char *>(head.data()), static_cast<std::streamsize>(head.size()));
   try {
     write_data(out, path);
-  } catch (...) {  // a tensor that could not be made: no half file
     out.close();
-    std::remove(path.c_str());
+    if (!out) fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
+  } catch (...) {  // a tensor that could not be made or written: no half file
+    out.close();
+    // Only a file this call made: never a device or pipe the caller named.
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
     throw;
-  }
-  out.close();
-  if (!out) {
-    std::remove(path.c_str());
-    fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
   }
 }
 

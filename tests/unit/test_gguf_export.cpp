@@ -9,7 +9,8 @@
 //     tokenizer, and the file tokenizes as the model's tokenizer.json;
 //   - a Q8_0 file loads with every tensor within Q8_0's error of the
 //     checkpoint, and a bf16 one exactly;
-//   - bad arguments, a missing model and an unwritable output are errors.
+//   - bad arguments, a missing model and an unwritable output are errors, and
+//     a write that fails half-way leaves no file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_model.h"
 #include "gguf/gguf_tokenizer.h"
+#include "gguf/gguf_writer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "support/model_dir.h"
@@ -229,6 +231,25 @@ TEST(GgufExport, ErrorsAreStatuses) {
             VEGAS_OK);
   EXPECT_GT(fs::file_size(out), 0u);
   fs::remove(out);
+}
+
+// A tensor that cannot be made leaves no half-written file behind, and its
+// error reaches the caller.
+TEST(GgufExport, AFailedWriteLeavesNoFile) {
+  const std::string out = temp_path("half.gguf");
+  Writer w;
+  w.set_string("general.architecture", "qwen3");
+  const float x[32] = {};
+  w.add_tensor("a", {32}, kGgmlF32, 128, [&] { return quantize(kGgmlF32, x, 32); });
+  w.add_tensor("b", {32}, kGgmlF32, 128,
+               []() -> std::vector<uint8_t> { fail(VEGAS_ERR_OUT_OF_MEMORY, "no room for b"); });
+  try {
+    w.write(out);
+    ADD_FAILURE() << "the write succeeded";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.status(), VEGAS_ERR_OUT_OF_MEMORY);
+  }
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace

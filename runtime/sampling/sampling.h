@@ -51,6 +51,8 @@ class Rng {
   uint64_t next_u64();
   uint64_t counter() const { return counter_; }
   void set_counter(uint64_t counter) { counter_ = counter; }
+  // Past n draws made elsewhere (on the device) with this stream.
+  void skip(uint64_t n) { counter_ += n; }
 
   // The value of draw `counter` for `seed`, without any state.
   static uint64_t hash(uint64_t seed, uint64_t counter);

@@ -443,7 +443,7 @@ int64_t Session::forward_step(const StepPlan &plan) {
       Sequence &seq = *ready[i];
       drawn[i] = device_ids[static_cast<size_t>(logit_row[i])];
       // The device drew with the counter it was given; a sampled row used one draw.
-      if (!seq.req.sampling.greedy()) seq.rng.set_counter(seq.rng.counter() + 1);
+      if (!seq.req.sampling.greedy()) seq.rng.skip(1);
     }
   } else {
     parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {

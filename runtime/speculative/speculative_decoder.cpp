@@ -446,7 +446,7 @@ void SpeculativeDecoder::build_chained_q_of(ChainedDrafts &chain, size_t i) {
                                    std::to_string(w.seq->id) + ": the device drew token " +
                                    std::to_string(token) + ", outside its distribution");
   }
-  if (!rule.greedy()) w.rng.set_counter(w.rng.counter() + w.gamma);
+  if (!rule.greedy()) w.rng.skip(w.gamma);
 }
 
 void SpeculativeDecoder::build_chained_q(ChainedDrafts &chain) {
@@ -488,8 +488,7 @@ bool SpeculativeDecoder::take_device_acceptance(RoundWork &w,
   result->n_accepted = a.n_accepted;
   result->tokens = a.tokens;
   // Past the chain's draws (build_chained_q_of's advance) and the acceptance's.
-  if (!w.seq->req.sampling.greedy())
-    w.rng.set_counter(w.rng.counter() + static_cast<uint64_t>(w.gamma) + a.draws);
+  if (!w.seq->req.sampling.greedy()) w.rng.skip(static_cast<uint64_t>(w.gamma) + a.draws);
   return true;
 }
 
@@ -498,7 +497,7 @@ void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
   // sequence commits verify row 0's token alone (plain decoding, so exact),
   // and its RNG cursor skips the chain's draws.
   for (RoundWork *w : chain.seqs) {
-    if (!w->seq->req.sampling.greedy()) w->rng.set_counter(w->rng.counter() + w->gamma);
+    if (!w->seq->req.sampling.greedy()) w->rng.skip(w->gamma);
     w->gamma = 0;
     w->drafts.clear();
     w->q.clear();

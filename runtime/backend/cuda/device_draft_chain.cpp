@@ -25,7 +25,7 @@ void DeviceDraftChain::begin(int32_t steps, int32_t n, int64_t field_ints, const
   steps_ = steps;
   rows_ = n;
   field_ints_ = field_ints;
-  const int64_t out_ints = int64_t{steps} * (n + pass_layout().ints());
+  const int64_t out_ints = this->out_ints();
   fields_host_.reserve(steps * field_ints * sizeof(int32_t), "draft chain");
   rules_host_.reserve(steps * n * sizeof(kernels::SamplingRow), "draft chain");
   out_host_.reserve(out_ints * sizeof(int32_t), "draft chain");
@@ -71,8 +71,7 @@ void DeviceDraftChain::wait_tables_read() {
 }
 
 void DeviceDraftChain::download(cudaStream_t stream) {
-  const int64_t out_ints = int64_t{steps_} * (rows_ + pass_layout().ints());
-  check(cudaMemcpyAsync(out_host_.get(), out_.get(), out_ints * sizeof(int32_t),
+  check(cudaMemcpyAsync(out_host_.get(), out_.get(), out_ints() * sizeof(int32_t),
                         cudaMemcpyDeviceToHost, stream),
         "draft chain download");
   check(cudaEventRecord(done_, stream), "cudaEventRecord");

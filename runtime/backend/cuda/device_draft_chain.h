@@ -61,6 +61,8 @@ class DeviceDraftChain {
   int64_t n_draws() const { return int64_t{done_steps_} * done_rows_; }
 
  private:
+  // out_'s ints for the chain being enqueued: its draws, then each pass's candidates.
+  int64_t out_ints() const { return int64_t{steps_} * (rows_ + pass_layout().ints()); }
   int32_t steps_ = 0, rows_ = 0;            // the chain being enqueued
   int32_t done_steps_ = 0, done_rows_ = 0;  // the last one downloaded
   int64_t field_ints_ = 0;

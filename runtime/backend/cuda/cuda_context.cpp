@@ -367,6 +367,7 @@ CudaContext::~CudaContext() {
   if (trace_begin_) cudaEventDestroy(trace_begin_);
   if (trace_forward_) cudaEventDestroy(trace_forward_);
   if (trace_end_) cudaEventDestroy(trace_end_);
+  if (replay_uploaded_) cudaEventDestroy(replay_uploaded_);
 }
 
 void CudaContext::forget_selection(int32_t key) {
@@ -1059,6 +1060,10 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
                           stream_),
           "upload of page tables");
   tables_on_device_ = tables_staged_;
+  if (replay_upload_pending_) {
+    check(cudaEventRecord(replay_uploaded_, stream_), "cudaEventRecord");
+    replay_upload_pending_ = false;
+  }
   if (s.graph)
     graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse}, stream_,
                 [&] { enqueue(s, with_argmax); });
@@ -1429,6 +1434,22 @@ double CudaContext::replay_seconds(const ForwardBatch &batch, int n, bool select
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+
+void CudaContext::enqueue_replay(const ForwardBatch &batch) {
+  model_.activate();
+  // The staging buffer is reused: before another batch overwrites it, the
+  // previous launch's upload must have run (one step of look-ahead).
+  if (replay_uploaded_ == nullptr)
+    check(cudaEventCreateWithFlags(&replay_uploaded_, cudaEventDisableTiming), "cudaEventCreate");
+  else if (&batch != replay_last_)
+    check(cudaEventSynchronize(replay_uploaded_), "enqueue_replay");
+  replay_last_ = &batch;
+  const Step s = stage(batch);
+  replay_upload_pending_ = true;
+  launch(s, true);
+}
+
+void CudaContext::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 void CudaContext::randomize_kv(uint64_t seed) {
   model_.activate();

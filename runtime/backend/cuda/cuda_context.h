@@ -85,6 +85,11 @@ class CudaContext : public BackendContext {
   // With `selection` false the replays leave out the device selection a
   // verification step ends with (the phase benchmark times it apart).
   double replay_seconds(const ForwardBatch &batch, int n, bool selection = true);
+  // Benchmarks: enqueues `batch`'s step once on this context's stream and
+  // returns without waiting (bench_cuda_streams: do two contexts' steps
+  // overlap on the device?). synchronize() waits for the stream.
+  void enqueue_replay(const ForwardBatch &batch);
+  void synchronize();
   // Number of decode graphs captured so far (tests check that replay happens).
   size_t graphs_captured() const { return graphs_.size(); }
 
@@ -250,6 +255,10 @@ class CudaContext : public BackendContext {
   cudaEvent_t trace_begin_ = nullptr, trace_forward_ = nullptr, trace_end_ = nullptr;
   double trace_enqueue_ms_ = 0.0;
   bool replay_without_selection_ = false;  // replay_seconds(..., selection = false)
+  // enqueue_replay: the batch staged last and its upload's event.
+  const ForwardBatch *replay_last_ = nullptr;
+  cudaEvent_t replay_uploaded_ = nullptr;
+  bool replay_upload_pending_ = false;
   std::chrono::steady_clock::time_point trace_last_end_{};  // host time between forwards
 };
 

@@ -261,21 +261,28 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
       vocab_map.emplace(tokens[id].get_ref<const std::string &>(), id);
 
   json config = json::object();
-  auto special_token = [&](const char *key, const char *config_key, bool required) {
+  const bool add_bos = file.has(kAddBos) ? file.get_bool(kAddBos) : pre.add_bos;
+  const bool add_eos = file.has(kAddEos) ? file.get_bool(kAddEos) : false;
+  // A special id that names the [PAD] filler (a converter padding the vocab
+  // to the model's rows may point bos there) is no token: absent, unless the
+  // file's own metadata asks for it to be added to every prompt (a pre type's
+  // default to add bos then adds none).
+  auto special_token = [&](const char *key, const char *config_key, bool file_adds) {
     const int64_t id = token_id(file, key, n);
     if (id < 0) return id;
     if (unused[static_cast<size_t>(id)]) {
-      if (required) bad(file, key, std::to_string(id) + " names an unused token");
+      if (file_adds)
+        bad(file, key, std::to_string(id) + " names an unused token, which the file adds");
       return int64_t{-1};
     }
     config[config_key] = tokens[static_cast<size_t>(id)];
     return id;
   };
-  const int64_t bos = special_token(kBosId, "bos_token", true);
-  const int64_t eos = special_token(kEosId, "eos_token", true);
+  const int64_t bos = special_token(kBosId, "bos_token", file.has(kAddBos) && add_bos);
+  const int64_t eos = special_token(kEosId, "eos_token", add_eos);
   special_token(kPadId, "pad_token", false);
-  config["add_bos_token"] = file.has(kAddBos) ? file.get_bool(kAddBos) : pre.add_bos;
-  config["add_eos_token"] = file.has(kAddEos) ? file.get_bool(kAddEos) : false;
+  config["add_bos_token"] = add_bos && bos >= 0;
+  config["add_eos_token"] = add_eos && eos >= 0;
   if (file.has(kChatTemplate)) config["chat_template"] = file.get_string(kChatTemplate);
 
   // Assembled by moves: the vocabulary and merges are the bulk of it.

@@ -441,16 +441,30 @@ TEST(TinyGguf, BadMetadataIsFormat) {
                {"tokenizer.ggml.eos_token_id", "-1"});
   expect_error(tiny().set_string("tokenizer.ggml.eos_token_id", "0"), VEGAS_ERR_FORMAT,
                {"tokenizer.ggml.eos_token_id", "not an integer"});
-  expect_error(tiny().set_u32("tokenizer.ggml.bos_token_id", kIdPad), VEGAS_ERR_FORMAT,
-               {"tokenizer.ggml.bos_token_id", "unused"});
+  expect_error(tiny()
+                   .set_u32("tokenizer.ggml.bos_token_id", kIdPad)
+                   .set_bool("tokenizer.ggml.add_bos_token", true),
+               VEGAS_ERR_FORMAT, {"tokenizer.ggml.bos_token_id", "unused"});
+  expect_error(tiny()
+                   .set_u32("tokenizer.ggml.eos_token_id", kIdPad)
+                   .set_bool("tokenizer.ggml.add_eos_token", true),
+               VEGAS_ERR_FORMAT, {"tokenizer.ggml.eos_token_id", "unused"});
   expect_error(tiny().set_u32("tokenizer.ggml.add_bos_token", 1), VEGAS_ERR_FORMAT,
                {"tokenizer.ggml.add_bos_token", "not a bool"});
   expect_error(tiny().set_u32("tokenizer.chat_template", 1), VEGAS_ERR_FORMAT,
                {"tokenizer.chat_template", "not a string"});
   expect_error(tiny().set_u32("tokenizer.ggml.model", 2), VEGAS_ERR_FORMAT,
                {"tokenizer.ggml.model", "not a string"});
-  // The padding id may name the filler (it is then no token); bos/eos may not.
+  // The padding id may name the filler (it is then no token), and so may
+  // bos/eos where the file does not add them (llama.cpp's converter, padding
+  // a random model's vocabulary, points bos there): absent, and not added.
   EXPECT_EQ(load(tiny().set_u32("tokenizer.ggml.padding_token_id", kIdPad))->special_ids().pad, -1);
+  const auto padded_bos = load(tiny()
+                                   .set_string("tokenizer.ggml.pre", "llama-bpe")
+                                   .set_u32("tokenizer.ggml.bos_token_id", kIdPad)
+                                   .remove("tokenizer.ggml.add_bos_token"));
+  EXPECT_EQ(padded_bos->special_ids().bos, -1);
+  EXPECT_EQ(padded_bos->encode("1", true, true), (std::vector<int32_t>{'1'}));
 }
 
 // Proves a tokenizer model or pre type this runtime does not read, or no

@@ -13,10 +13,13 @@
 // products are summed first and scaled once; partial sums stay in f32 per
 // lane and are reduced across the warp at the end.
 #include "quant_gemv.cuh"
+#include "quant_lanes.cuh"
 
 namespace vegas::kernels {
 
 namespace {
+
+using namespace quant_lanes;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
@@ -28,35 +31,6 @@ constexpr int kRowsPerWarp = M <= 4 ? 4 : 2;
 // Values of one lane per 16-byte step.
 template <QuantFormat F>
 constexpr int kLaneValues = F == QuantFormat::kQ8_0 ? 16 : 32;
-
-// Byte `i` of u as a float 2^23 + byte (selector: byte i, zeros, 0x4b).
-__device__ __forceinline__ float magic_byte(uint32_t u, int i) {
-  return __int_as_float(__byte_perm(u, 0x4b000000u, 0x7440u + i));
-}
-
-// The two bf16 of a 32-bit word as floats.
-__device__ __forceinline__ float bf16_lo(uint32_t w) {
-  return __int_as_float(w << 16);
-}
-__device__ __forceinline__ float bf16_hi(uint32_t w) {
-  return __int_as_float(w & 0xffff0000u);
-}
-
-// Input values [v0, v0 + 4 * n4) of one row as floats, n4 float4s.
-template <int N4>
-__device__ __forceinline__ void load_x(const bf16 *x, float4 (&out)[N4]) {
-#pragma unroll
-  for (int i = 0; i < N4; i += 2) {
-    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(x) + i / 2);
-    out[i] = make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
-    out[i + 1] = make_float4(bf16_lo(u.z), bf16_hi(u.z), bf16_lo(u.w), bf16_hi(u.w));
-  }
-}
-
-__device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c, float d,
-                                      float acc) {
-  return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
-}
 
 // Lane's dot product of one row's 16 bytes with the input values xs.
 template <QuantFormat F>
@@ -121,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
     for (int m = 0; m < M; ++m) {
       const float v = warp_sum(acc[r][m]);
       if (lane != 0 || n >= n_rows) continue;
-      const int64_t at = static_cast<int64_t>(m) * n_rows + n;
+      const int64_t at = static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n_rows) + n;
       if (p.y_f32 != nullptr)
         p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
       else
@@ -203,13 +177,17 @@ bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k) {
 
 cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if (!quant_gemv_supports(p.w.format, p.m, p.w.k) || p.w.n <= 0 || p.x == nullptr ||
-      (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || p.w.qs == nullptr || p.w.scales == nullptr)
+      (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || p.w.qs == nullptr ||
+      (p.w.scales == nullptr) != (quant_row_scales(p.w.format, p.w.k) == 0) ||
+      (p.ldy != 0 && p.ldy < p.w.n))
     return cudaErrorInvalidValue;
+  if (quant_is_k(p.w.format)) return quant_gemv_k(p, stream);
   return p.w.format == QuantFormat::kQ8_0 ? launch_gemv_rows<QuantFormat::kQ8_0>(p, stream)
                                           : launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
 }
 
 cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream) {
+  if (quant_is_k(p.w.format)) return quant_dequantize_k(p, stream);
   if (p.w.k <= 0 || p.w.k % kQuantBlock != 0 || p.w.n <= 0 || p.out == nullptr)
     return cudaErrorInvalidValue;
   const int64_t threads = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock) * 4;

@@ -1,8 +1,17 @@
-// Weights kept in a 32-value block format (llama.cpp's Q8_0 and Q4_0, repacked
-// so that the quantized values and the scales are two aligned arrays):
+// Weights kept in llama.cpp's block formats. Q8_0 and Q4_0 (32-value blocks)
+// are repacked so that the quantized values and the scales are two aligned
+// arrays:
 //   Q8_0: value = scale * q, q int8, one byte per value;
 //   Q4_0: value = scale * (q - 8), q 4-bit; in each block's 16 bytes, byte j
 //         holds value j in its low nibble and value j + 16 in its high one.
+// The K formats keep 256-value super-blocks (what Q4_K_M and Q5_K_M files
+// hold, gguf/ggml_types.cpp has their layouts):
+//   Q4_K: GGUF's 144-byte blocks as they are (f16 d, f16 dmin, 12 bytes of
+//         6-bit sub-block scales and mins, 128 bytes of nibbles); no scales
+//         array;
+//   Q6_K: GGUF's ql[128] qh[64] scales[16] as 208 aligned bytes per block,
+//         and its f16 d in the scales array (the file's 210-byte blocks would
+//         leave every other block off 16-byte alignment).
 // quant_gemv multiplies a few bf16 rows by such a matrix reading each weight
 // byte once (decoding: the step is the weight bytes); quant_dequantize writes
 // it out as bf16 for the steps of many rows, which take cuBLASLt.
@@ -16,16 +25,37 @@
 
 namespace vegas::kernels {
 
-enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1 };
+enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3 };
 
-constexpr int kQuantBlock = 32;       // values per scale
-constexpr int kQuantGemvMaxRows = 8;  // quant_gemv's input rows
+constexpr int kQuantBlock = 32;        // values per scale of Q8_0 / Q4_0
+constexpr int kQuantSuperBlock = 256;  // values per K-format block
+constexpr int kQuantGemvMaxRows = 8;   // quant_gemv's input rows
 
-__host__ __device__ constexpr int64_t quant_row_bytes(QuantFormat f, int64_t k) {
-  return f == QuantFormat::kQ8_0 ? k : k / 2;
+__host__ __device__ constexpr bool quant_is_k(QuantFormat f) {
+  return f == QuantFormat::kQ4_K || f == QuantFormat::kQ6_K;
 }
 
-// quant_gemv's K must be a multiple of this: one warp step (32 lanes x 16 bytes).
+// Bytes of one K-format super-block in the `qs` array.
+__host__ __device__ constexpr int64_t quant_super_block_bytes(QuantFormat f) {
+  return f == QuantFormat::kQ4_K ? 144 : 208;
+}
+
+// k must be a multiple of kQuantBlock (kQuantSuperBlock for the K formats).
+__host__ __device__ constexpr int64_t quant_row_bytes(QuantFormat f, int64_t k) {
+  return f == QuantFormat::kQ8_0   ? k
+         : f == QuantFormat::kQ4_0 ? k / 2
+                                   : k / kQuantSuperBlock * quant_super_block_bytes(f);
+}
+
+// f16 entries of the scales array per row.
+__host__ __device__ constexpr int64_t quant_row_scales(QuantFormat f, int64_t k) {
+  return f == QuantFormat::kQ4_K   ? 0
+         : f == QuantFormat::kQ6_K ? k / kQuantSuperBlock
+                                   : k / kQuantBlock;
+}
+
+// quant_gemv's K must be a multiple of this: one warp step (32 lanes x 16
+// bytes; the K formats: four super-blocks, eight lanes each).
 constexpr int32_t quant_gemv_k_align(QuantFormat f) {
   return f == QuantFormat::kQ8_0 ? 512 : 1024;
 }
@@ -34,7 +64,7 @@ constexpr int32_t quant_gemv_k_align(QuantFormat f) {
 struct QuantMatrix {
   QuantFormat format = QuantFormat::kQ8_0;
   const uint8_t *qs = nullptr;  // [n][quant_row_bytes(format, k)]
-  const f16 *scales = nullptr;  // [n][k / 32]
+  const f16 *scales = nullptr;  // [n][quant_row_scales(format, k)] (null for Q4_K)
   int32_t n = 0;
   int32_t k = 0;
 };
@@ -43,9 +73,12 @@ struct QuantGemvParams {
   QuantMatrix w;
   const bf16 *x = nullptr;  // [m][k]
   int32_t m = 0;
-  // y[m][n]: f32 (stored, or added to with `accumulate`) or bf16.
+  // y[m][ldy] (ldy 0: w.n): f32 (stored, or added to with `accumulate`) or
+  // bf16. A wider ldy lets a matrix made of parts in different formats write
+  // each part's columns of one output.
   float *y_f32 = nullptr;
   bf16 *y_bf16 = nullptr;
+  int32_t ldy = 0;
   bool accumulate = false;
 };
 
@@ -55,8 +88,17 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream);
 
 struct QuantDequantizeParams {
   QuantMatrix w;
-  bf16 *out = nullptr;  // [n][k], bf16(scale * q) rounded to nearest even
+  bf16 *out = nullptr;  // [n][k], each value as gguf::dequantize makes it, rounded to bf16
 };
 cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream);
+
+// Benchmarks: gives every K-format super-block the scale d (and Q4_K's dmin)
+// after a random fill of its bytes, so that the values are finite.
+cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,
+                                         cudaStream_t stream);
+
+// quant_gemv.cu's launchers for the K formats (quant_gemv_k.cu).
+cudaError_t quant_gemv_k(const QuantGemvParams &p, cudaStream_t stream);
+cudaError_t quant_dequantize_k(const QuantDequantizeParams &p, cudaStream_t stream);
 
 }  // namespace vegas::kernels

@@ -8,15 +8,29 @@
 namespace vegas::gguf {
 
 bool repackable(uint32_t ggml_type, int64_t k, int64_t k_multiple) {
-  return (ggml_type == kGgmlQ8_0 || ggml_type == kGgmlQ4_0) && k > 0 && k % k_multiple == 0 &&
-         k % 32 == 0;
+  const bool k_quant = ggml_type == kGgmlQ4_K || ggml_type == kGgmlQ6_K;
+  return (ggml_type == kGgmlQ8_0 || ggml_type == kGgmlQ4_0 || k_quant) && k > 0 &&
+         k % k_multiple == 0 && k % (k_quant ? 256 : 32) == 0;
 }
 
 void split_ggml_blocks(uint32_t ggml_type, const uint8_t *rows, int64_t n, int64_t k, uint8_t *qs,
                        uint16_t *scales) {
   if (!repackable(ggml_type, k, 32))
-    fail(VEGAS_ERR_INTERNAL, "split_ggml_blocks: not Q8_0 / Q4_0 rows of whole blocks");
+    fail(VEGAS_ERR_INTERNAL,
+         "split_ggml_blocks: not Q8_0 / Q4_0 / Q4_K / Q6_K rows of whole blocks");
   const GgmlTypeInfo &info = *ggml_type_info(ggml_type);
+  if (ggml_type == kGgmlQ4_K) {
+    std::memcpy(qs, rows, static_cast<size_t>(n * (k / 256) * info.block_bytes));
+    return;
+  }
+  if (ggml_type == kGgmlQ6_K) {  // ql, qh, scales (208 bytes), then d
+    for (int64_t b = 0; b < n * (k / 256); ++b) {
+      const uint8_t *block = rows + b * info.block_bytes;
+      std::memcpy(qs + b * 208, block, 208);
+      std::memcpy(&scales[b], block + 208, 2);
+    }
+    return;
+  }
   const int64_t value_bytes = info.block_bytes - 2;  // after the f16 scale
   const int64_t blocks = n * (k / 32);
   for (int64_t b = 0; b < blocks; ++b) {

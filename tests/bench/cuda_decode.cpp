@@ -267,7 +267,12 @@ int main(int argc, char **argv) {
       std::istringstream list(formats);
       for (std::string f; std::getline(list, f, ',');) {
         CudaBackendOptions o;
-        o.synthetic_weights = f == "q8_0" ? W::kQ8_0 : f == "q4_0" ? W::kQ4_0 : W::kBf16;
+        o.synthetic_weights = f == "q8_0"     ? W::kQ8_0
+                              : f == "q4_0"   ? W::kQ4_0
+                              : f == "q4_k"   ? W::kQ4_K
+                              : f == "q6_k"   ? W::kQ6_K
+                              : f == "q4_k_m" ? W::kQ4_K_M
+                                              : W::kBf16;
         auto model = create_cuda_backend_synthetic(config, 42, o);
         const std::string name = "qwen3-8b " + f;
         for (int context : {2048, 32768})

@@ -1,7 +1,8 @@
 // Quantized weights on the GPU (label `gpu`): kernels::quant_gemv and
-// quant_dequantize against the host's GGUF dequantization of the same Q8_0 /
-// Q4_0 blocks, and a model whose matrices are kept quantized against the
-// same model with those values as bf16.
+// quant_dequantize against the host's GGUF dequantization of the same Q8_0,
+// Q4_0, Q4_K and Q6_K blocks, and models whose matrices are kept quantized
+// (Q8_0; a Q4_K_M-like mix of Q4_K and Q6_K) against the same models with
+// those values as bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,20 +37,41 @@ uint16_t f32_to_f16(float x) {
   return bits;
 }
 
+constexpr QuantFormat kFormats[] = {QuantFormat::kQ8_0, QuantFormat::kQ4_0, QuantFormat::kQ4_K,
+                                    QuantFormat::kQ6_K};
+
 uint32_t ggml_type_of(QuantFormat f) {
-  return f == QuantFormat::kQ8_0 ? gguf::kGgmlQ8_0 : gguf::kGgmlQ4_0;
+  switch (f) {
+    case QuantFormat::kQ8_0:
+      return gguf::kGgmlQ8_0;
+    case QuantFormat::kQ4_0:
+      return gguf::kGgmlQ4_0;
+    case QuantFormat::kQ4_K:
+      return gguf::kGgmlQ4_K;
+    case QuantFormat::kQ6_K:
+      return gguf::kGgmlQ6_K;
+  }
+  return 0;
 }
 
-// n rows of k values as GGML blocks: random values, scales in [2^-8, 2^-3].
-std::vector<uint8_t> random_blocks(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng) {
+// n rows of k values as GGML blocks: random bytes, then f16 scales in
+// [lo, hi] where the format keeps them (Q8_0 / Q4_0: the first two bytes;
+// Q4_K: d and dmin, the first four; Q6_K: d, the last two).
+std::vector<uint8_t> random_blocks(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng,
+                                   float lo = 1.0f / 256, float hi = 1.0f / 8) {
   const gguf::GgmlTypeInfo &info = *gguf::ggml_type_info(ggml_type_of(f));
-  std::vector<uint8_t> raw(static_cast<size_t>(n * k / 32 * info.block_bytes));
+  std::vector<uint8_t> raw(static_cast<size_t>(n * k / info.block_elems * info.block_bytes));
   std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1.0f / 256, 1.0f / 8);
+  std::uniform_real_distribution<float> scale(lo, hi);
   for (size_t b = 0; b < raw.size(); b += static_cast<size_t>(info.block_bytes)) {
-    const uint16_t d = f32_to_f16(scale(rng));
-    std::memcpy(&raw[b], &d, 2);
-    for (int i = 2; i < info.block_bytes; ++i) raw[b + static_cast<size_t>(i)] = uint8_t(byte(rng));
+    for (int i = 0; i < info.block_bytes; ++i) raw[b + static_cast<size_t>(i)] = uint8_t(byte(rng));
+    std::vector<size_t> at = {0};
+    if (f == QuantFormat::kQ4_K) at = {0, 2};
+    if (f == QuantFormat::kQ6_K) at = {208};
+    for (const size_t o : at) {
+      const uint16_t d = f32_to_f16(scale(rng));
+      std::memcpy(&raw[b + o], &d, 2);
+    }
   }
   return raw;
 }
@@ -61,31 +83,33 @@ struct DeviceQuantMatrix {
 
 DeviceQuantMatrix upload(QuantFormat f, const std::vector<uint8_t> &raw, int64_t n, int64_t k) {
   std::vector<uint8_t> qs(static_cast<size_t>(n * kernels::quant_row_bytes(f, k)));
-  std::vector<uint16_t> scales(static_cast<size_t>(n * k / 32));
+  std::vector<uint16_t> scales(static_cast<size_t>(n * kernels::quant_row_scales(f, k)));
   gguf::split_ggml_blocks(ggml_type_of(f), raw.data(), n, k, qs.data(), scales.data());
   DeviceQuantMatrix d;
   d.qs.allocate(qs.size(), "test");
-  d.scales.allocate(scales.size() * 2, "test");
   cudaMemcpy(d.qs.get(), qs.data(), qs.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(d.scales.get(), scales.data(), scales.size() * 2, cudaMemcpyHostToDevice);
+  if (!scales.empty()) {
+    d.scales.allocate(scales.size() * 2, "test");
+    cudaMemcpy(d.scales.get(), scales.data(), scales.size() * 2, cudaMemcpyHostToDevice);
+  }
   d.m.format = f;
   d.m.qs = d.qs.get<uint8_t>();
-  d.m.scales = d.scales.get<kernels::f16>();
+  d.m.scales = scales.empty() ? nullptr : d.scales.get<kernels::f16>();
   d.m.n = static_cast<int32_t>(n);
   d.m.k = static_cast<int32_t>(k);
   return d;
 }
 
-// Proves quant_gemv computes x · Wᵀ for both formats, 1, 3 and 8 input rows,
-// output rows that leave a block's warps idle, K over one staged chunk with a
-// last chunk of one warp step, and each epilogue
-// (f32 stored or added to, bf16), against f64 sums over the host's
-// dequantization of the same blocks (gguf::dequantize).
+// Proves quant_gemv computes x · Wᵀ for every format, 1, 3 and 8 input rows,
+// output rows that leave a block's warps idle, K of one to five warp steps,
+// and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
+// output, ldy), against f64 sums over the host's dequantization of the same
+// blocks (gguf::dequantize).
 TEST(CudaQuantGemv, MatchesHostReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  for (const QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_0})
+  for (const QuantFormat f : kFormats)
     for (const auto &[n, k] :
          std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {37, 3072}, {300, 5120}})
       for (const int m : {1, 3, 8}) {
@@ -94,28 +118,31 @@ TEST(CudaQuantGemv, MatchesHostReference) {
         gguf::dequantize(ggml_type_of(f), raw.data(), n * k, w.data());
         std::vector<uint16_t> x(static_cast<size_t>(m * k));
         for (uint16_t &v : x) v = f32_to_bf16(normal(rng));
-        std::vector<float> y0(static_cast<size_t>(m * n));
+        const int64_t wide = n + 3;  // the ldy epilogue's row stride
+        std::vector<float> y0(static_cast<size_t>(m * wide));
         for (float &v : y0) v = normal(rng);
         DeviceQuantMatrix d = upload(f, raw, n, k);
         cuda::DeviceBuffer xd, yd;
         xd.allocate(x.size() * 2, "test");
         yd.allocate(y0.size() * 4, "test");
         cudaMemcpy(xd.get(), x.data(), x.size() * 2, cudaMemcpyHostToDevice);
-        for (int epilogue = 0; epilogue < 3; ++epilogue) {  // f32 store, f32 add, bf16
+        for (int epilogue = 0; epilogue < 4; ++epilogue) {  // f32 store, add, bf16, ldy
           cudaMemcpy(yd.get(), y0.data(), y0.size() * 4, cudaMemcpyHostToDevice);
           kernels::QuantGemvParams p;
           p.w = d.m;
           p.x = xd.get<kernels::bf16>();
           p.m = m;
-          if (epilogue < 2)
+          if (epilogue != 2)
             p.y_f32 = yd.get<float>();
           else
             p.y_bf16 = yd.get<kernels::bf16>();
           p.accumulate = epilogue == 1;
+          if (epilogue == 3) p.ldy = static_cast<int32_t>(wide);
+          const int64_t ld = epilogue == 3 ? wide : n;
           ASSERT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
           std::vector<float> y(y0.size());
           std::vector<uint16_t> yb(y0.size());
-          if (epilogue < 2)
+          if (epilogue != 2)
             cudaMemcpy(y.data(), yd.get(), y.size() * 4, cudaMemcpyDeviceToHost);
           else
             cudaMemcpy(yb.data(), yd.get(), yb.size() * 2, cudaMemcpyDeviceToHost);
@@ -128,25 +155,30 @@ TEST(CudaQuantGemv, MatchesHostReference) {
                 ref += t;
                 mag += std::fabs(t);
               }
-              const size_t at = static_cast<size_t>(r * n + o);
+              const size_t at = static_cast<size_t>(r * ld + o);
               if (epilogue == 1) ref += y0[at];
-              const double got = epilogue < 2 ? y[at] : bf16_to_f32(yb[at]);
+              const double got = epilogue != 2 ? y[at] : bf16_to_f32(yb[at]);
               const double tol =
-                  epilogue < 2 ? 1e-5 * mag + 1e-6 : 4e-3 * std::fabs(ref) + 1e-5 * mag;
+                  epilogue != 2 ? 1e-5 * mag + 1e-6 : 4e-3 * std::fabs(ref) + 1e-5 * mag;
               ASSERT_NEAR(got, ref, tol)
                   << "format " << int(f) << " n " << n << " k " << k << " m " << m << " epilogue "
                   << epilogue << " row " << r << " out " << o;
             }
+          if (epilogue == 3)  // the columns past n of each row are untouched
+            for (int r = 0; r < m; ++r)
+              for (int64_t o = n; o < wide; ++o)
+                ASSERT_EQ(y[size_t(r * wide + o)], y0[size_t(r * wide + o)]) << "ldy padding";
         }
       }
 }
 
-// Proves quant_dequantize writes bf16(scale * q) of every value, bit for bit
-// the host's dequantization rounded to bf16.
+// Proves quant_dequantize writes every value bit for bit as the host's
+// dequantization rounded to bf16 (K formats: K of two super-blocks, below
+// the GEMV's 1,024).
 TEST(CudaQuantDequantize, BitExact) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
-  for (const QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_0}) {
+  for (const QuantFormat f : kFormats) {
     const int64_t n = 129, k = 512;
     const std::vector<uint8_t> raw = random_blocks(f, n, k, rng);
     std::vector<float> w(static_cast<size_t>(n * k));
@@ -263,6 +295,130 @@ TEST(CudaQuantModel, Q8_0MatricesTrackTheirBf16Values) {
     db.insert(db.end(), sb, sb + vocab);
   }
   compare(da.data(), db.data(), 24, "single-row steps");
+}
+
+// Proves a model in a Q4_K_M-like mix computes what the same model with those
+// values as bf16 computes: q, k, o, gate and up in Q4_K, v, down and the
+// (untied) head in Q6_K, so that the qkv projection is two row ranges in two
+// formats writing one output. A random Qwen3 of hidden 1024 (K of the K
+// formats' GEMV is a multiple of 1,024): a 64-row prompt (dequantize +
+// cuBLASLt, each range into its rows) and 16 single-row steps (quant_gemv,
+// each range into its columns), logits within bf16 weight rounding.
+TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  setenv("VEGAS_CUDA_QUANT_WEIGHTS", "1", 1);  // read once, at the first upload
+  const ModelConfig config = parse_model_config(R"({
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
+    "intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 1024, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": false, "rope_theta": 1000000.0, "max_position_embeddings": 4096})",
+                                                "k-quant mix");
+  std::mt19937 rng(5);
+  std::map<std::string, TensorView> quantized, plain;
+  std::vector<std::shared_ptr<const void>> owners;
+  auto bf16_tensor = [&](const std::string &name, std::vector<int64_t> shape,
+                         const std::vector<float> &values) {
+    auto bits = std::make_shared<std::vector<uint16_t>>(values.size());
+    for (size_t i = 0; i < values.size(); ++i) (*bits)[i] = f32_to_bf16(values[i]);
+    TensorView t;
+    t.name = name;
+    t.dtype = DType::kBF16;
+    t.shape = std::move(shape);
+    t.data = bits->data();
+    t.nbytes = bits->size() * 2;
+    owners.push_back(bits);
+    quantized[name] = t;
+    plain[name] = t;
+  };
+  auto vector_of = [&](const std::string &name, int64_t n, float center, float spread) {
+    std::uniform_real_distribution<float> u(center - spread, center + spread);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v) x = u(rng);
+    bf16_tensor(name, {n}, v);
+  };
+  // Block scales that give values of about 1/sqrt(k): Q4_K's d * sc * q spans
+  // ~63 * 15 d, and its dmin = 7.5 d centres it; Q6_K's d * sc * (q - 32)
+  // spans ~128 * 32 d.
+  auto matrix_of = [&](const std::string &name, int64_t n, int64_t k, QuantFormat f) {
+    const float unit = 1.0f / std::sqrt(static_cast<float>(k));
+    const float d = f == QuantFormat::kQ4_K ? unit / 300 : unit / 1500;
+    auto raw = std::make_shared<std::vector<uint8_t>>(random_blocks(f, n, k, rng, d, d));
+    if (f == QuantFormat::kQ4_K)
+      for (size_t b = 0; b < raw->size(); b += 144) {
+        const uint16_t dmin = f32_to_f16(7.5f * d);
+        std::memcpy(&(*raw)[b + 2], &dmin, 2);
+      }
+    std::vector<float> values(static_cast<size_t>(n * k));
+    gguf::dequantize(ggml_type_of(f), raw->data(), n * k, values.data());
+    bf16_tensor(name, {n, k}, values);
+    quantized[name].ggml_blocks = raw->data();
+    quantized[name].ggml_type = ggml_type_of(f);
+    owners.push_back(raw);
+  };
+  const int64_t h = config.hidden_size, inter = config.intermediate_size;
+  const int64_t q = config.q_dim(), kv = config.kv_dim(), vocab = config.vocab_size;
+  {
+    std::normal_distribution<float> normal;
+    std::vector<float> embed(static_cast<size_t>(vocab * h));
+    for (float &x : embed) x = normal(rng);
+    bf16_tensor("model.embed_tokens.weight", {vocab, h}, embed);
+  }
+  vector_of("model.norm.weight", h, 1.0f, 0.1f);
+  matrix_of("lm_head.weight", vocab, h, QuantFormat::kQ6_K);
+  for (int l = 0; l < config.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    vector_of(p + "input_layernorm.weight", h, 1.0f, 0.1f);
+    vector_of(p + "post_attention_layernorm.weight", h, 1.0f, 0.1f);
+    vector_of(p + "self_attn.q_norm.weight", config.head_dim, 1.0f, 0.1f);
+    vector_of(p + "self_attn.k_norm.weight", config.head_dim, 1.0f, 0.1f);
+    matrix_of(p + "self_attn.q_proj.weight", q, h, QuantFormat::kQ4_K);
+    matrix_of(p + "self_attn.k_proj.weight", kv, h, QuantFormat::kQ4_K);
+    matrix_of(p + "self_attn.v_proj.weight", kv, h, QuantFormat::kQ6_K);
+    matrix_of(p + "self_attn.o_proj.weight", h, q, QuantFormat::kQ4_K);
+    matrix_of(p + "mlp.gate_proj.weight", inter, h, QuantFormat::kQ4_K);
+    matrix_of(p + "mlp.up_proj.weight", inter, h, QuantFormat::kQ4_K);
+    matrix_of(p + "mlp.down_proj.weight", h, inter, QuantFormat::kQ6_K);
+  }
+  for (auto &[name, t] : plain) t.ggml_blocks = nullptr;
+  auto make_cuda = [](const ModelConfig &c, const ModelWeights &w) {
+    return create_cuda_backend(c, w, CudaBackendOptions{});
+  };
+  golden::GoldenModel a(config, WeightStore::adopt(quantized, owners, "k-quant mix"), 128, 64,
+                        false, make_cuda);
+  golden::GoldenModel b(config, WeightStore::adopt(plain, owners, "bf16"), 128, 64, false,
+                        make_cuda);
+  // Kept quantized, not fallen back to bf16: a pass reads ~4.5-6.6 bits a
+  // value of every matrix instead of 16 (the bf16 embedding is in both).
+  const double embed_bytes = 2.0 * double(vocab) * double(h);
+  EXPECT_LT(double(a.backend().weight_bytes()) - embed_bytes,
+            0.45 * (double(b.backend().weight_bytes()) - embed_bytes));
+  auto compare = [&](const float *x, const float *y, size_t rows, const char *what) {
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < rows * static_cast<size_t>(vocab); ++i) {
+      err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      ref += double(y[i]) * y[i];
+    }
+    EXPECT_LT(std::sqrt(err / ref), 1e-2) << what;
+    EXPECT_GT(ref, 0.0) << what;
+    std::cout << "[quant] k-quant mix, " << what << ": relative L2 " << std::sqrt(err / ref)
+              << "\n";
+  };
+  std::vector<int32_t> prompt(64);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % vocab);
+  const float *la = a.forward(prompt.data(), 64, SeqRows::Logits::kAll);
+  std::vector<float> pa(la, la + 64 * vocab);
+  const float *lb = b.forward(prompt.data(), 64, SeqRows::Logits::kAll);
+  compare(pa.data(), lb, 64, "64-row prefill");
+  std::vector<float> da, db;
+  int32_t token = prompt.back();
+  for (int step = 0; step < 16; ++step) {
+    token = (token * 31 + 7) % static_cast<int32_t>(vocab);
+    const float *sa = a.forward(&token, 1, SeqRows::Logits::kLast);
+    da.insert(da.end(), sa, sa + vocab);
+    const float *sb = b.forward(&token, 1, SeqRows::Logits::kLast);
+    db.insert(db.end(), sb, sb + vocab);
+  }
+  compare(da.data(), db.data(), 16, "single-row steps");
 }
 
 }  // namespace

@@ -18,7 +18,14 @@ struct CudaBackendOptions {
   bool use_graphs = true;
   // create_cuda_backend_synthetic: the layer matrices (and an untied head)
   // kept in this format, random (benchmarks of quantized weights).
-  enum class SyntheticWeights { kBf16, kQ8_0, kQ4_0 } synthetic_weights = SyntheticWeights::kBf16;
+  enum class SyntheticWeights {
+    kBf16,
+    kQ8_0,
+    kQ4_0,
+    kQ4_K,
+    kQ6_K,
+    kQ4_K_M
+  } synthetic_weights = SyntheticWeights::kBf16;
 };
 
 // Number of CUDA devices usable by this process (0 when no driver/device).

@@ -89,10 +89,29 @@ std::unique_ptr<BackendModel> create_cuda_backend_synthetic(const ModelConfig &c
                                                             const CudaBackendOptions &options) {
   auto model = std::make_unique<cuda::CudaBackendModel>(config, options);
   using W = CudaBackendOptions::SyntheticWeights;
-  cuda::QuantChoice format;
-  if (options.synthetic_weights == W::kQ8_0) format = kernels::QuantFormat::kQ8_0;
-  if (options.synthetic_weights == W::kQ4_0) format = kernels::QuantFormat::kQ4_0;
-  model->set_weights(cuda::DeviceWeights::synthetic(config, seed, format));
+  using F = kernels::QuantFormat;
+  cuda::WeightPlan plan;
+  switch (options.synthetic_weights) {
+    case W::kBf16:
+      plan = cuda::WeightPlan::uniform(config, std::nullopt);
+      break;
+    case W::kQ8_0:
+      plan = cuda::WeightPlan::uniform(config, F::kQ8_0);
+      break;
+    case W::kQ4_0:
+      plan = cuda::WeightPlan::uniform(config, F::kQ4_0);
+      break;
+    case W::kQ4_K:
+      plan = cuda::WeightPlan::uniform(config, F::kQ4_K);
+      break;
+    case W::kQ6_K:
+      plan = cuda::WeightPlan::uniform(config, F::kQ6_K);
+      break;
+    case W::kQ4_K_M:
+      plan = cuda::WeightPlan::q4_k_m(config);
+      break;
+  }
+  model->set_weights(cuda::DeviceWeights::synthetic(config, seed, plan));
   return model;
 }
 

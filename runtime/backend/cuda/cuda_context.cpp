@@ -234,11 +234,9 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   partial_out_.allocate(split_rows_capacity_ * c.q_dim() * sizeof(float), "attention workspace");
   if (model_.weights().quantized) {
     int64_t largest = 0;  // elements of the largest quantized matrix
-    auto count = [&](const kernels::QuantMatrix &q) {
-      if (q.qs != nullptr) largest = std::max(largest, int64_t{q.n} * q.k);
-    };
+    auto count = [&](const QuantRows &q) { largest = std::max(largest, q.elements()); };
     for (const DeviceLayer &L : model_.weights().layers)
-      for (const kernels::QuantMatrix *q : {&L.q_wqkv, &L.q_wo, &L.q_gate_up, &L.q_down}) count(*q);
+      for (const QuantRows *q : {&L.q_wqkv, &L.q_wo, &L.q_gate_up, &L.q_down}) count(*q);
     count(model_.weights().q_lm_head);
     dequant_.allocate(largest * 2, "dequantized weights");
   }
@@ -296,33 +294,39 @@ bool CudaContext::fused_linear(int32_t rows) const {
 // cuBLASLt reads the bf16 copy (1).
 constexpr int64_t kQuantGemvRowsMax = 32;
 
-void CudaContext::run_linear(const void *x, const void *w, const kernels::QuantMatrix &q, void *y,
-                             bool y_f32, bool accumulate, int64_t rows, int64_t gemm_m, int64_t n,
-                             int64_t k) {
-  if (q.qs == nullptr) {
+void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, void *y, bool y_f32,
+                             bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k) {
+  if (q.empty()) {
     gemm_.run(x, w, y, y_f32, accumulate, gemm_m, n, k, stream_);
     return;
   }
-  if (rows <= kQuantGemvRowsMax &&
-      kernels::quant_gemv_supports(q.format, 1, static_cast<int32_t>(k))) {
-    for (int64_t r0 = 0; r0 < rows; r0 += kernels::kQuantGemvMaxRows) {
-      kernels::QuantGemvParams p;
-      p.w = q;
-      p.x = static_cast<const bf16 *>(x) + r0 * k;
-      p.m = static_cast<int32_t>(std::min<int64_t>(kernels::kQuantGemvMaxRows, rows - r0));
-      if (y_f32)
-        p.y_f32 = static_cast<float *>(y) + r0 * n;
-      else
-        p.y_bf16 = static_cast<bf16 *>(y) + r0 * n;
-      p.accumulate = accumulate;
-      check(kernels::quant_gemv(p, stream_), "quant_gemv");
-    }
+  bool gemv = rows <= kQuantGemvRowsMax;
+  for (int i = 0; i < q.n_parts; ++i)
+    gemv = gemv && kernels::quant_gemv_supports(q.part[i].format, 1, static_cast<int32_t>(k));
+  if (gemv) {
+    // Each part writes its columns of y (ldy n).
+    for (int i = 0; i < q.n_parts; ++i)
+      for (int64_t r0 = 0; r0 < rows; r0 += kernels::kQuantGemvMaxRows) {
+        kernels::QuantGemvParams p;
+        p.w = q.part[i];
+        p.x = static_cast<const bf16 *>(x) + r0 * k;
+        p.m = static_cast<int32_t>(std::min<int64_t>(kernels::kQuantGemvMaxRows, rows - r0));
+        p.ldy = static_cast<int32_t>(n);
+        if (y_f32)
+          p.y_f32 = static_cast<float *>(y) + r0 * n + q.row0[i];
+        else
+          p.y_bf16 = static_cast<bf16 *>(y) + r0 * n + q.row0[i];
+        p.accumulate = accumulate;
+        check(kernels::quant_gemv(p, stream_), "quant_gemv");
+      }
     return;
   }
-  kernels::QuantDequantizeParams dp;
-  dp.w = q;
-  dp.out = as<bf16>(dequant_);
-  check(kernels::quant_dequantize(dp, stream_), "quant_dequantize");
+  for (int i = 0; i < q.n_parts; ++i) {
+    kernels::QuantDequantizeParams dp;
+    dp.w = q.part[i];
+    dp.out = as<bf16>(dequant_) + int64_t{q.row0[i]} * k;
+    check(kernels::quant_dequantize(dp, stream_), "quant_dequantize");
+  }
   gemm_.run(x, dequant_.get(), y, y_f32, accumulate, gemm_m, n, k, stream_);
 }
 
@@ -338,9 +342,7 @@ void CudaContext::warm_gemm_plans(int32_t rows) {
   const DeviceLayer &L = w.layers.front();
   const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
   // A quantized matrix takes cuBLASLt on its dequantized copy: the same plan.
-  auto weight = [&](const void *bf, const kernels::QuantMatrix &q) {
-    return q.qs != nullptr ? dequant_.get() : bf;
-  };
+  auto weight = [&](const void *bf, const QuantRows &q) { return q.empty() ? bf : dequant_.get(); };
   for (int64_t r = 1; r <= rows; r = padded_rows(r) + 1) {
     const int64_t m = padded_rows(r);
     if (fused_linear(static_cast<int32_t>(m))) continue;  // no cuBLASLt at this size
@@ -1449,7 +1451,9 @@ void CudaContext::enqueue_replay(const ForwardBatch &batch) {
   launch(s, true);
 }
 
-void CudaContext::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
+void CudaContext::synchronize() {
+  check(cudaStreamSynchronize(stream_), "synchronize");
+}
 
 void CudaContext::randomize_kv(uint64_t seed) {
   model_.activate();

@@ -132,9 +132,9 @@ class CudaContext : public BackendContext {
   bool fused_linear(int32_t rows) const;
   // y = x · Wᵀ for one linear layer whose weight is bf16 `w` (cuBLASLt over
   // gemm_m padded rows) or kept quantized `q` (quant_gemv over the `rows` real
-  // rows, eight at a time, up to kQuantGemvRowsMax rows; beyond, the matrix
-  // dequantized into dequant_ for cuBLASLt).
-  void run_linear(const void *x, const void *w, const kernels::QuantMatrix &q, void *y, bool y_f32,
+  // rows, eight at a time, a launch per row range, up to kQuantGemvRowsMax
+  // rows; beyond, the matrix dequantized into dequant_ for cuBLASLt).
+  void run_linear(const void *x, const void *w, const QuantRows &q, void *y, bool y_f32,
                   bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k);
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;
   void enqueue(const Step &s, bool with_argmax);

@@ -56,37 +56,73 @@ void put(const TensorView &t, bf16_t *dst) {
         ("upload of tensor " + t.name).c_str());
 }
 
-// An [n][k] matrix: bf16 at *bf, or kept in `format` (its arrays at *q).
-// Returns the bytes a forward pass reads of it.
-int64_t take_matrix(Arena &a, int64_t n, int64_t k, const QuantChoice &format, bf16_t **bf,
-                    kernels::QuantMatrix *q) {
-  if (!format) {
+// An [n][k] matrix: bf16 at *bf, or kept as `plan`'s row ranges (their
+// arrays at q). Returns the bytes a forward pass reads of it.
+int64_t take_matrix(Arena &a, int64_t n, int64_t k, const MatrixPlan &plan, bf16_t **bf,
+                    QuantRows *q) {
+  *q = QuantRows{};
+  if (plan.empty()) {
     *bf = a.take<bf16_t>(n * k);
     return 2 * n * k;
   }
   *bf = nullptr;
-  q->format = *format;
-  q->n = static_cast<int32_t>(n);
-  q->k = static_cast<int32_t>(k);
-  const int64_t qs_bytes = n * kernels::quant_row_bytes(*format, k);
-  q->qs = a.take<uint8_t>(qs_bytes);
-  q->scales = a.take<kernels::f16>(n * k / kernels::kQuantBlock);
-  return qs_bytes + 2 * n * k / kernels::kQuantBlock;
+  int64_t bytes = 0, row0 = 0;
+  for (const QuantPart &part : plan) {
+    if (q->n_parts == QuantRows::kMaxParts)
+      fail(VEGAS_ERR_INTERNAL, "a quantized matrix of more than three row ranges");
+    kernels::QuantMatrix &m = q->part[q->n_parts];
+    q->row0[q->n_parts++] = static_cast<int32_t>(row0);
+    m.format = part.format;
+    m.n = static_cast<int32_t>(part.rows);
+    m.k = static_cast<int32_t>(k);
+    const int64_t qs_bytes = part.rows * kernels::quant_row_bytes(part.format, k);
+    const int64_t scales = part.rows * kernels::quant_row_scales(part.format, k);
+    m.qs = a.take<uint8_t>(qs_bytes);
+    m.scales = scales > 0 ? a.take<kernels::f16>(scales) : nullptr;
+    bytes += qs_bytes + 2 * scales;
+    row0 += part.rows;
+  }
+  if (row0 != n) fail(VEGAS_ERR_INTERNAL, "a quantized matrix's row ranges do not cover it");
+  return bytes;
 }
 
-// The format every part of a matrix shares as GGUF blocks the kernels read,
-// or nullopt (bf16) when one part lacks them or they differ.
-QuantChoice shared_format(std::initializer_list<const TensorView *> parts, int64_t k) {
-  const TensorView &first = **parts.begin();
-  if (first.ggml_blocks == nullptr) return std::nullopt;
-  const kernels::QuantFormat format = first.ggml_type == gguf::kGgmlQ8_0
-                                          ? kernels::QuantFormat::kQ8_0
-                                          : kernels::QuantFormat::kQ4_0;
-  if (!gguf::repackable(first.ggml_type, k, kernels::quant_gemv_k_align(format)))
-    return std::nullopt;
-  for (const TensorView *p : parts)
-    if (p->ggml_blocks == nullptr || p->ggml_type != first.ggml_type) return std::nullopt;
-  return format;
+// The format of a tensor's GGUF blocks as the kernels read them, or nullopt.
+QuantChoice format_of(const TensorView &t, int64_t k) {
+  if (t.ggml_blocks == nullptr) return std::nullopt;
+  QuantChoice f;
+  switch (t.ggml_type) {
+    case gguf::kGgmlQ8_0:
+      f = kernels::QuantFormat::kQ8_0;
+      break;
+    case gguf::kGgmlQ4_0:
+      f = kernels::QuantFormat::kQ4_0;
+      break;
+    case gguf::kGgmlQ4_K:
+      f = kernels::QuantFormat::kQ4_K;
+      break;
+    case gguf::kGgmlQ6_K:
+      f = kernels::QuantFormat::kQ6_K;
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (!gguf::repackable(t.ggml_type, k, kernels::quant_gemv_k_align(*f))) return std::nullopt;
+  return f;
+}
+
+// The parts of one matrix in order, each part's rows in its own format;
+// bf16 (empty) when one part has no format the kernels read.
+MatrixPlan plan_parts(std::initializer_list<const TensorView *> parts, int64_t k) {
+  MatrixPlan plan;
+  for (const TensorView *t : parts) {
+    const QuantChoice f = format_of(*t, k);
+    if (!f) return {};
+    if (!plan.empty() && plan.back().format == *f)
+      plan.back().rows += t->shape[0];
+    else
+      plan.push_back(QuantPart{t->shape[0], *f});
+  }
+  return plan;
 }
 
 WeightPlan plan_of(const ModelConfig &c, const ModelWeights &w) {
@@ -101,45 +137,89 @@ WeightPlan plan_of(const ModelConfig &c, const ModelWeights &w) {
   }
   for (const LayerWeights &l : w.layers) {
     WeightPlan::Layer p;
-    p.qkv = shared_format({l.wq, l.wk, l.wv}, h);
-    p.o = shared_format({l.wo}, c.q_dim());
-    p.gate_up = shared_format({l.w_gate, l.w_up}, h);
-    p.down = shared_format({l.w_down}, c.intermediate_size);
+    p.qkv = plan_parts({l.wq, l.wk, l.wv}, h);
+    p.o = plan_parts({l.wo}, c.q_dim());
+    p.gate_up = plan_parts({l.w_gate, l.w_up}, h);
+    p.down = plan_parts({l.w_down}, c.intermediate_size);
     plan.layers.push_back(p);
   }
-  if (!c.tie_word_embeddings) plan.lm_head = shared_format({w.lm_head}, h);
+  if (!c.tie_word_embeddings) plan.lm_head = plan_parts({w.lm_head}, h);
   return plan;
 }
 
-// Uploads the Q8_0 / Q4_0 rows of `t` as rows [row0, row0 + t rows) of `q`.
+// Uploads the quantized rows of `t` as rows [row0, row0 + t rows) of `q`.
 void put_quantized(const TensorView &t, const kernels::QuantMatrix &q, int64_t row0) {
   const int64_t n = t.shape[0], k = t.shape[1];
   std::vector<uint8_t> qs(static_cast<size_t>(n * kernels::quant_row_bytes(q.format, k)));
-  std::vector<uint16_t> scales(static_cast<size_t>(n * k / kernels::kQuantBlock));
+  std::vector<uint16_t> scales(static_cast<size_t>(n * kernels::quant_row_scales(q.format, k)));
   gguf::split_ggml_blocks(t.ggml_type, t.ggml_blocks, n, k, qs.data(), scales.data());
   const std::string what = "upload of tensor " + t.name;
   check(cudaMemcpy(const_cast<uint8_t *>(q.qs) + row0 * kernels::quant_row_bytes(q.format, k),
                    qs.data(), qs.size(), cudaMemcpyHostToDevice),
         what.c_str());
-  check(cudaMemcpy(const_cast<kernels::f16 *>(q.scales) + row0 * (k / kernels::kQuantBlock),
-                   scales.data(), scales.size() * 2, cudaMemcpyHostToDevice),
-        what.c_str());
+  if (!scales.empty())
+    check(cudaMemcpy(
+              const_cast<kernels::f16 *>(q.scales) + row0 * kernels::quant_row_scales(q.format, k),
+              scales.data(), scales.size() * 2, cudaMemcpyHostToDevice),
+          what.c_str());
 }
 
-// One part of a matrix, in the matrix's form.
-void put_part(const TensorView &t, bf16_t *bf, const kernels::QuantMatrix &q, int64_t row0) {
-  if (q.qs != nullptr)
-    put_quantized(t, q, row0);
-  else
+// One part of a matrix, in the matrix's form: rows [row0, row0 + t rows).
+void put_part(const TensorView &t, bf16_t *bf, const QuantRows &q, int64_t row0) {
+  if (q.empty()) {
     put(t, bf + row0 * t.shape[1]);
+    return;
+  }
+  for (int i = q.n_parts - 1; i >= 0; --i)
+    if (row0 >= q.row0[i]) {
+      put_quantized(t, q.part[i], row0 - q.row0[i]);
+      return;
+    }
 }
 
 }  // namespace
 
+int64_t QuantRows::elements() const {
+  int64_t n = 0;
+  for (int i = 0; i < n_parts; ++i) n += int64_t{part[i].n} * part[i].k;
+  return n;
+}
+
 bool WeightPlan::any() const {
   for (const Layer &l : layers)
-    if (l.qkv || l.o || l.gate_up || l.down) return true;
-  return lm_head.has_value();
+    if (!l.qkv.empty() || !l.o.empty() || !l.gate_up.empty() || !l.down.empty()) return true;
+  return !lm_head.empty();
+}
+
+WeightPlan WeightPlan::uniform(const ModelConfig &c, QuantChoice format) {
+  const int64_t h = c.hidden_size, qkv = c.q_dim() + 2 * c.kv_dim(), inter = c.intermediate_size;
+  auto whole = [&](int64_t rows) { return format ? MatrixPlan{{rows, *format}} : MatrixPlan{}; };
+  WeightPlan plan;
+  plan.layers.assign(static_cast<size_t>(c.n_layers),
+                     Layer{whole(qkv), whole(h), whole(2 * inter), whole(h)});
+  if (!c.tie_word_embeddings) plan.lm_head = whole(c.vocab_size);
+  return plan;
+}
+
+WeightPlan WeightPlan::q4_k_m(const ModelConfig &c) {
+  using F = kernels::QuantFormat;
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  const int32_t n = c.n_layers;
+  WeightPlan plan;
+  for (int32_t i = 0; i < n; ++i) {
+    // llama.cpp's use_more_bits: the first and last eighth, every third between.
+    const bool more = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+    const F wide = more ? F::kQ6_K : F::kQ4_K;
+    Layer l;
+    l.qkv = wide == F::kQ4_K ? MatrixPlan{{q + 2 * kv, F::kQ4_K}}
+                             : MatrixPlan{{q + kv, F::kQ4_K}, {kv, F::kQ6_K}};
+    l.o = {{h, F::kQ4_K}};
+    l.gate_up = {{2 * inter, F::kQ4_K}};
+    l.down = {{h, wide}};
+    plan.layers.push_back(l);
+  }
+  if (!c.tie_word_embeddings) plan.lm_head = {{c.vocab_size, F::kQ6_K}};
+  return plan;
 }
 
 void DeviceWeights::allocate(const ModelConfig &c, const WeightPlan &plan) {
@@ -219,11 +299,8 @@ DeviceWeights DeviceWeights::upload(const ModelConfig &c, const ModelWeights &w)
   return d;
 }
 
-DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed, QuantChoice format) {
-  WeightPlan plan;
-  plan.layers.assign(static_cast<size_t>(c.n_layers),
-                     WeightPlan::Layer{format, format, format, format});
-  if (!c.tie_word_embeddings) plan.lm_head = format;
+DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed,
+                                       const WeightPlan &plan) {
   DeviceWeights d;
   d.allocate(c, plan);
   const int64_t h = c.hidden_size, qkv = c.q_dim() + 2 * c.kv_dim(), inter = c.intermediate_size;
@@ -239,28 +316,34 @@ DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed, Quan
     r.offset = offset;
     check(kernels::random_fill(r, nullptr), "random_fill");
   };
-  // A quantized matrix: uniform random values, scales that give it the same
-  // variance (uniform int8 spans +-128, a Q4_0 value +-8).
+  // A quantized matrix: uniform random values, scales that give it about the
+  // same variance (uniform int8 spans +-128, a Q4_0 value +-8; a K-format
+  // value is its block scale times a random sub-scale times the quant).
   auto fill_quantized = [&](const kernels::QuantMatrix &q, int64_t in) {
     kernels::RandomFillParams r;
     r.out_bytes = const_cast<uint8_t *>(q.qs);
     r.n = int64_t{q.n} * kernels::quant_row_bytes(q.format, q.k);
     r.seed = seed * 0x100000001b3ull + ++stream_id;
     check(kernels::random_fill(r, nullptr), "random_fill");
+    const float bound = std::sqrt(3.0f / static_cast<float>(in));
+    if (kernels::quant_is_k(q.format)) {
+      const float span = q.format == kernels::QuantFormat::kQ4_K ? 32.0f * 15 : 64.0f * 32;
+      check(kernels::quant_set_super_block_scales(q, bound / span, bound / span, nullptr),
+            "synthetic block scales");
+      return;
+    }
     kernels::RandomFillParams s;
     s.out_f16 = const_cast<kernels::f16 *>(q.scales);
     s.n = int64_t{q.n} * q.k / kernels::kQuantBlock;
     s.seed = seed * 0x100000001b3ull + ++stream_id;
     const float range = q.format == kernels::QuantFormat::kQ8_0 ? 128.0f : 8.0f;
-    s.offset = std::sqrt(3.0f / static_cast<float>(in)) / range;
+    s.offset = bound / range;
     s.scale = 0.1f * s.offset;
     check(kernels::random_fill(s, nullptr), "random_fill");
   };
-  auto linear_q = [&](bf16_t *p, const kernels::QuantMatrix &q, int64_t out, int64_t in) {
-    if (q.qs != nullptr)
-      fill_quantized(q, in);
-    else
-      fill(p, out * in, std::sqrt(3.0f / static_cast<float>(in)), 0.0f);
+  auto linear_q = [&](bf16_t *p, const QuantRows &q, int64_t out, int64_t in) {
+    for (int i = 0; i < q.n_parts; ++i) fill_quantized(q.part[i], in);
+    if (q.empty()) fill(p, out * in, std::sqrt(3.0f / static_cast<float>(in)), 0.0f);
   };
   fill(d.embed, int64_t{c.vocab_size} * h, 1.0f, 0.0f);
   fill(d.final_norm, h, 0.1f, 1.0f);

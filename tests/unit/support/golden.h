@@ -163,6 +163,7 @@ class GoldenModel {
   }
 
   const ModelConfig &config() const { return config_; }
+  const BackendModel &backend() const { return *backend_; }
   int32_t vocab() const { return config_.vocab_size; }
   int32_t length() const { return length_; }
 

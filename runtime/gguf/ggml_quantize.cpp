@@ -98,11 +98,43 @@ void q4_k_block(const float *x, uint8_t *out) {
   }
 }
 
+// Q6_K: 256 values in 16 sub-blocks of 16, each x = (d sc) (q - 32) with q
+// in 0..63 and an int8 sc. Each sub-block's step is its largest magnitude /
+// 31; d is the largest step / 127, stored as fp16, and sc, q are rounded
+// against the stored value. ql holds the low 4 bits and qh the top 2 as
+// ggml_types.cpp's dequant_q6_k unpacks them; the scales, then d, follow.
+void q6_k_block(const float *x, uint8_t *out) {
+  constexpr int kSub = 16;
+  float step[16];
+  for (int j = 0; j < 16; ++j) {
+    float amax = 0.0f;
+    for (int l = 0; l < kSub; ++l) amax = std::max(amax, std::fabs(x[kSub * j + l]));
+    step[j] = amax / 31.0f;
+  }
+  const float d = f16_rounded(*std::max_element(step, step + 16) / 127.0f);
+  uint8_t *ql = out, *qh = out + 128;
+  int8_t *scales = reinterpret_cast<int8_t *>(out + 192);
+  std::memset(out, 0, 192);
+  for (int j = 0; j < 16; ++j) {
+    const int sc = d > 0.0f ? std::min(127, static_cast<int>(std::lround(step[j] / d))) : 0;
+    scales[j] = static_cast<int8_t>(sc);
+    const float ds = d * static_cast<float>(sc);
+    for (int l = 0; l < kSub; ++l) {
+      const int i = kSub * j + l, h = i / 128, r = i % 128;
+      const int q =
+          ds > 0.0f ? std::clamp(static_cast<int>(std::lround(x[i] / ds)), -32, 31) + 32 : 32;
+      ql[64 * h + r % 64] |= static_cast<uint8_t>((q & 0x0f) << (4 * (r / 64)));
+      qh[32 * h + r % 32] |= static_cast<uint8_t>((q >> 4) << (2 * (r / 32)));
+    }
+  }
+  put_f16(out + 208, d);
+}
+
 }  // namespace
 
 bool quantizable(uint32_t type) {
   return type == kGgmlF32 || type == kGgmlF16 || type == kGgmlBF16 || type == kGgmlQ8_0 ||
-         type == kGgmlQ4_0 || type == kGgmlQ4_K;
+         type == kGgmlQ4_0 || type == kGgmlQ4_K || type == kGgmlQ6_K;
 }
 
 std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
@@ -130,6 +162,9 @@ std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
         break;
       case kGgmlQ4_K:
         q4_k_block(x + i, o);
+        break;
+      case kGgmlQ6_K:
+        q6_k_block(x + i, o);
         break;
       default:
         q4_0_block(x + i, o);

@@ -1,9 +1,10 @@
 // Encodes float values as a GGML tensor type, for the GGUF files libvegas
 // writes (`vegas quantize`): F32, F16, BF16 (round to nearest even), Q8_0 and
-// Q4_0 (blocks of 32 with an fp16 scale) and Q4_K (super-blocks of 256 with
-// 6-bit sub-block scales and mins from each sub-block's range, without the
-// search for better scales that llama.cpp's quantizer makes), as the format
-// defines them and ggml_types.h decodes them.
+// Q4_0 (blocks of 32 with an fp16 scale), Q4_K (super-blocks of 256 with
+// 6-bit sub-block scales and mins from each sub-block's range) and Q6_K
+// (super-blocks of 256 with int8 scales of 16-value sub-blocks from each one's
+// largest magnitude), without the search for better scales that llama.cpp's
+// quantizer makes, as the format defines them and ggml_types.h decodes them.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -43,8 +44,9 @@ const char *arch_name(const ModelConfig &c) {
 }
 
 // llama.cpp's general.file_type for the matrices' type.
-uint32_t file_type(uint32_t t) {
-  switch (t) {
+uint32_t file_type(const ExportType &type) {
+  if (type.k_m_mix) return 15;  // MOSTLY_Q4_K_M
+  switch (type.matrix) {
     case kGgmlF32:
       return 0;
     case kGgmlF16:
@@ -55,6 +57,8 @@ uint32_t file_type(uint32_t t) {
       return 7;
     case kGgmlQ4_K:
       return 14;  // llama.cpp's MOSTLY_Q4_K_S: every matrix Q4_K
+    case kGgmlQ6_K:
+      return 18;
     default:
       return 32;  // BF16
   }
@@ -96,7 +100,8 @@ void llama3_rope_freqs(const ModelConfig &c, Writer &w) {
                [factors, n] { return quantize(kGgmlF32, factors.data(), n); });
 }
 
-void model_metadata(const ModelConfig &c, const std::string &name, uint32_t type, Writer &w) {
+void model_metadata(const ModelConfig &c, const std::string &name, const ExportType &type,
+                    Writer &w) {
   if (c.sliding_window > 0)
     fail(VEGAS_ERR_UNSUPPORTED, "sliding-window attention has no GGUF form libvegas reads");
   const std::string arch = arch_name(c);
@@ -210,12 +215,12 @@ std::vector<uint8_t> encode(const TensorView &v, uint32_t type, int64_t rope_hea
 // One checkpoint tensor under its GGUF name, in GGML's dimension order; its
 // bytes are made when the writer reaches it (one tensor in memory at a time).
 void add_tensor(const TensorView &v, const std::string &name, const ModelConfig &c,
-                uint32_t matrix_type, Writer &w) {
+                const ExportType &export_as, Writer &w) {
   const bool q_or_k =
       name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos;
   const int64_t rope_head_rows =
       arch_name(c) == std::string("llama") && q_or_k ? int64_t{c.head_dim} : 0;
-  uint32_t type = v.shape.size() == 2 ? matrix_type : kGgmlF32;
+  uint32_t type = v.shape.size() == 2 ? export_tensor_type(export_as, name, c.n_layers) : kGgmlF32;
   if (v.shape.size() == 2 && v.shape[1] % ggml_type_info(type)->block_elems != 0) type = kGgmlF16;
   const GgmlTypeInfo &info = *ggml_type_info(type);
   const uint64_t nbytes =
@@ -227,33 +232,54 @@ void add_tensor(const TensorView &v, const std::string &name, const ModelConfig 
 
 }  // namespace
 
-uint32_t export_type(const std::string &name) {
+ExportType ExportType::q4_k_m() {
+  ExportType t(kGgmlQ4_K);
+  t.k_m_mix = true;
+  return t;
+}
+
+ExportType export_type(const std::string &name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  const std::map<std::string, uint32_t> types = {{"f32", kGgmlF32},   {"f16", kGgmlF16},
-                                                 {"bf16", kGgmlBF16}, {"q8_0", kGgmlQ8_0},
-                                                 {"q4_k", kGgmlQ4_K}, {"q4_0", kGgmlQ4_0}};
+  if (n == "q4_k_m") return ExportType::q4_k_m();
+  const std::map<std::string, uint32_t> types = {
+      {"f32", kGgmlF32},   {"f16", kGgmlF16},   {"bf16", kGgmlBF16}, {"q8_0", kGgmlQ8_0},
+      {"q4_k", kGgmlQ4_K}, {"q6_k", kGgmlQ6_K}, {"q4_0", kGgmlQ4_0}};
   const auto it = types.find(n);
   if (it == types.end())
-    fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "quantize: type '" + name + "' is not one of f32, f16, bf16, q8_0, q4_0, q4_k");
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "quantize: type '" + name +
+                                         "' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, "
+                                         "q6_k, q4_k_m");
   return it->second;
 }
 
-void export_gguf(const std::string &model_dir, const std::string &out_path, uint32_t matrix_type) {
-  if (!quantizable(matrix_type))
+uint32_t export_tensor_type(const ExportType &type, const std::string &gguf_name, int32_t layers) {
+  if (!type.k_m_mix) return type.matrix;
+  if (gguf_name == "output.weight") return kGgmlQ6_K;
+  const bool v_or_down = gguf_name.find(".attn_v.") != std::string::npos ||
+                         gguf_name.find(".ffn_down.") != std::string::npos;
+  if (!v_or_down || gguf_name.compare(0, 4, "blk.") != 0) return kGgmlQ4_K;
+  const int32_t i = std::atoi(gguf_name.c_str() + 4);
+  // llama.cpp's use_more_bits.
+  const bool more = i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
+  return more ? kGgmlQ6_K : kGgmlQ4_K;
+}
+
+void export_gguf(const std::string &model_dir, const std::string &out_path,
+                 const ExportType &type) {
+  if (!quantizable(type.matrix))
     fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "quantize: GGML type " + std::to_string(matrix_type) + " cannot be written");
+         "quantize: GGML type " + std::to_string(type.matrix) + " cannot be written");
   const ModelConfig c = load_model_config(model_dir + "/config.json");
   const std::unique_ptr<WeightStore> store = WeightStore::open(model_dir);
   Writer w;
-  model_metadata(c, fs::path(model_dir).filename().string(), matrix_type, w);
+  model_metadata(c, fs::path(model_dir).filename().string(), type, w);
   tokenizer_metadata(model_dir, c, w);
   llama3_rope_freqs(c, w);
   for (const auto &[hf, view] : store->tensors()) {
     const std::string name = gguf_tensor_name(hf);
     if (name.empty() || (name == "output.weight" && c.tie_word_embeddings)) continue;
-    add_tensor(view, name, c, matrix_type, w);
+    add_tensor(view, name, c, type, w);
   }
   w.write(out_path);
 }

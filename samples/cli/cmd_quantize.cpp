@@ -42,8 +42,9 @@ void add_quantize_command(CLI::App &app) {
   cmd->add_option("--model", args->model_dir,
                   "Hugging Face model directory (default: the embedded model)");
   cmd->add_option("--out", args->out, "The GGUF file to write")->required();
-  cmd->add_option("--type", args->type,
-                  "What the matrices become: q8_0 (default), q4_0, q4_k, bf16, f16, f32");
+  cmd->add_option(
+      "--type", args->type,
+      "What the matrices become: q8_0 (default), q4_0, q4_k, q6_k, q4_k_m, bf16, f16, f32");
   cmd->callback([args] { run_quantize(*args); });
 }
 

@@ -1,20 +1,23 @@
 // `vegas quantize` (runtime/gguf/gguf_export.h): a Hugging Face directory
 // written as a GGUF file. What it proves:
-//   - the encoders: f16 rounds to nearest even, Q8_0 and Q4_0 blocks decode
-//     (ggml_types.h) within their step;
+//   - the encoders: f16 rounds to nearest even, Q8_0, Q4_0, Q4_K and Q6_K
+//     blocks decode (ggml_types.h) within their step;
 //   - bf16 files of the tiny golden models hold, tensor for tensor, what
 //     llama.cpp's own converter wrote for the same checkpoints (names, dims,
 //     bytes; Llama's rotary row order, its rope_freqs) and give its config;
 //   - the embedded model's tokenizer metadata is llama.cpp's for the same
 //     tokenizer, and the file tokenizes as the model's tokenizer.json;
-//   - a Q8_0 file loads with every tensor within Q8_0's error of the
-//     checkpoint, and a bf16 one exactly;
+//   - Q8_0, Q4_K, Q6_K and Q4_K_M files load with every tensor within its
+//     type's error of the checkpoint, and a bf16 one exactly; the Q4_K_M mix
+//     puts Q6_K where llama.cpp's recipe does;
 //   - bad arguments, a missing model and an unwritable output are errors, and
 //     a write that fails half-way leaves no file.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -113,8 +116,29 @@ TEST(GgufExport, QuantizedBlocksDecodeWithinTheirStep) {
         ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q4_K block " << b;
     }
   }
+  // Q6_K: per sub-block of 16 a step of its largest magnitude / 31, as an
+  // int8 multiple of the super-block's fp16 d. A value is off by half its
+  // step, and by up to 15.5 d where the stored step falls short of the
+  // magnitude (31 steps rounded down by d / 2 each) or rounds to zero.
+  const std::vector<uint8_t> six = quantize(kGgmlQ6_K, x.data(), static_cast<int64_t>(x.size()));
+  ASSERT_EQ(six.size(), x.size() / 256 * 210);
+  dequantize(kGgmlQ6_K, six.data(), static_cast<int64_t>(x.size()), y.data());
+  for (size_t b = 0; b < x.size() / 256; ++b) {
+    uint16_t dh;
+    std::memcpy(&dh, &six[b * 210 + 208], 2);
+    const float d = f16_to_f32(dh);
+    for (size_t j = 0; j < 16; ++j) {
+      const float ds = d * static_cast<float>(static_cast<int8_t>(six[b * 210 + 192 + j]));
+      const float bound = 0.5f * ds + 15.5f * d + 1e-6f;
+      for (size_t l = 0; l < 16; ++l) {
+        const size_t i = b * 256 + j * 16 + l;
+        ASSERT_LE(std::fabs(y[i] - x[i]), bound) << "Q6_K block " << b << " sub-block " << j;
+      }
+    }
+  }
   EXPECT_THROW(quantize(kGgmlQ8_0, x.data(), 31), Error);
   EXPECT_THROW(quantize(kGgmlQ4_K, x.data(), 255), Error);
+  EXPECT_THROW(quantize(kGgmlQ6_K, x.data(), 128), Error);
   EXPECT_THROW(quantize(kGgmlQ5_K, x.data(), 256), Error);
 }
 
@@ -178,8 +202,13 @@ TEST(GgufExport, TokenizerMetadataIsLlamaCpps) {
 // Q8_0 and bf16 files of the embedded model, loaded back.
 TEST(GgufExport, EmbeddedModelLoadsBack) {
   const auto hf = WeightStore::open(test::embedded_model_dir());
-  for (const uint32_t type : {kGgmlQ8_0, kGgmlQ4_K, kGgmlBF16}) {
-    const std::string out = temp_path("embedded-" + std::to_string(type) + ".gguf");
+  const std::vector<std::pair<std::string, ExportType>> types = {{"q8_0", kGgmlQ8_0},
+                                                                 {"q4_k", kGgmlQ4_K},
+                                                                 {"q6_k", kGgmlQ6_K},
+                                                                 {"q4_k_m", ExportType::q4_k_m()},
+                                                                 {"bf16", kGgmlBF16}};
+  for (const auto &[type_name, type] : types) {
+    const std::string out = temp_path("embedded-" + type_name + ".gguf");
     export_gguf(test::embedded_model_dir(), out, type);
     std::shared_ptr<const File> file = File::open(out);
     const ModelConfig config = model_config_from_gguf(*file);
@@ -197,18 +226,38 @@ TEST(GgufExport, EmbeddedModelLoadsBack) {
         norm += double(a[i]) * a[i];
       }
       const double rel = std::sqrt(diff / std::max(norm, 1e-30));
-      // Q8_0: a step of amax / 127 per block of 32 (~0.5% of an RMS); Q4_K:
-      // 15 steps over a sub-block's range of 32 values (~4 RMS), rounding
-      // error ~ step / sqrt(12) ~ 8% of the RMS, with outliers' wider ranges;
-      // vectors stay f32 and bf16 matrices are the checkpoint's bits.
+      // Q8_0: a step of amax / 127 per block of 32 (~0.5% of an RMS); Q6_K:
+      // amax / 31 per 16 values (~2%); Q4_K: 15 steps over a sub-block's
+      // range of 32 values (~4 RMS), rounding error ~ step / sqrt(12) ~ 8% of
+      // the RMS, with outliers' wider ranges; the Q4_K_M mix is Q4_K at
+      // worst; vectors stay f32 and bf16 matrices are the checkpoint's bits.
       const bool matrix = view.shape.size() == 2;
-      const double bound = !matrix             ? 0.0
-                           : type == kGgmlQ8_0 ? 0.01
-                           : type == kGgmlQ4_K ? 0.12
-                                               : 0.0;
-      EXPECT_LE(rel, bound) << name;
-      if (matrix && type == kGgmlQ4_K && name == "model.layers.0.mlp.down_proj.weight")
-        std::printf("[gguf-export] Q4_K %s: relative L2 %.4f\n", name.c_str(), rel);
+      const double bound = !matrix                    ? 0.0
+                           : type.matrix == kGgmlQ8_0 ? 0.01
+                           : type.matrix == kGgmlQ6_K ? 0.03
+                           : type.matrix == kGgmlQ4_K ? 0.12
+                                                      : 0.0;
+      EXPECT_LE(rel, bound) << type_name << " " << name;
+      if (matrix && type.matrix == kGgmlQ4_K && name == "model.layers.0.mlp.down_proj.weight")
+        std::printf("[gguf-export] %s %s: relative L2 %.4f\n", type_name.c_str(), name.c_str(),
+                    rel);
+    }
+    if (type.k_m_mix) {
+      // llama.cpp's recipe at 8 layers: v and down in Q6_K in layers 0, 3, 6
+      // and 7 ("more bits": the first and last eighth, every third between),
+      // every other matrix Q4_K (the head is tied: no output.weight).
+      int checked = 0;
+      for (const TensorInfo &t : file->tensors()) {
+        if (t.dims.size() != 2) continue;
+        const bool v_or_down = t.name.find(".attn_v.") != std::string::npos ||
+                               t.name.find(".ffn_down.") != std::string::npos;
+        const int layer = t.name.rfind("blk.", 0) == 0 ? std::atoi(t.name.c_str() + 4) : -1;
+        const bool more = layer == 0 || layer == 3 || layer == 6 || layer == 7;
+        EXPECT_EQ(t.type, v_or_down && more ? kGgmlQ6_K : kGgmlQ4_K) << t.name;
+        checked += v_or_down && more;
+      }
+      EXPECT_EQ(checked, 8);
+      EXPECT_EQ(file->get_int("general.file_type"), 15);
     }
     fs::remove(out);
   }

@@ -270,13 +270,16 @@ static inline void vegas_model_options_init(vegas_model_options *options) {
 }
 
 /* Loads a Hugging Face model directory (config.json, *.safetensors or
- * model.safetensors.index.json, tokenizer.json), or a GGUF file (llama.cpp's
+ * model.safetensors.index.json, tokenizer.json; F32, F16 or BF16 tensors, or
+ * FP8 E4M3 weights with their scales as quant_method "fp8" and
+ * compressed-tensors "float-quantized" store them, dequantized to bf16 at
+ * load), or a GGUF file (llama.cpp's
  * format: Qwen3, Qwen2, Llama/Mistral; tensors in F32, F16, BF16, Q8_0, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, the quantized ones dequantized to bf16
  * at load; its byte-level BPE tokenizer and chat template from the metadata).
  * `options` may be NULL. On
  * success *out owns the model. Errors name the file, field or tensor at fault:
- * IO, FORMAT, UNSUPPORTED (architecture, dtype, rope type), OUT_OF_MEMORY,
+ * IO, FORMAT, UNSUPPORTED (architecture, dtype, rope type, quantization method), OUT_OF_MEMORY,
  * CANCELLED, NOT_BUILT (CUDA asked for in a CPU-only build). A tokenizer.json of
  * a kind not supported yet (SentencePiece-style BPE, WordPiece, Unigram) does
  * not fail the load: the model then has no tokenizer (vegas_model_tokenizer

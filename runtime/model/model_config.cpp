@@ -289,6 +289,27 @@ void check_attention_layout(const Fields &f, const std::string &source, const Mo
     fail(VEGAS_ERR_UNSUPPORTED, source + ": hidden_act '" + act + "' is not supported (only silu)");
 }
 
+// Quantized checkpoints: the FP8 ones load (model/fp8_weights.h); refuse the
+// others by name rather than at their first integer tensor.
+void check_quantization(const Fields &f, const std::string &source) {
+  if (!f.has("quantization_config")) return;
+  const json &q = f.at("quantization_config");
+  if (!q.is_object()) f.bad("quantization_config", "must be an object");
+  const std::string method = q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? q["quant_method"].get<std::string>()
+                                 : std::string();
+  const std::string format =
+      q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+  const bool fp8 = method == "fp8" || (method == "compressed-tensors" &&
+                                       (format == "float-quantized" || format.empty()));
+  if (!fp8)
+    fail(VEGAS_ERR_UNSUPPORTED,
+         source + ": quantization_config quant_method '" + method +
+             (format.empty() ? "" : "' format '" + format) +
+             "' is not supported (FP8 checkpoints load: quant_method fp8, or compressed-tensors "
+             "float-quantized; GGUF files for the others)");
+}
+
 }  // namespace
 
 const char *rope_type_name(RopeType t) {
@@ -318,6 +339,7 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
 
   ModelConfig c;
   parse_architecture(f, source, c);
+  check_quantization(f, source);
 
   c.vocab_size = static_cast<int32_t>(f.integer("vocab_size", 1, kMaxVocab));
   c.hidden_size = static_cast<int32_t>(f.integer("hidden_size", 1, kMaxHidden));

@@ -4,6 +4,7 @@
 
 #include "common/bf16.h"
 #include "common/error.h"
+#include "model/fp8_weights.h"
 
 namespace vegas {
 
@@ -15,6 +16,8 @@ const char *dtype_name(DType t) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -29,6 +32,7 @@ namespace {
 
 // Unaligned loads: safetensors does not promise any alignment of the data.
 inline float load_element(const unsigned char *p, DType t, int64_t i) {
+  if (t == DType::kF8E4M3) return fp8_e4m3_to_f32(p[i]);  // unscaled
   if (t == DType::kF32) {
     float f;
     std::memcpy(&f, p + i * 4, sizeof f);

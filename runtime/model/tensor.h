@@ -9,12 +9,14 @@
 
 namespace vegas {
 
-enum class DType { kF32, kF16, kBF16 };
+// kF8E4M3 only inside a checkpoint being opened: model/fp8_weights.h turns
+// such tensors into bf16 with their scales before anything else reads them.
+enum class DType { kF32, kF16, kBF16, kF8E4M3 };
 
 inline size_t dtype_size(DType t) {
-  return t == DType::kF32 ? 4 : 2;
+  return t == DType::kF32 ? 4 : t == DType::kF8E4M3 ? 1 : 2;
 }
-// The safetensors name: "F32", "F16", "BF16".
+// The safetensors name: "F32", "F16", "BF16", "F8_E4M3".
 const char *dtype_name(DType t);
 // "[8192, 512]"
 std::string shape_string(const std::vector<int64_t> &shape);

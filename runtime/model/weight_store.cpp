@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/json_depth.h"
 #include "common/small_file.h"
+#include "model/fp8_weights.h"
 #include "model/mapped_file.h"
 
 namespace vegas {
@@ -72,9 +73,11 @@ Entry parse_entry(const std::string &path, const std::string &name, const json &
     e.view.dtype = DType::kF16;
   } else if (dtype == "BF16") {
     e.view.dtype = DType::kBF16;
+  } else if (dtype == "F8_E4M3") {
+    e.view.dtype = DType::kF8E4M3;  // dequantized once every file is read (fp8_weights.h)
   } else {
     fail(VEGAS_ERR_UNSUPPORTED,
-         where + ": dtype " + dtype + " is not supported (supported: F32, F16, BF16)");
+         where + ": dtype " + dtype + " is not supported (supported: F32, F16, BF16, F8_E4M3)");
   }
 
   auto sh = v.find("shape");
@@ -143,6 +146,7 @@ std::unique_ptr<WeightStore> WeightStore::open_file(const std::string &path) {
   std::unique_ptr<WeightStore> store(new WeightStore());
   store->source_ = path;
   store->add_file(path);
+  dequantize_fp8_weights(store->tensors_, store->owners_, path);
   return store;
 }
 
@@ -171,6 +175,7 @@ std::unique_ptr<WeightStore> WeightStore::open(const std::string &dir) {
                                  "' and no model.safetensors.index.json to say which to use");
     store->add_file(dir + "/" + found[0]);
   }
+  dequantize_fp8_weights(store->tensors_, store->owners_, dir);
   return store;
 }
 

@@ -19,7 +19,8 @@ class WeightStore {
   // (IO for a missing directory or shard, FORMAT with the file, the tensor and
   // the fault: header length past the end, offsets out of the file or
   // overlapping, byte count not matching dtype and shape; UNSUPPORTED for a
-  // dtype other than F32/F16/BF16).
+  // dtype other than F32/F16/BF16/F8_E4M3). F8_E4M3 weights come out as bf16,
+  // their scales applied (model/fp8_weights.h).
   static std::unique_ptr<WeightStore> open(const std::string &dir);
   // Parses one safetensors file (also used by tests and fuzzers).
   static std::unique_ptr<WeightStore> open_file(const std::string &path);

@@ -386,7 +386,10 @@ typedef struct vegas_session_options {
   int32_t prefill_chunk; /* prompt tokens per prefill chunk, default 512 */
   int32_t mode;          /* vegas_decode_mode, default VANILLA */
   /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning
-   * profile's (see profile_path; with its window_share). */
+   * profile's (see profile_path; with its window_share). "lookup" drafts
+   * without the model: each round's drafts are the tokens that followed the
+   * latest earlier occurrence of the sequence's last 3 (else 2, else 1)
+   * tokens in its own prompt and output (prompt lookup), verified as usual. */
   const char *policy;
   int32_t gamma;      /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
   float ratio;        /* selected share of the KV in (0, 1], default 0.07; 0 = auto */

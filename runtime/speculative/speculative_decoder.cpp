@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/parallel_rows.h"
 #include "sampling/speculative_accept.h"
+#include "speculative/prompt_lookup.h"
 
 namespace vegas {
 
@@ -218,7 +219,8 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_heads = config.n_heads;
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
-  policy_ = make_selection_policy(params_.policy, params_.selection, shape);
+  lookup_ = params_.policy == "lookup";
+  policy_ = make_selection_policy(lookup_ ? "full" : params_.policy, params_.selection, shape);
   const SelectionNeeds needs = policy_->needs();
   QueryAwarePlan plan;
   query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
@@ -234,7 +236,7 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ = backend_supports && policy_->device_plan(1, &plan);
+  device_ = !lookup_ && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -622,6 +624,21 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
   }
 }
 
+void SpeculativeDecoder::draft_by_lookup(std::vector<RoundWork> &work) const {
+  for (RoundWork &w : work) {
+    w.drafts = prompt_lookup(w.seq->tokens.data(), w.seq->tokens.size(), w.gamma);
+    w.gamma = static_cast<int32_t>(w.drafts.size());
+    // A proposal that is certain: accepted with probability p(x), and after a
+    // rejection the next token is drawn from p without x (accept_sampled's
+    // norm(max(0, p - q))), so the output stays distributed as vanilla's.
+    w.q.assign(w.drafts.size(), TokenDistribution{});
+    for (size_t j = 0; j < w.drafts.size(); ++j) {
+      w.q[j].ids = {w.drafts[j]};
+      w.q[j].probs = {1.0f};
+    }
+  }
+}
+
 ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, RoundState &rs) {
   // γ+1 full-attention rows per sequence, with the scores the policy needs.
   const ScoreRows score_rows = policy_->needs().score_rows;
@@ -802,8 +819,12 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
-  if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
+  if (lookup_) {
+    draft_by_lookup(work);
+  } else {
+    rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
+    if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
+  }
   double t_verify = now_seconds(), draft_seconds = 0.0;
   auto drafts_read = [&] {
     t_verify = now_seconds();
@@ -869,7 +890,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
       if (w.st->device_select.deferred) deferred.push_back({seq.id, n_accepted});
       continue;
     }
-    if (query_aware_) continue;  // the next round's draft passes select
+    if (query_aware_ || lookup_) continue;  // the next round's draft passes select, or none
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     const int32_t last_row = score_rows == ScoreRows::kAll ? n_accepted : (w.gamma > 0 ? 1 : 0);

@@ -199,6 +199,9 @@ class SpeculativeDecoder {
   // The drafts one pass at a time, drawn on the host (no chain on the device).
   void draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
                           RoundState &rs);
+  // The policy "lookup": each sequence's drafts from its own context
+  // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
+  void draft_by_lookup(std::vector<RoundWork> &work) const;
   ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs);
   // Runs the verify pass; behind a chain, `drafts_read` is called once its
   // draws are read (while the pass runs), and the device accepts where it can.
@@ -273,6 +276,9 @@ class SpeculativeDecoder {
   bool device_ = false;
   // The policy selects inside every draft pass from the draft query (quest).
   bool query_aware_ = false;
+  // Policy "lookup": drafts from the context, no draft pass and no selection
+  // (its policy_ is "full", which selects nothing).
+  bool lookup_ = false;
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

@@ -6,8 +6,9 @@
 // - plain sampling through a vanilla Session matches it (the reference is right);
 // - speculative sampling matches it, with drafts genuinely sparse (2 of ~13
 //   candidates attended, so q != p and drafts do get rejected) for the policies
-//   vegas and streaming; tokens 2-4 come from one round of 2 drafts plus the
-//   corrected/bonus token (and a second round when a draft is rejected early);
+//   vegas and streaming, and for drafts from prompt lookup (q one-hot); tokens 2-4 come from one
+//   round of 2 drafts plus the corrected/bonus token (and a second round when a draft is rejected
+//   early);
 // - the same statistic catches a broken acceptance rule (the token after a
 //   rejection drawn from p instead of norm(max(0, p - q))): p-value < 1e-6.
 #include <gtest/gtest.h>
@@ -237,7 +238,7 @@ TEST(SpeculativeSampling, VanillaSamplingFitsTheExactDistribution) {
 
 // Proves losslessness of speculative sampling with sparse drafts.
 TEST(SpeculativeSampling, SpeculativeSamplingFitsTheExactDistribution) {
-  for (const std::string policy : {"vegas", "streaming"}) {
+  for (const std::string policy : {"vegas", "streaming", "lookup"}) {
     const SpeculativeSamples s = speculative_samples(policy, /*broken=*/false);
     const Fit f = fit(exact(), s.tokens);
     report(policy.c_str(), f);

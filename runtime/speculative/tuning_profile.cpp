@@ -22,7 +22,7 @@ constexpr const char *kFormat = "vegas-profile/1";
 // Policies a profile may name: the built-in ones ("user" needs a C vtable and
 // "auto" would be circular).
 constexpr const char *kPolicies[] = {"vegas", "vegas-all", "specextend", "streaming",
-                                     "quest", "topp",      "full"};
+                                     "quest", "topp",      "full",       "lookup"};
 // A context or batch bound past this is a corrupt file, not a real bucket.
 constexpr int64_t kMaxBound = int64_t{1} << 40;
 constexpr int64_t kMaxGamma = 32;  // SpeculativeDecoder's limit (VEGAS_MAX_GAMMA)

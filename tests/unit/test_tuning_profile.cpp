@@ -118,6 +118,8 @@ TEST(TuningProfile, OptionalAndUnknownKeys) {
   EXPECT_TRUE(p->buckets()[0].vanilla);
   p = TuningProfile::parse(one_bucket("speedup", "0.8"), "p.json");
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].speedup), 0.8f);
+  p = TuningProfile::parse(one_bucket("policy", "\"lookup\""), "p.json");  // prompt lookup
+  EXPECT_EQ(p->buckets()[0].policy, "lookup");
   p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau),
                   5.4f);  // read as a float, like the others

@@ -389,7 +389,9 @@ typedef struct vegas_session_options {
    * profile's (see profile_path; with its window_share). "lookup" drafts
    * without the model: each round's drafts are the tokens that followed the
    * latest earlier occurrence of the sequence's last 3 (else 2, else 1)
-   * tokens in its own prompt and output (prompt lookup), verified as usual. */
+   * tokens in its own prompt and output (prompt lookup), verified as usual;
+   * "P+lookup" (e.g. "vegas+lookup") drafts each round by lookup or by P,
+   * whichever has committed more tokens per second at this batch size. */
   const char *policy;
   int32_t gamma;      /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
   float ratio;        /* selected share of the KV in (0, 1], default 0.07; 0 = auto */

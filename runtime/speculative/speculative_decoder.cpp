@@ -219,8 +219,17 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_heads = config.n_heads;
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
-  lookup_ = params_.policy == "lookup";
-  policy_ = make_selection_policy(lookup_ ? "full" : params_.policy, params_.selection, shape);
+  const std::string kHybrid = "+lookup";
+  std::string base = params_.policy;
+  if (base.size() > kHybrid.size() &&
+      base.compare(base.size() - kHybrid.size(), kHybrid.size(), kHybrid) == 0) {
+    hybrid_ = true;
+    base.resize(base.size() - kHybrid.size());
+  }
+  lookup_ = base == "lookup";
+  if (hybrid_ && lookup_)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "policy 'lookup+lookup': the hybrid needs a sparse policy");
+  policy_ = make_selection_policy(lookup_ ? "full" : base, params_.selection, shape);
   const SelectionNeeds needs = policy_->needs();
   QueryAwarePlan plan;
   query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
@@ -800,11 +809,14 @@ struct SpeculativeDecoder::PendingRound {
   std::vector<int32_t> n_accepted;
   RoundObservation cost;
   RoundTrace trace;
+  bool lookup_round = false;  // drafted by prompt lookup
+  double seconds = 0.0;       // round()'s wall time
 };
 
 std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> &seqs,
                                                     BackendContext &context) {
   pending_.reset();
+  const double t_round = now_seconds();
   auto pending = std::make_unique<PendingRound>();
   RoundTrace &trace = pending->trace;
   std::vector<RoundWork> work = round_work(seqs);
@@ -819,7 +831,10 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  if (lookup_) {
+  pending->lookup_round =
+      lookup_ || (hybrid_ && drafter_chooser_.next(static_cast<int32_t>(work.size())) ==
+                                 ModeChooser::Kind::kVanilla);
+  if (pending->lookup_round) {
     draft_by_lookup(work);
   } else {
     rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
@@ -862,6 +877,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
   for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
   pending->work = std::move(work);
+  pending->seconds = now_seconds() - t_round;
   pending_ = std::move(pending);
   return out;
 }
@@ -871,6 +887,13 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   if (!pending_) return;
   const std::unique_ptr<PendingRound> pending = std::move(pending_);
   pending->trace.mark("commit");
+  if (hybrid_) {
+    int64_t committed = 0;
+    for (const RoundOutcome &o : outcomes) committed += o.committed;
+    drafter_chooser_.observe(
+        pending->lookup_round ? ModeChooser::Kind::kVanilla : ModeChooser::Kind::kRound,
+        static_cast<int32_t>(pending->work.size()), committed, pending->seconds);
+  }
   const ScoreRows score_rows = policy_->needs().score_rows;
   std::vector<BackendContext::DeferredSelect> deferred;
   for (size_t i = 0; i < pending->work.size() && i < outcomes.size(); ++i) {
@@ -879,7 +902,9 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     totals_.committed += outcomes[i].committed;
     if (seq.finished()) continue;  // its state is gone (forget)
     const int32_t n_accepted = pending->n_accepted[i];
-    if (w.gamma > 0) {  // before selecting: a new ratio applies to this selection
+    // Before selecting: a new ratio applies to this selection. A lookup round
+    // says nothing of the sparse drafts' γ and ratio.
+    if (w.gamma > 0 && !pending->lookup_round) {
       RoundObservation obs = pending->cost;
       obs.drafted = w.gamma;
       obs.accepted = n_accepted;

@@ -17,6 +17,7 @@
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
+#include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
 
@@ -279,6 +280,12 @@ class SpeculativeDecoder {
   // Policy "lookup": drafts from the context, no draft pass and no selection
   // (its policy_ is "full", which selects nothing).
   bool lookup_ = false;
+  // Policy "P+lookup": each round drafts by lookup or by P's sparse passes,
+  // whichever has committed more tokens per second of round in this batch
+  // bucket (a ModeChooser: its kRound is the sparse drafter, kVanilla the
+  // lookup), probing the other now and then. P selects after every round.
+  bool hybrid_ = false;
+  ModeChooser drafter_chooser_;
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

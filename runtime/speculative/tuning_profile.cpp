@@ -97,11 +97,18 @@ TuningBucket parse_bucket(const json &j, const std::string &source, size_t index
   b.batch_min = o.integer("batch_min", 1, kMaxBound);
   b.batch_max = o.bound("batch_max", b.batch_min);
   b.policy = o.string("policy");
+  // A hybrid "P+lookup" names a built-in sparse policy P.
+  const std::string hybrid = "+lookup";
+  std::string base = b.policy;
+  if (base.size() > hybrid.size() &&
+      base.compare(base.size() - hybrid.size(), hybrid.size(), hybrid) == 0)
+    base.resize(base.size() - hybrid.size());
   if (std::none_of(std::begin(kPolicies), std::end(kPolicies),
-                   [&](const char *p) { return b.policy == p; }))
+                   [&](const char *p) { return base == p; }) ||
+      (base != b.policy && base == "lookup"))
     o.bad("policy", "is \"" + b.policy +
                         "\", not a built-in policy (vegas, vegas-all, specextend, streaming, "
-                        "quest, topp, full)");
+                        "quest, topp, full, lookup, or P+lookup)");
   b.window_share = o.has("window_share") ? o.number("window_share", 0.0, 1.0, false) : 0.5f;
   b.gamma = static_cast<int32_t>(o.integer("gamma", 1, kMaxGamma));
   b.ratio = o.number("ratio", 0.0, 1.0, true);

@@ -57,7 +57,7 @@ void apply_defaults(TuneArgs &a, const CLI::App &cmd) {
     a.candidates =
         q ? std::vector<std::string>{"vegas:0.5", "streaming"}
           : std::vector<std::string>{"vegas:0",   "vegas:0.25", "vegas:0.5", "vegas:0.75",
-                                     "streaming", "vegas-all",  "lookup"};
+                                     "streaming", "vegas-all",  "lookup",    "vegas+lookup:0.5"};
   if (a.grid.ratios.empty())
     a.grid.ratios = q ? std::vector<float>{0.1f, 0.3f}
                       : std::vector<float>{0.02f, 0.03f, 0.05f, 0.07f, 0.1f, 0.15f, 0.2f, 0.3f};
@@ -280,7 +280,7 @@ void add_tune_command(CLI::App &app) {
       ->delimiter(',');
   cmd->add_option("--candidates", args->candidates,
                   "Policies, each \"policy\" or \"policy:window_share\" (default vegas:0,"
-                  "vegas:0.25,vegas:0.5,vegas:0.75,streaming,vegas-all,lookup)")
+                  "vegas:0.25,vegas:0.5,vegas:0.75,streaming,vegas-all,lookup,vegas+lookup:0.5)")
       ->delimiter(',');
   cmd->add_option("--ratios", args->grid.ratios,
                   "Ratios of steps 1 and 3 (default 0.02,0.03,0.05,0.07,0.1,0.15,0.2,0.3)")

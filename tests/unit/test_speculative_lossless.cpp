@@ -62,8 +62,9 @@ void above_mean_destroy(void *user_data) {
   static_cast<AboveMean *>(user_data)->destroyed += 1;
 }
 
-const std::vector<std::string> kPolicies = {
-    "vegas", "vegas-all", "specextend", "streaming", "quest", "topp", "full", "user", "lookup"};
+const std::vector<std::string> kPolicies = {"vegas",  "vegas-all",   "specextend", "streaming",
+                                            "quest",  "topp",        "full",       "user",
+                                            "lookup", "vegas+lookup"};
 
 // Every policy's greedy tokens equal vanilla's on the public prompts whose id
 // ends in `suffix` (those of index i with i % n_shards == shard), and every

@@ -120,6 +120,10 @@ TEST(TuningProfile, OptionalAndUnknownKeys) {
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].speedup), 0.8f);
   p = TuningProfile::parse(one_bucket("policy", "\"lookup\""), "p.json");  // prompt lookup
   EXPECT_EQ(p->buckets()[0].policy, "lookup");
+  p = TuningProfile::parse(one_bucket("policy", "\"streaming+lookup\""), "p.json");
+  EXPECT_EQ(p->buckets()[0].policy, "streaming+lookup");
+  for (const char *bad : {"\"lookup+lookup\"", "\"nope+lookup\"", "\"+lookup\""})
+    EXPECT_THROW(TuningProfile::parse(one_bucket("policy", bad), "p.json"), Error) << bad;
   p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau),
                   5.4f);  // read as a float, like the others

@@ -126,7 +126,7 @@ if [ "$WHAT" = vegas ]; then
     # The last entry repeats the default with whole logit rows downloaded
     # (VEGAS_CUDA_CANDIDATES=0, the host picks the candidates).
     for spec in "vegas 0.5" "vegas 0" "vegas 0.25" "streaming 0" "specextend 0" "vegas-all 0" "quest 0" \
-      "vegas 0.5 VEGAS_CUDA_CANDIDATES=0"; do
+      "lookup 0.5" "vegas+lookup 0.5" "vegas 0.5 VEGAS_CUDA_CANDIDATES=0"; do
       set -- $spec
       tag="$1-$2${3:+-candidates}"
       env ${3:-} "$DIR/bin/vegas" "${common[@]}" "${sampled[@]}" --context "$ctx" --policy "$1" --window-share "$2" \
@@ -142,9 +142,11 @@ print(f"vegas ctx {sys.argv[2]:>5} {sys.argv[3]:<10} ws {sys.argv[4]:<4} tau {s.
 PY
     done
     # Greedy: the tokens must equal vanilla's (lossless), device selection included.
-    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --policy vegas --window-share 0.5 \
-      --temperature 0 > "$OUT/vegas-$ctx-greedy.json" 2> "$OUT/vegas-$ctx-greedy.err"
-    python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('vegas ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'first difference', v.get('first_difference'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy.json" || tail -3 "$OUT/vegas-$ctx-greedy.err"
+    for pol in vegas lookup vegas+lookup; do
+      "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --policy $pol --window-share 0.5 \
+        --temperature 0 > "$OUT/vegas-$ctx-greedy-$pol.json" 2> "$OUT/vegas-$ctx-greedy-$pol.err"
+      python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vegas']; print('$pol ctx $ctx greedy: identical_to_vanilla', v.get('identical_to_vanilla'), 'first difference', v.get('first_difference'), 'tau %.2f' % v['tau'], 'speedup %.2fx' % v.get('speedup', 0))" "$OUT/vegas-$ctx-greedy-$pol.json" || tail -3 "$OUT/vegas-$ctx-greedy-$pol.err"
+    done
   done
   (cd "$OUT" && tar czf vegas-runs.tgz vegas-*.json vegas-*.err && rm -f vegas-*.json vegas-*.err)
 fi

@@ -88,20 +88,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
       for (int r = 0; r < R; ++r) acc[r][m] = fmaf(lane_dot<F>(w[r], xs), scale[r], acc[r][m]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int n = row0 + r;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float v = warp_sum(acc[r][m]);
-      if (lane != 0 || n >= n_rows) continue;
-      const int64_t at = static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n_rows) + n;
-      if (p.y_f32 != nullptr)
-        p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
-      else
-        p.y_bf16[at] = __float2bfloat16(v);
-    }
-  }
+  store_rows<R, M>(p, acc, row0, lane);
 }
 
 template <int M, QuantFormat F>
@@ -113,24 +100,7 @@ cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
 
 template <QuantFormat F>
 cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
-  switch (p.m) {
-    case 1:
-      return launch_gemv<1, F>(p, stream);
-    case 2:
-      return launch_gemv<2, F>(p, stream);
-    case 3:
-      return launch_gemv<3, F>(p, stream);
-    case 4:
-      return launch_gemv<4, F>(p, stream);
-    case 5:
-      return launch_gemv<5, F>(p, stream);
-    case 6:
-      return launch_gemv<6, F>(p, stream);
-    case 7:
-      return launch_gemv<7, F>(p, stream);
-    default:
-      return launch_gemv<8, F>(p, stream);
-  }
+  return for_input_rows(p.m, [&](auto m) { return launch_gemv<decltype(m)::value, F>(p, stream); });
 }
 
 // One thread per 8 values (a quarter block), so that a warp's stores are

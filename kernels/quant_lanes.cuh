@@ -1,7 +1,10 @@
 // Device helpers the quant_gemv kernels share (quant_gemv.cu, quant_gemv_k.cu).
 #pragma once
 
+#include <type_traits>
+
 #include "cuda_utils.cuh"
+#include "quant_gemv.cuh"
 
 namespace vegas::kernels::quant_lanes {
 
@@ -32,6 +35,53 @@ __device__ __forceinline__ void load_x(const bf16 *x, float4 (&out)[N4]) {
 __device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c, float d,
                                       float acc) {
   return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
+}
+
+// The warp's sums of rows row0.. (R of them, those below n_rows) for its M
+// input rows, reduced across the lanes and stored by lane 0: y[m][ldy] as
+// f32 (stored or added to) or bf16.
+template <int R, int M>
+__device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float (&acc)[R][M],
+                                           int row0, int lane) {
+  const int n_rows = p.w.n, ldy = p.ldy > 0 ? p.ldy : n_rows;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int n = row0 + r;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(acc[r][m]);
+      if (lane != 0 || n >= n_rows) continue;
+      const int64_t at = static_cast<int64_t>(m) * ldy + n;
+      if (p.y_f32 != nullptr)
+        p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
+      else
+        p.y_bf16[at] = __float2bfloat16(v);
+    }
+  }
+}
+
+// launch(std::integral_constant<int, M>{}) for M = m (1..7, else 8): the
+// kernels are instantiated per count of input rows.
+template <typename Launch>
+cudaError_t for_input_rows(int m, Launch &&launch) {
+  switch (m) {
+    case 1:
+      return launch(std::integral_constant<int, 1>{});
+    case 2:
+      return launch(std::integral_constant<int, 2>{});
+    case 3:
+      return launch(std::integral_constant<int, 3>{});
+    case 4:
+      return launch(std::integral_constant<int, 4>{});
+    case 5:
+      return launch(std::integral_constant<int, 5>{});
+    case 6:
+      return launch(std::integral_constant<int, 6>{});
+    case 7:
+      return launch(std::integral_constant<int, 7>{});
+    default:
+      return launch(std::integral_constant<int, 8>{});
+  }
 }
 
 }  // namespace vegas::kernels::quant_lanes

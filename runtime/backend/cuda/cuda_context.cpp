@@ -419,7 +419,7 @@ void CudaContext::grow_page_table(int64_t pages) {
   page_capacity_ = std::max(pages, page_capacity_ * 2);
   const size_t bytes = (kFields * int64_t{params_.max_rows} + page_capacity_) * sizeof(int32_t);
   if (stream_) check(cudaStreamSynchronize(stream_), "stream sync");
-  tables_on_device_.clear();
+  tables_.forget();
   meta_dev_.allocate(bytes, "staged indices");
   meta_host_.reserve(bytes, "staged indices");
 }
@@ -571,9 +571,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
          "forward batch: page tables and sparse sets exceed 2^31 entries");
   grow_page_table(pages + extra + quest_extra);
   // Until this step's upload is enqueued, the host copy may differ.
-  tables_previous_.swap(tables_on_device_);
-  tables_on_device_.clear();
-  tables_staged_.clear();
+  tables_.begin_step();
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
@@ -594,7 +592,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   // whichever is more), so a step uploads kFields * field_stride ints, not
   // kFields * max_rows (a session's max_rows is prefill_chunk + max_batch).
   // The page tables start at a fixed offset, kFields * max_rows, where
-  // tables_on_device_ tracks them.
+  // tables_ tracks them.
   st.field_stride = std::max(std::max(st.rows, st.n_seqs), 1);
   StagingCursor cur(meta_host_.get<int32_t>(), st.field_stride,
                     kFields * int64_t{params_.max_rows});
@@ -628,18 +626,15 @@ void CudaContext::stage_sequence(const ForwardBatch &batch, int32_t i, StagingCu
   // offset, the table is neither checked again nor copied.
   const int32_t page = cur.page;
   const int64_t needed = pages_needed(s, params_);
-  const bool held = static_cast<size_t>(i) < tables_previous_.size() &&
-                    tables_previous_[i].offset == page && tables_previous_[i].checked >= needed &&
-                    std::equal(s.page_table, s.page_table + needed, cur.table + page);
-  if (held) {
-    tables_staged_.push_back(tables_previous_[i]);
+  if (tables_.held(static_cast<size_t>(i), page, needed, s.page_table, cur.table + page)) {
+    tables_.keep(static_cast<size_t>(i));
   } else {
     check_page_entries(batch, static_cast<size_t>(i), params_);
     std::copy(s.page_table, s.page_table + s.n_pages, cur.table + page);
     st.table_from = std::min(st.table_from, page);
     // Entries past `needed` (pages reserved ahead: a round's drafts) are
     // held too, so the passes that reach them upload nothing.
-    tables_staged_.push_back({page, valid_page_entries(s, params_)});
+    tables_.stage(page, valid_page_entries(s, params_));
   }
   if (s.device_sparse_key >= 0) {
     const int64_t found = selection_->find(s.device_sparse_key);
@@ -1061,7 +1056,7 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
                           (table_end - s.table_from) * sizeof(int32_t), cudaMemcpyHostToDevice,
                           stream_),
           "upload of page tables");
-  tables_on_device_ = tables_staged_;
+  tables_.uploaded();
   if (replay_upload_pending_) {
     check(cudaEventRecord(replay_uploaded_, stream_), "cudaEventRecord");
     replay_upload_pending_ = false;

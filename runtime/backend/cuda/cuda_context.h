@@ -26,6 +26,7 @@
 #include "backend/cuda/device_row_sampler.h"
 #include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
+#include "backend/held_page_tables.h"
 #include "kv_select.cuh"
 #include "paged_attention.cuh"
 #include "sampling.cuh"
@@ -190,19 +191,7 @@ class CudaContext : public BackendContext {
   DeviceBuffer meta_dev_;
   PinnedBuffer meta_host_;
   int64_t page_capacity_ = 0;
-  // The page tables the device holds, per batch index: entries [offset,
-  // offset + checked) of the staged tables were checked and uploaded by an
-  // earlier step, and meta_host_ still holds them. A sequence whose needed
-  // entries are among them is neither checked nor copied again, and a step
-  // uploads only from its first changed table: decode steps mostly repeat
-  // their tables, whose check, copy and upload cost 35 us a step at 8K x 64
-  // (32K entries, H100). Emptied while a step is staged, so a step that
-  // fails half-way leaves none.
-  struct StagedTable {
-    int32_t offset = 0;
-    int64_t checked = 0;
-  };
-  std::vector<StagedTable> tables_on_device_, tables_previous_, tables_staged_;
+  HeldPageTables tables_;  // which staged page tables the device holds
   DeviceBuffer residual_, normed_, qkv_, q_, attn_, gate_up_, act_, logits_, sampled_;
   DeviceBuffer dequant_;  // one quantized matrix as bf16 (steps of many rows)
   DeviceBuffer partial_out_, partial_lse_;

@@ -387,9 +387,10 @@ typedef struct vegas_session_options {
   int32_t mode;          /* vegas_decode_mode, default VANILLA */
   /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning
    * profile's (see profile_path; with its window_share). "lookup" drafts
-   * without the model: each round's drafts are the tokens that followed the
-   * latest earlier occurrence of the sequence's last 3 (else 2, else 1)
-   * tokens in its own prompt and output (prompt lookup), verified as usual;
+   * without the model: each round's drafts are the tokens that followed
+   * earlier occurrences of the sequence's last 4 (else 3, 2, 1) tokens in its
+   * own prompt and output, the latest 8 voting (prompt lookup), verified as
+   * usual;
    * "P+lookup" (e.g. "vegas+lookup") drafts each round by lookup or by P,
    * whichever has committed more tokens per second at this batch size. */
   const char *policy;

@@ -39,10 +39,11 @@ class RoundTrace {
   void mark(const char *what) {
     if (on_) mark(what, t_);
   }
-  void finish(size_t n_seqs, int32_t max_gamma) {
+  // `drafter`: how the round drafted ("sparse" passes or prompt "lookup").
+  void finish(size_t n_seqs, int32_t max_gamma, const char *drafter) {
     if (!on_) return;
-    std::string line =
-        "[vegas-round] seqs " + std::to_string(n_seqs) + " gamma " + std::to_string(max_gamma);
+    std::string line = "[vegas-round] seqs " + std::to_string(n_seqs) + " gamma " +
+                       std::to_string(max_gamma) + " drafter " + drafter;
     double total = 0.0;
     for (const auto &[what, ms] : sections_) {
       char buf[64];
@@ -929,7 +930,8 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   pending->trace.mark("select");
   int32_t max_gamma = 0;
   for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
-  pending->trace.finish(pending->work.size(), max_gamma);
+  pending->trace.finish(pending->work.size(), max_gamma,
+                        pending->lookup_round ? "lookup" : "sparse");
 }
 
 }  // namespace vegas

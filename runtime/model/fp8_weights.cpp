@@ -1,7 +1,6 @@
 #include "model/fp8_weights.h"
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "common/bf16.h"

@@ -57,4 +57,12 @@ std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size_in, int32
   return {};
 }
 
+std::string lookup_hybrid_base(const std::string &policy) {
+  static const std::string kSuffix = "+lookup";
+  if (policy.size() <= kSuffix.size() ||
+      policy.compare(policy.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return {};
+  return policy.substr(0, policy.size() - kSuffix.size());
+}
+
 }  // namespace vegas

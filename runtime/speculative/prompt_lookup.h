@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace vegas {
@@ -26,5 +27,10 @@ struct PromptLookupParams {
 // max_ngram..min_ngram tokens that occurred before; empty when none did.
 std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size, int32_t max_drafts,
                                    const PromptLookupParams &params = {});
+
+// The policy names of prompt lookup: "lookup" alone, or "P+lookup", which
+// drafts each round by lookup or by the sparse policy P. Returns P for such a
+// hybrid name, else empty.
+std::string lookup_hybrid_base(const std::string &policy);
 
 }  // namespace vegas

@@ -220,13 +220,9 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_heads = config.n_heads;
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
-  const std::string kHybrid = "+lookup";
-  std::string base = params_.policy;
-  if (base.size() > kHybrid.size() &&
-      base.compare(base.size() - kHybrid.size(), kHybrid.size(), kHybrid) == 0) {
-    hybrid_ = true;
-    base.resize(base.size() - kHybrid.size());
-  }
+  std::string base = lookup_hybrid_base(params_.policy);
+  hybrid_ = !base.empty();
+  if (!hybrid_) base = params_.policy;
   lookup_ = base == "lookup";
   if (hybrid_ && lookup_)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy 'lookup+lookup': the hybrid needs a sparse policy");

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/json_depth.h"
 #include "common/small_file.h"
+#include "speculative/prompt_lookup.h"
 
 namespace vegas {
 
@@ -98,14 +99,11 @@ TuningBucket parse_bucket(const json &j, const std::string &source, size_t index
   b.batch_max = o.bound("batch_max", b.batch_min);
   b.policy = o.string("policy");
   // A hybrid "P+lookup" names a built-in sparse policy P.
-  const std::string hybrid = "+lookup";
-  std::string base = b.policy;
-  if (base.size() > hybrid.size() &&
-      base.compare(base.size() - hybrid.size(), hybrid.size(), hybrid) == 0)
-    base.resize(base.size() - hybrid.size());
+  const std::string hybrid_of = lookup_hybrid_base(b.policy);
+  const std::string &base = hybrid_of.empty() ? b.policy : hybrid_of;
   if (std::none_of(std::begin(kPolicies), std::end(kPolicies),
                    [&](const char *p) { return base == p; }) ||
-      (base != b.policy && base == "lookup"))
+      hybrid_of == "lookup")
     o.bad("policy", "is \"" + b.policy +
                         "\", not a built-in policy (vegas, vegas-all, specextend, streaming, "
                         "quest, topp, full, lookup, or P+lookup)");

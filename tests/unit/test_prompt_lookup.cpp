@@ -52,5 +52,14 @@ TEST(PromptLookup, NothingWithoutAnEarlierOccurrence) {
   EXPECT_TRUE(lookup({6, 0, 1, 2, 7, 3, 8, 0, 6}, 3, {3, 2, 8}).empty());
 }
 
+// The hybrid policy names: "P+lookup" gives P, anything else nothing.
+TEST(PromptLookup, HybridNamesGiveTheirSparsePolicy) {
+  EXPECT_EQ(lookup_hybrid_base("vegas+lookup"), "vegas");
+  EXPECT_EQ(lookup_hybrid_base("lookup+lookup"), "lookup");
+  EXPECT_EQ(lookup_hybrid_base("lookup"), "");
+  EXPECT_EQ(lookup_hybrid_base("+lookup"), "");
+  EXPECT_EQ(lookup_hybrid_base("vegas+lookupx"), "");
+}
+
 }  // namespace
 }  // namespace vegas

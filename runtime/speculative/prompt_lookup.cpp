@@ -7,13 +7,58 @@ namespace vegas {
 namespace {
 
 // The latest `limit` starts of earlier occurrences of the last n tokens.
-std::vector<int64_t> occurrences(const int32_t *context, int64_t size, int64_t n, int32_t limit) {
+std::vector<int64_t> scan_occurrences(const int32_t *context, int64_t size, int64_t n,
+                                      int32_t limit) {
   std::vector<int64_t> starts;
   const int32_t *suffix = context + size - n;
   for (int64_t start = size - n - 1; start >= 0 && static_cast<int32_t>(starts.size()) < limit;
        --start)
     if (std::equal(context + start, context + start + n, suffix)) starts.push_back(start);
   return starts;
+}
+
+// The drafts that the occurrences `alive` (starts of the suffix's n tokens,
+// latest first) vote for, token by token: the next token of most occurrences
+// still agreeing (the first of equal counts is the latest).
+std::vector<int32_t> vote(const int32_t *context, int64_t size, int64_t n,
+                          std::vector<int64_t> alive, int32_t max_drafts) {
+  std::vector<int32_t> drafts;
+  for (int64_t j = 0; j < max_drafts; ++j) {
+    int32_t best = -1;
+    int64_t best_votes = 0;
+    for (const int64_t start : alive) {
+      const int64_t at = start + n + j;
+      if (at >= size) continue;
+      const int32_t token = context[at];
+      int64_t votes = 0;
+      for (const int64_t other : alive)
+        votes += other + n + j < size && context[other + n + j] == token;
+      if (votes > best_votes) {
+        best = token;
+        best_votes = votes;
+      }
+    }
+    if (best_votes == 0) break;
+    drafts.push_back(best);
+    alive.erase(std::remove_if(alive.begin(), alive.end(),
+                               [&](int64_t start) {
+                                 return start + n + j >= size || context[start + n + j] != best;
+                               }),
+                alive.end());
+  }
+  return drafts;
+}
+
+// The hash of the n ids at `ids` (splitmix64's finalizer over a running mix).
+uint64_t ngram_hash(const int32_t *ids, int64_t n) {
+  uint64_t h = static_cast<uint64_t>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    h = (h ^ static_cast<uint32_t>(ids[i])) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
+  }
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
 }
 
 }  // namespace
@@ -24,35 +69,54 @@ std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size_in, int32
   if (max_drafts <= 0) return {};
   for (int64_t n = params.max_ngram; n >= std::max(params.min_ngram, 1); --n) {
     if (size <= n) continue;
-    std::vector<int64_t> alive = occurrences(context, size, n, std::max(params.max_votes, 1));
-    if (alive.empty()) continue;
-    // Token by token: the next token of most occurrences still agreeing
-    // (alive is latest first, so the first of equal counts is the latest).
-    std::vector<int32_t> drafts;
-    for (int64_t j = 0; j < max_drafts; ++j) {
-      int32_t best = -1;
-      int64_t best_votes = 0;
-      for (const int64_t start : alive) {
-        const int64_t at = start + n + j;
-        if (at >= size) continue;
-        const int32_t token = context[at];
-        int64_t votes = 0;
-        for (const int64_t other : alive)
-          votes += other + n + j < size && context[other + n + j] == token;
-        if (votes > best_votes) {
-          best = token;
-          best_votes = votes;
-        }
+    std::vector<int64_t> alive = scan_occurrences(context, size, n, std::max(params.max_votes, 1));
+    if (!alive.empty()) return vote(context, size, n, std::move(alive), max_drafts);
+  }
+  return {};
+}
+
+PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params)
+    : params_(params), chains_(static_cast<size_t>(std::max(params.max_ngram, 0))) {}
+
+void PromptLookupIndex::extend(const int32_t *context, size_t size) {
+  if (size < indexed_) *this = PromptLookupIndex(params_);
+  if (indexed_ == 0)  // room to grow: a rehash every few rounds would cost ~0.1 ms a sequence
+    for (Chains &c : chains_) c.latest.reserve(2 * size);
+  for (Chains &c : chains_) c.previous.resize(size, -1);
+  for (size_t end = indexed_; end < size; ++end) {
+    for (size_t n = 1; n <= chains_.size() && n <= end + 1; ++n) {
+      const size_t start = end + 1 - n;
+      Chains &c = chains_[n - 1];
+      auto [it, inserted] = c.latest.try_emplace(
+          ngram_hash(context + start, static_cast<int64_t>(n)), static_cast<int32_t>(start));
+      if (!inserted) {
+        c.previous[start] = it->second;
+        it->second = static_cast<int32_t>(start);
       }
-      if (best_votes == 0) break;
-      drafts.push_back(best);
-      alive.erase(std::remove_if(alive.begin(), alive.end(),
-                                 [&](int64_t start) {
-                                   return start + n + j >= size || context[start + n + j] != best;
-                                 }),
-                  alive.end());
     }
-    return drafts;
+  }
+  indexed_ = size;
+}
+
+std::vector<int32_t> PromptLookupIndex::propose(const int32_t *context, size_t size_in,
+                                                int32_t max_drafts) const {
+  const int64_t size = static_cast<int64_t>(size_in);
+  if (max_drafts <= 0 || size_in != indexed_) return {};
+  const int32_t limit = std::max(params_.max_votes, 1);
+  for (int64_t n = params_.max_ngram; n >= std::max(params_.min_ngram, 1); --n) {
+    if (size <= n) continue;
+    const Chains &c = chains_[static_cast<size_t>(n - 1)];
+    const int32_t *suffix = context + size - n;
+    const auto it = c.latest.find(ngram_hash(suffix, n));
+    std::vector<int64_t> alive;
+    // The chain holds the suffix itself first, then its earlier occurrences
+    // and any n-gram of the same hash (compared away).
+    for (int64_t start = it == c.latest.end() ? -1 : it->second;
+         start >= 0 && static_cast<int32_t>(alive.size()) < limit;
+         start = c.previous[static_cast<size_t>(start)])
+      if (start < size - n && std::equal(context + start, context + start + n, suffix))
+        alive.push_back(start);
+    if (!alive.empty()) return vote(context, size, n, std::move(alive), max_drafts);
   }
   return {};
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vegas {
@@ -25,8 +26,39 @@ struct PromptLookupParams {
 // Up to `max_drafts` tokens proposed from `context` (`size` ids: prompt and
 // generated tokens, the newest last) by its longest suffix of
 // max_ngram..min_ngram tokens that occurred before; empty when none did.
+// The rule's plain form: it scans the whole context (PromptLookupIndex gives
+// the same drafts without the scan).
 std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size, int32_t max_drafts,
                                    const PromptLookupParams &params = {});
+
+// A sequence's n-gram index for prompt lookup: per n, the starts of every
+// n-gram of the context chained latest first by the n-gram's hash, so a
+// proposal walks only the suffix's own occurrences instead of the context (a
+// scan of an 8K context is ~0.1 ms a sequence, paid every round). A
+// sequence's context only grows; the index takes the new tokens each round.
+class PromptLookupIndex {
+ public:
+  explicit PromptLookupIndex(const PromptLookupParams &params = {});
+
+  // Indexes the n-grams that end in context[indexed_size(), size). The first
+  // indexed_size() ids must be those indexed before; a shorter context is
+  // indexed anew.
+  void extend(const int32_t *context, size_t size);
+  size_t indexed_size() const { return indexed_; }
+
+  // prompt_lookup(context, size, max_drafts, params) for the indexed context
+  // (extend(context, size) first).
+  std::vector<int32_t> propose(const int32_t *context, size_t size, int32_t max_drafts) const;
+
+ private:
+  struct Chains {
+    std::unordered_map<uint64_t, int32_t> latest;  // n-gram hash -> its latest start
+    std::vector<int32_t> previous;                 // start -> the previous start of its hash, or -1
+  };
+  PromptLookupParams params_;
+  std::vector<Chains> chains_;  // [n - 1]
+  size_t indexed_ = 0;
+};
 
 // The policy names of prompt lookup: "lookup" alone, or "P+lookup", which
 // drafts each round by lookup or by the sparse policy P. Returns P for such a

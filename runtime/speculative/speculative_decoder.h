@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
+#include "speculative/prompt_lookup.h"
 
 namespace vegas {
 
@@ -202,7 +204,9 @@ class SpeculativeDecoder {
                           RoundState &rs);
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
-  void draft_by_lookup(std::vector<RoundWork> &work) const;
+  void draft_by_lookup(std::vector<RoundWork> &work);
+  void begin_prompt_index(const Sequence &seq);
+  static void draft_by_lookup_of(RoundWork &w, PromptLookupIndex &index);
   ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs);
   // Runs the verify pass; behind a chain, `drafts_read` is called once its
   // draws are read (while the pass runs), and the device accepts where it can.
@@ -286,6 +290,15 @@ class SpeculativeDecoder {
   // lookup), probing the other now and then. P selects after every round.
   bool hybrid_ = false;
   ModeChooser drafter_chooser_;
+  // A sequence's prompt lookup: its n-grams, the prompt's indexed by a task
+  // started with the prompt's last prefill chunk (the host is idle while the
+  // device prefills), the rest taken up by its lookup rounds. Dropped by forget
+  // (the task's future waits for it first).
+  struct LookupDrafting {
+    PromptLookupIndex index;
+    std::future<void> prompt_indexed;
+  };
+  std::map<int32_t, LookupDrafting> lookup_drafting_;
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

@@ -1,9 +1,11 @@
 // prompt_lookup (speculative/prompt_lookup.h): the drafts of the policy
 // "lookup" are what followed earlier occurrences of the longest context
 // suffix of max_ngram..min_ngram tokens, the latest occurrences voting token
-// by token.
+// by token. PromptLookupIndex proposes the same drafts from its n-gram
+// chains as the plain scan does.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 #include "speculative/prompt_lookup.h"
@@ -13,8 +15,13 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
+// The scan's drafts, checked equal to an index's built in one go.
 Ids lookup(const Ids &context, int32_t max_drafts, const PromptLookupParams &params = {}) {
-  return prompt_lookup(context.data(), context.size(), max_drafts, params);
+  const Ids scanned = prompt_lookup(context.data(), context.size(), max_drafts, params);
+  PromptLookupIndex index(params);
+  index.extend(context.data(), context.size());
+  EXPECT_EQ(index.propose(context.data(), context.size(), max_drafts), scanned);
+  return scanned;
 }
 
 TEST(PromptLookup, LongestSuffixFirstThenLatestOccurrence) {
@@ -50,6 +57,46 @@ TEST(PromptLookup, NothingWithoutAnEarlierOccurrence) {
   EXPECT_TRUE(lookup({3, 3}, 0).empty());
   // min_ngram 2: a lone repeated token is not enough.
   EXPECT_TRUE(lookup({6, 0, 1, 2, 7, 3, 8, 0, 6}, 3, {3, 2, 8}).empty());
+}
+
+// A context that grows a token or a round at a time, over small alphabets
+// (long chains of equal n-grams, more occurrences than votes): the index,
+// extended as it grows, proposes what the scan does at every length.
+TEST(PromptLookup, IndexMatchesTheScanAsTheContextGrows) {
+  std::mt19937 rng(7);
+  for (const int32_t alphabet : {2, 3, 8, 50}) {
+    for (const PromptLookupParams params :
+         {PromptLookupParams{}, PromptLookupParams{3, 2, 1}, PromptLookupParams{6, 1, 20}}) {
+      PromptLookupIndex index(params);
+      Ids context;
+      while (context.size() < 600) {
+        const size_t grow = 1 + rng() % 7;
+        for (size_t i = 0; i < grow; ++i)
+          context.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(alphabet)));
+        index.extend(context.data(), context.size());
+        ASSERT_EQ(index.indexed_size(), context.size());
+        for (const int32_t max_drafts : {1, 6})
+          ASSERT_EQ(index.propose(context.data(), context.size(), max_drafts),
+                    prompt_lookup(context.data(), context.size(), max_drafts, params))
+              << "alphabet " << alphabet << " size " << context.size();
+      }
+    }
+  }
+}
+
+// A shorter context than the one indexed is indexed anew; a context the
+// index has not taken up yet gets no proposal rather than a stale one.
+TEST(PromptLookup, IndexStartsOverOnAShorterContextAndNeedsExtend) {
+  PromptLookupIndex index;
+  const Ids first{1, 2, 3, 1, 2, 3, 1, 2};
+  index.extend(first.data(), first.size());
+  EXPECT_EQ(index.propose(first.data(), first.size(), 2), (Ids{3, 1}));
+  const Ids other{4, 5, 4};
+  index.extend(other.data(), other.size());
+  EXPECT_EQ(index.indexed_size(), 3u);
+  EXPECT_EQ(index.propose(other.data(), other.size(), 2), (Ids{5, 4}));
+  const Ids longer{4, 5, 4, 5};
+  EXPECT_TRUE(index.propose(longer.data(), longer.size(), 2).empty());
 }
 
 // The hybrid policy names: "P+lookup" gives P, anything else nothing.

@@ -161,7 +161,7 @@ if [ "$WHAT" = tune ]; then
   # TUNE_PROFILE=FILE: skip the tuning and evaluate auto mode against FILE.
   if [ -n "${TUNE_PROFILE:-}" ]; then cp "$TUNE_PROFILE" "$OUT/vegas-profile.json"; else
   "$DIR/bin/vegas" tune --backend cuda --prompts "$prompts" --contexts 8192,16384 --batches 16 \
-    --candidates vegas:0.5,vegas:0.25,streaming --ratios 0.04,0.07,0.1,0.15 --gammas 3,4,6,8 \
+    --candidates vegas:0.5,vegas:0.25,streaming,lookup,vegas+lookup:0.5 --ratios 0.04,0.07,0.1,0.15 --gammas 3,4,6,8 \
     --large-gamma 8 --new-tokens "${TUNE_TOKENS:-128}" "${sampled[@]}" --context-edges 4096,8192,12288 \
     --out "$OUT/vegas-profile.json" --sweep-json "$OUT/tune-sweep.json" 2> "$OUT/tune.err" | tail -2
   tail -4 "$OUT/tune.err"; fi

@@ -35,9 +35,13 @@ CandidateResult tune_candidate(const SpecSettings &candidate, const TuneGrid &gr
     return points.at(s, step);
   };
 
+  // A policy that selects nothing (prompt lookup) drafts alike at every
+  // ratio: it is measured at the first one only, in all three steps.
+  const size_t n_ratios = candidate.policy == "lookup" ? 1 : ratios.size();
+
   // Step 1: τ against the ratio at a large γ; the knee.
-  std::vector<double> tau(ratios.size());
-  for (size_t i = 0; i < ratios.size(); ++i) tau[i] = at(grid.large_gamma, i, 1).tau;
+  std::vector<double> tau(n_ratios);
+  for (size_t i = 0; i < n_ratios; ++i) tau[i] = at(grid.large_gamma, i, 1).tau;
   r.best_tau = *std::max_element(tau.begin(), tau.end());
   size_t knee = 0;
   while (tau[knee] < (1.0 - grid.tau_tolerance) * r.best_tau) ++knee;
@@ -57,7 +61,7 @@ CandidateResult tune_candidate(const SpecSettings &candidate, const TuneGrid &gr
   // Step 3: the ratio around the knee at that γ, each way while tokens/s rises.
   size_t best_index = knee;
   for (int dir : {-1, +1}) {
-    for (long j = static_cast<long>(knee) + dir; j >= 0 && j < static_cast<long>(ratios.size());
+    for (long j = static_cast<long>(knee) + dir; j >= 0 && j < static_cast<long>(n_ratios);
          j += dir) {
       const double tps = at(r.gamma, static_cast<size_t>(j), 3).tokens_per_s;
       if (tps <= best) break;

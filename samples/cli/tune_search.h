@@ -6,7 +6,8 @@
 //  3. adjust the ratio at that γ: step from the knee to neighbouring ratios of
 //     the list, each way, while tokens/s keeps rising.
 // The setting a bucket gets is the highest tokens/s of every point measured in
-// it, over all candidates and steps.
+// it, over all candidates and steps. A candidate without selection ("lookup")
+// is measured at the first ratio only.
 #pragma once
 
 #include <cstdint>

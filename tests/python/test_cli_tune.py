@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not CLI or not os.path.exists(CLI),
 RATIOS = [0.1, 0.3]
 GAMMAS = [2, 3]
 LARGE_GAMMA = 4
-CANDIDATES = ["vegas:0.5", "streaming"]
+CANDIDATES = ["vegas:0.5", "streaming", "lookup"]
 
 
 def run(*args, timeout=300):
@@ -100,9 +100,13 @@ def test_sweep_follows_the_three_steps(tuned):
         assert len(points) == len(s["points"])  # every setting measured once
         for c in s["candidates"]:
             label = c["label"]
+            # Lookup selects nothing, so only the first ratio is measured, in every step.
+            ratios = RATIOS[:1] if label == "lookup" else RATIOS
+            if label == "lookup":
+                assert {p["ratio"] for p in s["points"] if p["label"] == label} == {RATIOS[0]}
             # Step 1: every ratio at the large gamma; the knee is the smallest within tol of the best tau.
-            taus = [points[(label, LARGE_GAMMA, r)]["tau"] for r in RATIOS]
-            knee = next(r for r, t in zip(RATIOS, taus) if t >= (1 - tol) * max(taus))
+            taus = [points[(label, LARGE_GAMMA, r)]["tau"] for r in ratios]
+            knee = next(r for r, t in zip(ratios, taus) if t >= (1 - tol) * max(taus))
             assert c["knee_ratio"] == knee
             # Step 2: every gamma at the knee; the highest tokens/s.
             tps = [points[(label, g, knee)]["tokens_per_s"] for g in GAMMAS]

@@ -11,7 +11,12 @@
 // 2^23 + b, and one subtraction leaves b minus its offset, exactly; a bf16 is
 // its bits shifted up. A lane's values share one scale per row: their dot
 // products are summed first and scaled once; partial sums stay in f32 per
-// lane and are reduced across the warp at the end.
+// lane and are reduced across the warp at the end. F8 codes take the
+// hardware's e4m3x2 -> f16x2 conversion (exact), 16 values a lane like Q8_0.
+#include <cuda_fp8.h>
+
+#include <cstdlib>
+
 #include "quant_gemv.cuh"
 #include "quant_lanes.cuh"
 
@@ -30,7 +35,17 @@ constexpr int kRowsPerWarp = M <= 4 ? 4 : 2;
 
 // Values of one lane per 16-byte step.
 template <QuantFormat F>
-constexpr int kLaneValues = F == QuantFormat::kQ8_0 ? 16 : 32;
+constexpr int kLaneValues = F == QuantFormat::kQ4_0 ? 32 : 16;
+
+// The four e4m3 codes of a word as floats, exactly.
+__device__ __forceinline__ float4 e4m3x4(uint32_t word) {
+  const __half2_raw lo =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3);
+  const __half2_raw hi =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
+  const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
 
 // Lane's dot product of one row's 16 bytes with the input values xs.
 template <QuantFormat F>
@@ -39,7 +54,10 @@ __device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLa
   float d = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    if constexpr (F == QuantFormat::kQ8_0) {
+    if constexpr (F == QuantFormat::kF8) {
+      const float4 v = e4m3x4(words[i]);
+      d = dot4(xs[i], v.x, v.y, v.z, v.w, d);
+    } else if constexpr (F == QuantFormat::kQ8_0) {
       const uint32_t u = words[i] ^ 0x80808080u;  // int8 q as the byte q + 128
       d = dot4(xs[i], magic_byte(u, 0) - 8388736.0f, magic_byte(u, 1) - 8388736.0f,
                magic_byte(u, 2) - 8388736.0f, magic_byte(u, 3) - 8388736.0f, d);  // 2^23 + 128
@@ -55,7 +73,10 @@ __device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLa
   return d;
 }
 
-template <int M, QuantFormat F>
+// U warp steps per loop trip: their weight loads all in flight before any
+// math (a step of a few thousand rows is 1-2 MB in flight across the GPU,
+// short of what hides HBM's latency).
+template <int M, QuantFormat F, int U>
 __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
   pdl_enter();
   constexpr int V = kLaneValues<F>, R = kRowsPerWarp<M>;
@@ -70,32 +91,66 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
   float acc[R][M] = {};
-  for (int v0 = lane * V; v0 < k; v0 += 32 * V) {
-    uint4 w[R];
-    float scale[R];
+  for (int v0 = lane * V; v0 < k; v0 += U * 32 * V) {
+    uint4 w[U][R];
+    float scale[U][R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      w[r] = __ldg(
-          reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, v0)));
-      scale[r] = __half2float(
-          p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + v0 / kQuantBlock]);
+    for (int u = 0; u < U; ++u) {
+      const int vu = v0 + u * 32 * V;  // k is a multiple of 32 V: warp-uniform
+      if (vu >= k) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        w[u][r] = __ldg(
+            reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, vu)));
+        if constexpr (F == QuantFormat::kF8)
+          scale[u][r] = __ldg(p.w.scales_f32 + static_cast<int64_t>(rows[r]) * (k / kF8Group) +
+                              vu / kF8Group);
+        else
+          scale[u][r] = __half2float(
+              p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + vu / kQuantBlock]);
+      }
     }
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float4 xs[V / 4];
-      load_x<V / 4>(p.x + static_cast<int64_t>(m) * k + v0, xs);
+    for (int u = 0; u < U; ++u) {
+      const int vu = v0 + u * 32 * V;
+      if (vu >= k) break;
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][m] = fmaf(lane_dot<F>(w[r], xs), scale[r], acc[r][m]);
+      for (int m = 0; m < M; ++m) {
+        float4 xs[V / 4];
+        load_x<V / 4>(p.x + static_cast<int64_t>(m) * k + vu, xs);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          acc[r][m] = fmaf(lane_dot<F>(w[u][r], xs), scale[u][r], acc[r][m]);
+      }
     }
   }
   store_rows<R, M>(p, acc, row0, lane);
+}
+
+// Warp steps a loop trip at one input row: 2 unless VEGAS_CUDA_QUANT_UNROLL
+// says 1 or 4 (A/B timing). With more input rows each step's math hides the
+// next loads already (Qwen3-8B Q8_0 at batch 4 was slower at 2).
+int single_row_unroll() {
+  static const int u = [] {
+    const char *env = std::getenv("VEGAS_CUDA_QUANT_UNROLL");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v == 1 || v == 4 ? v : 2;
+  }();
+  return u;
 }
 
 template <int M, QuantFormat F>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  return launch_kernel(quant_gemv_kernel<M, F>, grid, dim3(kThreads), 0, stream, p);
+  if constexpr (M == 1) {
+    const int u = single_row_unroll();
+    if (u == 4)
+      return launch_kernel(quant_gemv_kernel<M, F, 4>, grid, dim3(kThreads), 0, stream, p);
+    if (u == 2)
+      return launch_kernel(quant_gemv_kernel<M, F, 2>, grid, dim3(kThreads), 0, stream, p);
+  }
+  return launch_kernel(quant_gemv_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
 }
 
 template <QuantFormat F>
@@ -139,6 +194,25 @@ __global__ void quant_dequantize_kernel(QuantDequantizeParams p) {
   reinterpret_cast<uint4 *>(p.out)[t] = out;
 }
 
+// F8: one thread per 8 values, a warp's stores 512 contiguous bytes.
+__global__ void f8_dequantize_kernel(QuantDequantizeParams p) {
+  pdl_enter();
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= static_cast<int64_t>(p.w.n) * p.w.k / 8) return;
+  const uint2 q = *reinterpret_cast<const uint2 *>(p.w.qs + 8 * t);
+  const float scale = p.w.scales_f32[8 * t / kF8Group];
+  const float4 a = e4m3x4(q.x), b = e4m3x4(q.y);
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  uint4 out;
+  uint32_t *o = reinterpret_cast<uint32_t *>(&out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(scale * v[2 * i], scale * v[2 * i + 1]);
+    o[i] = *reinterpret_cast<const uint32_t *>(&pair);
+  }
+  reinterpret_cast<uint4 *>(p.out)[t] = out;
+}
+
 }  // namespace
 
 bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k) {
@@ -149,15 +223,31 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if (!quant_gemv_supports(p.w.format, p.m, p.w.k) || p.w.n <= 0 || p.x == nullptr ||
       (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || p.w.qs == nullptr ||
       (p.w.scales == nullptr) != (quant_row_scales(p.w.format, p.w.k) == 0) ||
+      (p.w.scales_f32 == nullptr) != (quant_row_scales_f32(p.w.format, p.w.k) == 0) ||
       (p.ldy != 0 && p.ldy < p.w.n))
     return cudaErrorInvalidValue;
-  if (quant_is_k(p.w.format)) return quant_gemv_k(p, stream);
-  return p.w.format == QuantFormat::kQ8_0 ? launch_gemv_rows<QuantFormat::kQ8_0>(p, stream)
-                                          : launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
+  switch (p.w.format) {
+    case QuantFormat::kQ8_0:
+      return launch_gemv_rows<QuantFormat::kQ8_0>(p, stream);
+    case QuantFormat::kQ4_0:
+      return launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
+    case QuantFormat::kF8:
+      return launch_gemv_rows<QuantFormat::kF8>(p, stream);
+    default:
+      return quant_gemv_k(p, stream);
+  }
 }
 
 cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream) {
   if (quant_is_k(p.w.format)) return quant_dequantize_k(p, stream);
+  if (p.w.format == QuantFormat::kF8) {
+    if (p.w.k <= 0 || p.w.k % kF8Group != 0 || p.w.n <= 0 || p.out == nullptr ||
+        p.w.qs == nullptr || p.w.scales_f32 == nullptr)
+      return cudaErrorInvalidValue;
+    const int64_t threads = static_cast<int64_t>(p.w.n) * p.w.k / 8;
+    return launch_kernel(f8_dequantize_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)),
+                         dim3(256), 0, stream, p);
+  }
   if (p.w.k <= 0 || p.w.k % kQuantBlock != 0 || p.w.n <= 0 || p.out == nullptr)
     return cudaErrorInvalidValue;
   const int64_t threads = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantBlock) * 4;

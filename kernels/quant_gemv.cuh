@@ -12,6 +12,10 @@
 //   Q6_K: GGUF's ql[128] qh[64] scales[16] as 208 aligned bytes per block,
 //         and its f16 d in the scales array (the file's 210-byte blocks would
 //         leave every other block off 16-byte alignment).
+// FP8 checkpoints keep their codes:
+//   F8:   value = scale * e4m3(q), one byte a value, one f32 scale per
+//         kF8Group values of a row (in scales_f32: a checkpoint's 128 x 128
+//         block scales, or its per-channel or per-tensor scale, repeated).
 // quant_gemv multiplies a few bf16 rows by such a matrix reading each weight
 // byte once (decoding: the step is the weight bytes); quant_dequantize writes
 // it out as bf16 for the steps of many rows, which take cuBLASLt.
@@ -25,9 +29,10 @@
 
 namespace vegas::kernels {
 
-enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3 };
+enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kF8 = 4 };
 
 constexpr int kQuantBlock = 32;        // values per scale of Q8_0 / Q4_0
+constexpr int kF8Group = 128;          // values per scale of F8
 constexpr int kQuantSuperBlock = 256;  // values per K-format block
 constexpr int kQuantGemvMaxRows = 8;   // quant_gemv's input rows
 
@@ -40,31 +45,38 @@ __host__ __device__ constexpr int64_t quant_super_block_bytes(QuantFormat f) {
   return f == QuantFormat::kQ4_K ? 144 : 208;
 }
 
-// k must be a multiple of kQuantBlock (kQuantSuperBlock for the K formats).
+// k must be a multiple of kQuantBlock (kQuantSuperBlock for the K formats,
+// kF8Group for F8).
 __host__ __device__ constexpr int64_t quant_row_bytes(QuantFormat f, int64_t k) {
-  return f == QuantFormat::kQ8_0   ? k
-         : f == QuantFormat::kQ4_0 ? k / 2
+  return f == QuantFormat::kQ8_0 || f == QuantFormat::kF8 ? k
+         : f == QuantFormat::kQ4_0                        ? k / 2
                                    : k / kQuantSuperBlock * quant_super_block_bytes(f);
 }
 
 // f16 entries of the scales array per row.
 __host__ __device__ constexpr int64_t quant_row_scales(QuantFormat f, int64_t k) {
-  return f == QuantFormat::kQ4_K   ? 0
-         : f == QuantFormat::kQ6_K ? k / kQuantSuperBlock
-                                   : k / kQuantBlock;
+  return f == QuantFormat::kQ4_K || f == QuantFormat::kF8 ? 0
+         : f == QuantFormat::kQ6_K                        ? k / kQuantSuperBlock
+                                                          : k / kQuantBlock;
+}
+
+// f32 entries of the scales_f32 array per row (F8 only).
+__host__ __device__ constexpr int64_t quant_row_scales_f32(QuantFormat f, int64_t k) {
+  return f == QuantFormat::kF8 ? k / kF8Group : 0;
 }
 
 // quant_gemv's K must be a multiple of this: one warp step (32 lanes x 16
 // bytes; the K formats: four super-blocks, eight lanes each).
 constexpr int32_t quant_gemv_k_align(QuantFormat f) {
-  return f == QuantFormat::kQ8_0 ? 512 : 1024;
+  return f == QuantFormat::kQ8_0 || f == QuantFormat::kF8 ? 512 : 1024;
 }
 
 // A [n][k] matrix (HF Linear layout: n outputs of k inputs).
 struct QuantMatrix {
   QuantFormat format = QuantFormat::kQ8_0;
-  const uint8_t *qs = nullptr;  // [n][quant_row_bytes(format, k)]
-  const f16 *scales = nullptr;  // [n][quant_row_scales(format, k)] (null for Q4_K)
+  const uint8_t *qs = nullptr;        // [n][quant_row_bytes(format, k)]
+  const f16 *scales = nullptr;        // [n][quant_row_scales(format, k)] (null for Q4_K, F8)
+  const float *scales_f32 = nullptr;  // [n][quant_row_scales_f32(format, k)] (F8 only)
   int32_t n = 0;
   int32_t k = 0;
 };

@@ -18,7 +18,9 @@ __global__ void random_fill_kernel(RandomFillParams p) {
     const uint64_t r = mix64(p.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
     const float u = static_cast<float>(r >> 40) * (1.0f / 8388608.0f) - 1.0f;  // 24 bits -> [-1, 1)
     if (p.out_bytes != nullptr)
-      p.out_bytes[i] = static_cast<uint8_t>(r >> 40);
+      p.out_bytes[i] = static_cast<uint8_t>(r >> 40) & p.byte_mask;
+    else if (p.out_f32 != nullptr)
+      p.out_f32[i] = p.offset + p.scale * u;
     else if (p.out_f16 != nullptr)
       p.out_f16[i] = __float2half(p.offset + p.scale * u);
     else

@@ -70,6 +70,18 @@ bool channel_layout(const TensorView &scale, int64_t n, int64_t k, ScaleLayout *
   return true;
 }
 
+// One scale per 128 values of each row ([n][k / 128]), where the layout's
+// scales are constant over such groups; empty where not.
+std::vector<float> scales_per_group(const ScaleLayout &layout, int64_t n, int64_t k) {
+  constexpr int64_t kGroup = 128;
+  if (k % kGroup != 0 || layout.cols_per % kGroup != 0) return {};
+  std::vector<float> out(static_cast<size_t>(n * (k / kGroup)));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < k / kGroup; ++g)
+      out[static_cast<size_t>(r * (k / kGroup) + g)] = layout.at(r, g * kGroup);
+  return out;
+}
+
 }  // namespace
 
 float fp8_e4m3_to_f32(uint8_t bits) {
@@ -129,6 +141,12 @@ void dequantize_fp8_weights(std::map<std::string, TensorView> &tensors,
     view.data = out->data();
     view.nbytes = out->size() * 2;
     owners.push_back(out);
+    auto groups = std::make_shared<std::vector<float>>(scales_per_group(layout, n, k));
+    if (!groups->empty()) {
+      view.fp8 = q;  // the mapped file's bytes: they live as long as the store
+      view.fp8_scales = groups->data();
+      owners.push_back(groups);
+    }
     // A static activation scale: both backends keep activations in bf16/f32.
     const std::string prefix = name.substr(0, name.size() - std::string("weight").size());
     if (tensors.count(prefix + "input_scale") != 0) used.push_back(prefix + "input_scale");

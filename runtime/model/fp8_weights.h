@@ -7,8 +7,11 @@
 //     NAME_scale per tensor ([] or [1]), per output channel ([N] or [N, 1])
 //     or per group of inputs ([N, K / G]), value = fp8 * scale.
 // They are dequantized to bf16 when the checkpoint is opened, so every
-// backend reads them as it reads a bf16 checkpoint; activation scales
-// (NAME.input_scale) are dropped (both backends compute in bf16/f32).
+// backend reads them as it reads a bf16 checkpoint; where the scales repeat
+// over whole groups of 128 inputs, the codes and a scale per 128 values of a
+// row stay beside the bf16 values (TensorView::fp8), for the CUDA backend's
+// FP8 GEMV. Activation scales (NAME.input_scale) are dropped (both backends
+// compute in bf16/f32).
 #pragma once
 
 #include <cstdint>

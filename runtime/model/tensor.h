@@ -32,6 +32,13 @@ struct TensorView {
   // on those blocks takes them instead. Row order is this view's; null if none.
   const uint8_t *ggml_blocks = nullptr;
   uint32_t ggml_type = 0;  // gguf::GgmlType of ggml_blocks
+  // The F8_E4M3 codes of an FP8 checkpoint's weight that `data` was
+  // dequantized from ([rows][cols], row-major), with one f32 scale per 128
+  // values of a row in fp8_scales ([rows][cols / 128]): a backend that
+  // computes on them takes them instead. Null where the checkpoint's scales
+  // do not fit that layout (groups of fewer than 128 inputs, cols % 128 != 0).
+  const uint8_t *fp8 = nullptr;
+  const float *fp8_scales = nullptr;
 
   int64_t numel() const {
     int64_t n = 1;

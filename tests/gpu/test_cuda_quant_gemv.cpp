@@ -1,8 +1,8 @@
 // Quantized weights on the GPU (label `gpu`): kernels::quant_gemv and
 // quant_dequantize against the host's GGUF dequantization of the same Q8_0,
-// Q4_0, Q4_K and Q6_K blocks, and models whose matrices are kept quantized
-// (Q8_0; a Q4_K_M-like mix of Q4_K and Q6_K) against the same models with
-// those values as bf16.
+// Q4_0, Q4_K and Q6_K blocks (and F8 codes times their group scales), and
+// models whose matrices are kept quantized (Q8_0; a Q4_K_M-like mix of Q4_K
+// and Q6_K; F8) against the same models with those values as bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "common/bf16.h"
 #include "gguf/ggml_repack.h"
 #include "gguf/ggml_types.h"
+#include "model/fp8_weights.h"
 #include "quant_gemv.cuh"
 
 namespace vegas {
@@ -38,7 +39,7 @@ uint16_t f32_to_f16(float x) {
 }
 
 constexpr QuantFormat kFormats[] = {QuantFormat::kQ8_0, QuantFormat::kQ4_0, QuantFormat::kQ4_K,
-                                    QuantFormat::kQ6_K};
+                                    QuantFormat::kQ6_K, QuantFormat::kF8};
 
 uint32_t ggml_type_of(QuantFormat f) {
   switch (f) {
@@ -50,8 +51,33 @@ uint32_t ggml_type_of(QuantFormat f) {
       return gguf::kGgmlQ4_K;
     case QuantFormat::kQ6_K:
       return gguf::kGgmlQ6_K;
+    case QuantFormat::kF8:
+      break;
   }
   return 0;
+}
+
+// n rows of k random e4m3 codes (no NaN code) and one scale in [lo, hi] per
+// kF8Group values of a row: the codes, the scales, and their values.
+struct Fp8Matrix {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, values;
+};
+Fp8Matrix random_fp8(int64_t n, int64_t k, std::mt19937 &rng, float lo, float hi) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(lo, hi);
+  Fp8Matrix m;
+  m.codes.resize(static_cast<size_t>(n * k));
+  for (uint8_t &c : m.codes) {
+    c = static_cast<uint8_t>(byte(rng));
+    if ((c & 0x7f) == 0x7f) c ^= 1;  // S.1111.111 is NaN
+  }
+  m.scales.resize(static_cast<size_t>(n * (k / kernels::kF8Group)));
+  for (float &x : m.scales) x = scale(rng);
+  m.values.resize(m.codes.size());
+  for (size_t i = 0; i < m.values.size(); ++i)
+    m.values[i] = fp8_e4m3_to_f32(m.codes[i]) * m.scales[i / kernels::kF8Group];
+  return m;
 }
 
 // n rows of k values as GGML blocks: random bytes, then f16 scales in
@@ -81,6 +107,20 @@ struct DeviceQuantMatrix {
   kernels::QuantMatrix m;
 };
 
+DeviceQuantMatrix upload_fp8(const Fp8Matrix &h, int64_t n, int64_t k) {
+  DeviceQuantMatrix d;
+  d.qs.allocate(h.codes.size(), "test");
+  cudaMemcpy(d.qs.get(), h.codes.data(), h.codes.size(), cudaMemcpyHostToDevice);
+  d.scales.allocate(h.scales.size() * 4, "test");
+  cudaMemcpy(d.scales.get(), h.scales.data(), h.scales.size() * 4, cudaMemcpyHostToDevice);
+  d.m.format = QuantFormat::kF8;
+  d.m.qs = d.qs.get<uint8_t>();
+  d.m.scales_f32 = d.scales.get<float>();
+  d.m.n = static_cast<int32_t>(n);
+  d.m.k = static_cast<int32_t>(k);
+  return d;
+}
+
 DeviceQuantMatrix upload(QuantFormat f, const std::vector<uint8_t> &raw, int64_t n, int64_t k) {
   std::vector<uint8_t> qs(static_cast<size_t>(n * kernels::quant_row_bytes(f, k)));
   std::vector<uint16_t> scales(static_cast<size_t>(n * kernels::quant_row_scales(f, k)));
@@ -100,8 +140,30 @@ DeviceQuantMatrix upload(QuantFormat f, const std::vector<uint8_t> &raw, int64_t
   return d;
 }
 
+// A random matrix in format f on the device, and its values as the host
+// dequantizes them (gguf::dequantize; F8: code times scale in f32).
+struct TestMatrix {
+  std::vector<float> w;
+  DeviceQuantMatrix d;
+};
+TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng) {
+  TestMatrix t;
+  if (f == QuantFormat::kF8) {
+    const Fp8Matrix h = random_fp8(n, k, rng, 1.0f / 4096, 1.0f / 64);
+    t.w = h.values;
+    t.d = upload_fp8(h, n, k);
+    return t;
+  }
+  const std::vector<uint8_t> raw = random_blocks(f, n, k, rng);
+  t.w.resize(static_cast<size_t>(n * k));
+  gguf::dequantize(ggml_type_of(f), raw.data(), n * k, t.w.data());
+  t.d = upload(f, raw, n, k);
+  return t;
+}
+
 // Proves quant_gemv computes x · Wᵀ for every format, 1, 3 and 8 input rows,
-// output rows that leave a block's warps idle, K of one to five warp steps,
+// output rows that leave a block's warps idle, K of one to ten warp steps
+// (odd counts included: the loop takes two steps a trip),
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
@@ -111,17 +173,17 @@ TEST(CudaQuantGemv, MatchesHostReference) {
   std::normal_distribution<float> normal;
   for (const QuantFormat f : kFormats)
     for (const auto &[n, k] :
-         std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {37, 3072}, {300, 5120}})
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}})
       for (const int m : {1, 3, 8}) {
-        const std::vector<uint8_t> raw = random_blocks(f, n, k, rng);
-        std::vector<float> w(static_cast<size_t>(n * k));
-        gguf::dequantize(ggml_type_of(f), raw.data(), n * k, w.data());
+        if (k % kernels::quant_gemv_k_align(f) != 0) continue;  // 1,536: an odd count of steps
+        const TestMatrix t = random_matrix(f, n, k, rng);
+        const std::vector<float> &w = t.w;
         std::vector<uint16_t> x(static_cast<size_t>(m * k));
         for (uint16_t &v : x) v = f32_to_bf16(normal(rng));
         const int64_t wide = n + 3;  // the ldy epilogue's row stride
         std::vector<float> y0(static_cast<size_t>(m * wide));
         for (float &v : y0) v = normal(rng);
-        DeviceQuantMatrix d = upload(f, raw, n, k);
+        const DeviceQuantMatrix &d = t.d;
         cuda::DeviceBuffer xd, yd;
         xd.allocate(x.size() * 2, "test");
         yd.allocate(y0.size() * 4, "test");
@@ -180,10 +242,9 @@ TEST(CudaQuantDequantize, BitExact) {
   std::mt19937 rng(11);
   for (const QuantFormat f : kFormats) {
     const int64_t n = 129, k = 512;
-    const std::vector<uint8_t> raw = random_blocks(f, n, k, rng);
-    std::vector<float> w(static_cast<size_t>(n * k));
-    gguf::dequantize(ggml_type_of(f), raw.data(), n * k, w.data());
-    DeviceQuantMatrix d = upload(f, raw, n, k);
+    const TestMatrix t = random_matrix(f, n, k, rng);
+    const std::vector<float> &w = t.w;
+    const DeviceQuantMatrix &d = t.d;
     cuda::DeviceBuffer out;
     out.allocate(w.size() * 2, "test");
     kernels::QuantDequantizeParams p;
@@ -297,22 +358,22 @@ TEST(CudaQuantModel, Q8_0MatricesTrackTheirBf16Values) {
   compare(da.data(), db.data(), 24, "single-row steps");
 }
 
-// Proves a model in a Q4_K_M-like mix computes what the same model with those
-// values as bf16 computes: q, k, o, gate and up in Q4_K, v, down and the
-// (untied) head in Q6_K, so that the qkv projection is two row ranges in two
-// formats writing one output. A random Qwen3 of hidden 1024 (K of the K
-// formats' GEMV is a multiple of 1,024): a 64-row prompt (dequantize +
-// cuBLASLt, each range into its rows) and 16 single-row steps (quant_gemv,
-// each range into its columns), logits within bf16 weight rounding.
-TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+// A random Qwen3 of hidden 1024 (K of the K formats' GEMV is a multiple of
+// 1,024) whose matrices are kept in the formats `format_for` names ("q", "k",
+// "v", "o", "gate", "up", "down", "head"), against the same model with those
+// values as bf16: a 64-row prompt (dequantize + cuBLASLt, each row range
+// into its rows) and 16 single-row steps (quant_gemv, each range into its
+// columns), logits within bf16 weight rounding; and kept quantized, not
+// fallen back to bf16: the matrices' bytes at most `bytes_ratio` of bf16's.
+void check_model_tracks_bf16(const char *label, QuantFormat (*format_for)(const std::string &),
+                             double bytes_ratio) {
   setenv("VEGAS_CUDA_QUANT_WEIGHTS", "1", 1);  // read once, at the first upload
   const ModelConfig config = parse_model_config(R"({
     "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
     "intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 8,
     "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 1024, "rms_norm_eps": 1e-6,
     "tie_word_embeddings": false, "rope_theta": 1000000.0, "max_position_embeddings": 4096})",
-                                                "k-quant mix");
+                                                label);
   std::mt19937 rng(5);
   std::map<std::string, TensorView> quantized, plain;
   std::vector<std::shared_ptr<const void>> owners;
@@ -339,8 +400,22 @@ TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
   // Block scales that give values of about 1/sqrt(k): Q4_K's d * sc * q spans
   // ~63 * 15 d, and its dmin = 7.5 d centres it; Q6_K's d * sc * (q - 32)
   // spans ~128 * 32 d.
-  auto matrix_of = [&](const std::string &name, int64_t n, int64_t k, QuantFormat f) {
+  auto matrix_of = [&](const std::string &name, int64_t n, int64_t k, const char *which) {
+    const QuantFormat f = format_for(which);
     const float unit = 1.0f / std::sqrt(static_cast<float>(k));
+    if (f == QuantFormat::kF8) {  // codes below 2 in magnitude, scales of about unit
+      Fp8Matrix h = random_fp8(n, k, rng, 0.5f * unit, unit);
+      for (size_t i = 0; i < h.codes.size(); ++i) {
+        h.codes[i] &= 0xbf;
+        h.values[i] = fp8_e4m3_to_f32(h.codes[i]) * h.scales[i / kernels::kF8Group];
+      }
+      auto kept = std::make_shared<Fp8Matrix>(std::move(h));
+      bf16_tensor(name, {n, k}, kept->values);
+      quantized[name].fp8 = kept->codes.data();
+      quantized[name].fp8_scales = kept->scales.data();
+      owners.push_back(kept);
+      return;
+    }
     const float d = f == QuantFormat::kQ4_K ? unit / 300 : unit / 1500;
     auto raw = std::make_shared<std::vector<uint8_t>>(random_blocks(f, n, k, rng, d, d));
     if (f == QuantFormat::kQ4_K)
@@ -364,34 +439,37 @@ TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
     bf16_tensor("model.embed_tokens.weight", {vocab, h}, embed);
   }
   vector_of("model.norm.weight", h, 1.0f, 0.1f);
-  matrix_of("lm_head.weight", vocab, h, QuantFormat::kQ6_K);
+  matrix_of("lm_head.weight", vocab, h, "head");
   for (int l = 0; l < config.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     vector_of(p + "input_layernorm.weight", h, 1.0f, 0.1f);
     vector_of(p + "post_attention_layernorm.weight", h, 1.0f, 0.1f);
     vector_of(p + "self_attn.q_norm.weight", config.head_dim, 1.0f, 0.1f);
     vector_of(p + "self_attn.k_norm.weight", config.head_dim, 1.0f, 0.1f);
-    matrix_of(p + "self_attn.q_proj.weight", q, h, QuantFormat::kQ4_K);
-    matrix_of(p + "self_attn.k_proj.weight", kv, h, QuantFormat::kQ4_K);
-    matrix_of(p + "self_attn.v_proj.weight", kv, h, QuantFormat::kQ6_K);
-    matrix_of(p + "self_attn.o_proj.weight", h, q, QuantFormat::kQ4_K);
-    matrix_of(p + "mlp.gate_proj.weight", inter, h, QuantFormat::kQ4_K);
-    matrix_of(p + "mlp.up_proj.weight", inter, h, QuantFormat::kQ4_K);
-    matrix_of(p + "mlp.down_proj.weight", h, inter, QuantFormat::kQ6_K);
+    matrix_of(p + "self_attn.q_proj.weight", q, h, "q");
+    matrix_of(p + "self_attn.k_proj.weight", kv, h, "k");
+    matrix_of(p + "self_attn.v_proj.weight", kv, h, "v");
+    matrix_of(p + "self_attn.o_proj.weight", h, q, "o");
+    matrix_of(p + "mlp.gate_proj.weight", inter, h, "gate");
+    matrix_of(p + "mlp.up_proj.weight", inter, h, "up");
+    matrix_of(p + "mlp.down_proj.weight", h, inter, "down");
   }
-  for (auto &[name, t] : plain) t.ggml_blocks = nullptr;
+  for (auto &[name, t] : plain) {
+    t.ggml_blocks = nullptr;
+    t.fp8 = nullptr;
+    t.fp8_scales = nullptr;
+  }
   auto make_cuda = [](const ModelConfig &c, const ModelWeights &w) {
     return create_cuda_backend(c, w, CudaBackendOptions{});
   };
-  golden::GoldenModel a(config, WeightStore::adopt(quantized, owners, "k-quant mix"), 128, 64,
-                        false, make_cuda);
+  golden::GoldenModel a(config, WeightStore::adopt(quantized, owners, label), 128, 64, false,
+                        make_cuda);
   golden::GoldenModel b(config, WeightStore::adopt(plain, owners, "bf16"), 128, 64, false,
                         make_cuda);
-  // Kept quantized, not fallen back to bf16: a pass reads ~4.5-6.6 bits a
-  // value of every matrix instead of 16 (the bf16 embedding is in both).
+  // Kept quantized: the bf16 embedding is in both.
   const double embed_bytes = 2.0 * double(vocab) * double(h);
   EXPECT_LT(double(a.backend().weight_bytes()) - embed_bytes,
-            0.45 * (double(b.backend().weight_bytes()) - embed_bytes));
+            bytes_ratio * (double(b.backend().weight_bytes()) - embed_bytes));
   auto compare = [&](const float *x, const float *y, size_t rows, const char *what) {
     double err = 0, ref = 0;
     for (size_t i = 0; i < rows * static_cast<size_t>(vocab); ++i) {
@@ -400,7 +478,7 @@ TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
     }
     EXPECT_LT(std::sqrt(err / ref), 1e-2) << what;
     EXPECT_GT(ref, 0.0) << what;
-    std::cout << "[quant] k-quant mix, " << what << ": relative L2 " << std::sqrt(err / ref)
+    std::cout << "[quant] " << label << ", " << what << ": relative L2 " << std::sqrt(err / ref)
               << "\n";
   };
   std::vector<int32_t> prompt(64);
@@ -419,6 +497,27 @@ TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
     db.insert(db.end(), sb, sb + vocab);
   }
   compare(da.data(), db.data(), 16, "single-row steps");
+}
+
+// Proves the Q4_K_M-like mix: q, k, o, gate and up in Q4_K, v, down and the
+// (untied) head in Q6_K, so that the qkv projection is two row ranges in two
+// formats writing one output; ~4.5-6.6 bits a value instead of 16.
+TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  check_model_tracks_bf16(
+      "k-quant mix",
+      [](const std::string &m) {
+        return m == "v" || m == "down" || m == "head" ? QuantFormat::kQ6_K : QuantFormat::kQ4_K;
+      },
+      0.45);
+}
+
+// Proves every matrix kept as FP8 codes with a scale per 128 values (8.25
+// bits a value) computes what its values as bf16 compute.
+TEST(CudaQuantModel, Fp8MatricesTrackTheirBf16Values) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  check_model_tracks_bf16(
+      "fp8", [](const std::string &) { return QuantFormat::kF8; }, 0.55);
 }
 
 }  // namespace

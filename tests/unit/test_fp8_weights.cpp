@@ -5,12 +5,16 @@
 //     scales (NAME_scale_inv, partial last blocks included), per-tensor,
 //     per-channel and per-group scales (NAME_scale), and the scale and
 //     input-scale tensors are gone;
+//   - the codes and a scale per 128 values of a row stay beside the bf16
+//     values (for the CUDA FP8 GEMV) exactly where the scales repeat over
+//     whole groups of 128 inputs, and nowhere else;
 //   - an F8 tensor without a usable scale is a FORMAT error naming it, and a
 //     config with another quantization method is UNSUPPORTED naming it;
 //   - a tiny model stored as FP8 computes exactly what the same model with
 //     the dequantized values as bf16 computes (CPU backend).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -117,6 +121,59 @@ TEST(Fp8Weights, CheckpointWeightsBecomeBf16OfCodeTimesScale) {
     EXPECT_EQ(store->find(gone), nullptr) << gone;
   ASSERT_NE(store->find("e.bias"), nullptr);
   EXPECT_EQ(store->tensors().size(), 5u);
+}
+
+// Expects the store's `name` to keep its codes and, per 128 values of a row,
+// scale_of(row, group) (or to keep nothing when `kept` is false).
+template <typename ScaleOf>
+void expect_codes_kept(const WeightStore &store, const std::string &name,
+                       const std::vector<uint8_t> &codes, int64_t k, bool kept, ScaleOf scale_of) {
+  const TensorView *t = store.find(name);
+  ASSERT_NE(t, nullptr) << name;
+  if (!kept) {
+    EXPECT_EQ(t->fp8, nullptr) << name;
+    EXPECT_EQ(t->fp8_scales, nullptr) << name;
+    return;
+  }
+  ASSERT_NE(t->fp8, nullptr) << name;
+  ASSERT_NE(t->fp8_scales, nullptr) << name;
+  EXPECT_TRUE(std::equal(codes.begin(), codes.end(), t->fp8)) << name;
+  const int64_t n = static_cast<int64_t>(codes.size()) / k;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < k / 128; ++g)
+      ASSERT_EQ(t->fp8_scales[r * (k / 128) + g], scale_of(r, g)) << name << " " << r << "," << g;
+}
+
+TEST(Fp8Weights, CodesAndGroupScalesKeptWhereTheScalesFitGroupsOf128) {
+  std::mt19937 rng(9);
+  const std::vector<uint8_t> a = random_codes(130, 256, rng), b = random_codes(8, 384, rng),
+                             c = random_codes(8, 256, rng), d = random_codes(8, 512, rng),
+                             e = random_codes(8, 256, rng), f = random_codes(8, 200, rng);
+  const std::vector<float> sa = random_scales(4, rng), sb = random_scales(8, rng),
+                           sc = random_scales(1, rng), sd = random_scales(8 * 2, rng),
+                           se = random_scales(8 * 4, rng), sf = random_scales(8, rng);
+  test::TempDir dir;
+  test::write_safetensors(
+      dir.file("model.safetensors"),
+      {fp8_tensor("a.weight", {130, 256}, a), test::f32_tensor("a.weight_scale_inv", {2, 2}, sa),
+       fp8_tensor("b.weight", {8, 384}, b), test::f32_tensor("b.weight_scale", {8, 1}, sb),
+       fp8_tensor("c.weight", {8, 256}, c), test::f32_tensor("c.weight_scale", {}, sc),
+       fp8_tensor("d.weight", {8, 512}, d), test::f32_tensor("d.weight_scale", {8, 2}, sd),
+       fp8_tensor("e.weight", {8, 256}, e), test::f32_tensor("e.weight_scale", {8, 4}, se),
+       fp8_tensor("f.weight", {8, 200}, f), test::f32_tensor("f.weight_scale", {8, 1}, sf)});
+  const auto store = WeightStore::open(dir.path());
+  // 128 x 128 blocks (a partial last block of rows), per channel, per tensor,
+  // groups of 256: kept.
+  expect_codes_kept(*store, "a.weight", a, 256, true,
+                    [&](int64_t r, int64_t g) { return sa[size_t(r / 128 * 2 + g)]; });
+  expect_codes_kept(*store, "b.weight", b, 384, true,
+                    [&](int64_t r, int64_t) { return sb[size_t(r)]; });
+  expect_codes_kept(*store, "c.weight", c, 256, true, [&](int64_t, int64_t) { return sc[0]; });
+  expect_codes_kept(*store, "d.weight", d, 512, true,
+                    [&](int64_t r, int64_t g) { return sd[size_t(r * 2 + g / 2)]; });
+  // Groups of 64 inputs, or rows of 200 values: not a scale per 128 values.
+  expect_codes_kept(*store, "e.weight", e, 256, false, [](int64_t, int64_t) { return 0.0f; });
+  expect_codes_kept(*store, "f.weight", f, 200, false, [](int64_t, int64_t) { return 0.0f; });
 }
 
 // Expects opening a checkpoint of `tensors` to fail with `status` and

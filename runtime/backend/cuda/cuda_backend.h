@@ -24,7 +24,8 @@ struct CudaBackendOptions {
     kQ4_0,
     kQ4_K,
     kQ6_K,
-    kQ4_K_M
+    kQ4_K_M,
+    kF8
   } synthetic_weights = SyntheticWeights::kBf16;
 };
 

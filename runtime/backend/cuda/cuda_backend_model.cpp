@@ -110,6 +110,9 @@ std::unique_ptr<BackendModel> create_cuda_backend_synthetic(const ModelConfig &c
     case W::kQ4_K_M:
       plan = cuda::WeightPlan::q4_k_m(config);
       break;
+    case W::kF8:
+      plan = cuda::WeightPlan::uniform(config, F::kF8);
+      break;
   }
   model->set_weights(cuda::DeviceWeights::synthetic(config, seed, plan));
   return model;

@@ -77,17 +77,24 @@ int64_t take_matrix(Arena &a, int64_t n, int64_t k, const MatrixPlan &plan, bf16
     m.k = static_cast<int32_t>(k);
     const int64_t qs_bytes = part.rows * kernels::quant_row_bytes(part.format, k);
     const int64_t scales = part.rows * kernels::quant_row_scales(part.format, k);
+    const int64_t scales_f32 = part.rows * kernels::quant_row_scales_f32(part.format, k);
     m.qs = a.take<uint8_t>(qs_bytes);
     m.scales = scales > 0 ? a.take<kernels::f16>(scales) : nullptr;
-    bytes += qs_bytes + 2 * scales;
+    m.scales_f32 = scales_f32 > 0 ? a.take<float>(scales_f32) : nullptr;
+    bytes += qs_bytes + 2 * scales + 4 * scales_f32;
     row0 += part.rows;
   }
   if (row0 != n) fail(VEGAS_ERR_INTERNAL, "a quantized matrix's row ranges do not cover it");
   return bytes;
 }
 
-// The format of a tensor's GGUF blocks as the kernels read them, or nullopt.
+// The format of a tensor's GGUF blocks or FP8 codes as the kernels read
+// them, or nullopt.
 QuantChoice format_of(const TensorView &t, int64_t k) {
+  if (t.fp8 != nullptr && t.fp8_scales != nullptr) {
+    if (k % kernels::quant_gemv_k_align(kernels::QuantFormat::kF8) != 0) return std::nullopt;
+    return kernels::QuantFormat::kF8;
+  }
   if (t.ggml_blocks == nullptr) return std::nullopt;
   QuantChoice f;
   switch (t.ggml_type) {
@@ -147,8 +154,23 @@ WeightPlan plan_of(const ModelConfig &c, const ModelWeights &w) {
   return plan;
 }
 
+// Uploads the FP8 codes and group scales of `t` as rows [row0, row0 + t
+// rows) of `q`.
+void put_fp8(const TensorView &t, const kernels::QuantMatrix &q, int64_t row0) {
+  const int64_t n = t.shape[0], k = t.shape[1];
+  const std::string what = "upload of tensor " + t.name;
+  check(cudaMemcpy(const_cast<uint8_t *>(q.qs) + row0 * k, t.fp8, static_cast<size_t>(n * k),
+                   cudaMemcpyHostToDevice),
+        what.c_str());
+  const int64_t groups = kernels::quant_row_scales_f32(q.format, k);
+  check(cudaMemcpy(const_cast<float *>(q.scales_f32) + row0 * groups, t.fp8_scales,
+                   static_cast<size_t>(n * groups) * sizeof(float), cudaMemcpyHostToDevice),
+        what.c_str());
+}
+
 // Uploads the quantized rows of `t` as rows [row0, row0 + t rows) of `q`.
 void put_quantized(const TensorView &t, const kernels::QuantMatrix &q, int64_t row0) {
+  if (q.format == kernels::QuantFormat::kF8) return put_fp8(t, q, row0);
   const int64_t n = t.shape[0], k = t.shape[1];
   std::vector<uint8_t> qs(static_cast<size_t>(n * kernels::quant_row_bytes(q.format, k)));
   std::vector<uint16_t> scales(static_cast<size_t>(n * kernels::quant_row_scales(q.format, k)));
@@ -324,8 +346,20 @@ DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed,
     r.out_bytes = const_cast<uint8_t *>(q.qs);
     r.n = int64_t{q.n} * kernels::quant_row_bytes(q.format, q.k);
     r.seed = seed * 0x100000001b3ull + ++stream_id;
+    // e4m3 codes below 2 in magnitude: no NaN code (S.1111.111), values of about 1.
+    if (q.format == kernels::QuantFormat::kF8) r.byte_mask = 0xbf;
     check(kernels::random_fill(r, nullptr), "random_fill");
     const float bound = std::sqrt(3.0f / static_cast<float>(in));
+    if (q.format == kernels::QuantFormat::kF8) {
+      kernels::RandomFillParams s;
+      s.out_f32 = const_cast<float *>(q.scales_f32);
+      s.n = int64_t{q.n} * kernels::quant_row_scales_f32(q.format, q.k);
+      s.seed = seed * 0x100000001b3ull + ++stream_id;
+      s.offset = bound;
+      s.scale = 0.1f * bound;
+      check(kernels::random_fill(s, nullptr), "random_fill");
+      return;
+    }
     if (kernels::quant_is_k(q.format)) {
       const float span = q.format == kernels::QuantFormat::kQ4_K ? 32.0f * 15 : 64.0f * 32;
       check(kernels::quant_set_super_block_scales(q, bound / span, bound / span, nullptr),

@@ -339,10 +339,15 @@ VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
  * is what its matrices become: "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"
  * (llama.cpp's mix: Q4_K, with Q6_K for the head and for v and down in some
  * layers), "bf16", "f16" or "f32"; norms and biases stay f32. Qwen3,
- * Qwen2 and Llama (Mistral without a sliding window). Errors:
+ * Qwen2 and Llama (Mistral without a sliding window). Type "fp8" writes a
+ * Hugging Face directory at `out_path` instead (created; it must not exist or
+ * be empty): the layers' projection matrices as F8_E4M3 with a scale per
+ * 128 x 128 block (the layout of Qwen's *-FP8 releases, which the CUDA backend
+ * keeps in FP8), the rest as stored, the tokenizer files copied. Errors:
  * INVALID_ARGUMENT (NULL, unknown type), IO (unreadable model, unwritable
  * output), FORMAT (bad checkpoint), UNSUPPORTED (what GGUF cannot carry, named).
- * Encodes one tensor at a time as it writes. Thread-safe. */
+ * Encodes one tensor at a time as it writes; a failed write leaves no output.
+ * Thread-safe. */
 VEGAS_API vegas_status vegas_model_quantize(const char *model_dir, const char *out_path,
                                             const char *type);
 

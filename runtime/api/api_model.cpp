@@ -1,10 +1,13 @@
 // Model loading and queries of the C ABI.
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
 #include "api/api_guard.h"
 #include "api/api_handles.h"
 #include "gguf/gguf_export.h"
+#include "model/fp8_export.h"
 
 using vegas::api::guarded;
 using vegas::api::read_options;
@@ -148,7 +151,12 @@ VEGAS_API vegas_status vegas_model_quantize(const char *model_dir, const char *o
     require_non_null(model_dir, "model_dir");
     require_non_null(out_path, "out_path");
     require_non_null(type, "type");
-    vegas::gguf::export_gguf(model_dir, out_path, vegas::gguf::export_type(type));
+    std::string t = type;
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (t == "fp8")
+      vegas::export_fp8(model_dir, out_path);
+    else
+      vegas::gguf::export_gguf(model_dir, out_path, vegas::gguf::export_type(type));
   });
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,10 +27,18 @@ void run_quantize(const QuantizeArgs &a) {
   const auto t0 = std::chrono::steady_clock::now();
   check(vegas_model_quantize(dir.c_str(), a.out.c_str(), a.type.c_str()), "quantize");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The file's size, or the directory's (fp8).
   std::error_code ec;
-  const auto bytes = std::filesystem::file_size(a.out, ec);
+  uintmax_t bytes = 0;
+  const bool dir = std::filesystem::is_directory(a.out, ec);
+  for (const auto &f :
+       dir ? std::vector<std::filesystem::path>(std::filesystem::directory_iterator(a.out, ec), {})
+           : std::vector<std::filesystem::path>{a.out}) {
+    const uintmax_t size = std::filesystem::file_size(f, ec);
+    if (!ec) bytes += size;
+  }
   const nlohmann::json summary = {
-      {"model", dir}, {"out", a.out}, {"type", a.type}, {"bytes", ec ? 0 : bytes}, {"seconds", s}};
+      {"model", dir}, {"out", a.out}, {"type", a.type}, {"bytes", bytes}, {"seconds", s}};
   std::printf("%s\n", summary.dump().c_str());
 }
 
@@ -37,14 +46,16 @@ void run_quantize(const QuantizeArgs &a) {
 
 void add_quantize_command(CLI::App &app) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App *cmd =
-      app.add_subcommand("quantize", "Write a model directory as a GGUF file (q8_0, q4_0, ...)");
+  CLI::App *cmd = app.add_subcommand(
+      "quantize", "Write a model directory as a GGUF file (q8_0, q4_0, ...) or as FP8");
   cmd->add_option("--model", args->model_dir,
                   "Hugging Face model directory (default: the embedded model)");
-  cmd->add_option("--out", args->out, "The GGUF file to write")->required();
+  cmd->add_option("--out", args->out, "The GGUF file (or, with fp8, the directory) to write")
+      ->required();
   cmd->add_option(
       "--type", args->type,
-      "What the matrices become: q8_0 (default), q4_0, q4_k, q6_k, q4_k_m, bf16, f16, f32");
+      "What the matrices become: q8_0 (default), q4_0, q4_k, q6_k, q4_k_m, bf16, f16, f32, "
+      "fp8 (a Hugging Face directory)");
   cmd->callback([args] { run_quantize(*args); });
 }
 

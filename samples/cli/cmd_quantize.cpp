@@ -22,23 +22,30 @@ struct QuantizeArgs {
   std::string model_dir, out, type = "q8_0";
 };
 
+// The file's size, or the sum of the directory's files (fp8); 0 if unreadable.
+uintmax_t output_bytes(const std::string &out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> files{out};
+  if (fs::is_directory(out, ec)) files.assign(fs::directory_iterator(out, ec), {});
+  uintmax_t bytes = 0;
+  for (const fs::path &f : files) {
+    const uintmax_t size = fs::file_size(f, ec);
+    if (!ec) bytes += size;
+  }
+  return bytes;
+}
+
 void run_quantize(const QuantizeArgs &a) {
   const std::string dir = a.model_dir.empty() ? default_model_dir() : a.model_dir;
   const auto t0 = std::chrono::steady_clock::now();
   check(vegas_model_quantize(dir.c_str(), a.out.c_str(), a.type.c_str()), "quantize");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The file's size, or the directory's (fp8).
-  std::error_code ec;
-  uintmax_t bytes = 0;
-  const bool dir = std::filesystem::is_directory(a.out, ec);
-  for (const auto &f :
-       dir ? std::vector<std::filesystem::path>(std::filesystem::directory_iterator(a.out, ec), {})
-           : std::vector<std::filesystem::path>{a.out}) {
-    const uintmax_t size = std::filesystem::file_size(f, ec);
-    if (!ec) bytes += size;
-  }
-  const nlohmann::json summary = {
-      {"model", dir}, {"out", a.out}, {"type", a.type}, {"bytes", bytes}, {"seconds", s}};
+  const nlohmann::json summary = {{"model", dir},
+                                  {"out", a.out},
+                                  {"type", a.type},
+                                  {"bytes", output_bytes(a.out)},
+                                  {"seconds", s}};
   std::printf("%s\n", summary.dump().c_str());
 }
 

@@ -75,11 +75,19 @@ std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size_in, int32
   return {};
 }
 
-PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params)
-    : params_(params), chains_(static_cast<size_t>(std::max(params.max_ngram, 0))) {}
+PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params) : params_(params) {
+  reset();
+}
+
+void PromptLookupIndex::reset() {
+  chains_.clear();  // their nodes go back to the old arena before it goes
+  arena_ = std::make_unique<std::pmr::monotonic_buffer_resource>();
+  for (int32_t n = 0; n < params_.max_ngram; ++n) chains_.emplace_back(arena_.get());
+  indexed_ = 0;
+}
 
 void PromptLookupIndex::extend(const int32_t *context, size_t size) {
-  if (size < indexed_) *this = PromptLookupIndex(params_);
+  if (size < indexed_) reset();
   if (indexed_ == 0)  // room to grow: a rehash every few rounds would cost ~0.1 ms a sequence
     for (Chains &c : chains_) c.latest.reserve(2 * size);
   for (Chains &c : chains_) c.previous.resize(size, -1);

@@ -158,6 +158,19 @@ cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
   return for_input_rows(p.m, [&](auto m) { return launch_gemv<decltype(m)::value, F>(p, stream); });
 }
 
+// Values v times scale as bf16, the t-th group of 8 of `out` (one 16-byte store).
+__device__ __forceinline__ void store_scaled_bf16x8(bf16 *out, int64_t t, float scale,
+                                                    const float (&v)[8]) {
+  uint4 packed;
+  uint32_t *o = reinterpret_cast<uint32_t *>(&packed);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(scale * v[2 * i], scale * v[2 * i + 1]);
+    o[i] = *reinterpret_cast<const uint32_t *>(&pair);
+  }
+  reinterpret_cast<uint4 *>(out)[t] = packed;
+}
+
 // One thread per 8 values (a quarter block), so that a warp's stores are
 // 512 contiguous bytes.
 __global__ void quant_dequantize_kernel(QuantDequantizeParams p) {
@@ -184,14 +197,7 @@ __global__ void quant_dequantize_kernel(QuantDequantizeParams p) {
     for (int i = 0; i < 8; ++i)
       v[i] = __int_as_float(__byte_perm(words[i / 4], 0x4b000000u, 0x7440u + i % 4)) - 8388616.0f;
   }
-  uint4 out;
-  uint32_t *o = reinterpret_cast<uint32_t *>(&out);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(scale * v[2 * i], scale * v[2 * i + 1]);
-    o[i] = *reinterpret_cast<const uint32_t *>(&pair);
-  }
-  reinterpret_cast<uint4 *>(p.out)[t] = out;
+  store_scaled_bf16x8(p.out, t, scale, v);
 }
 
 // F8: one thread per 8 values, a warp's stores 512 contiguous bytes.
@@ -203,14 +209,7 @@ __global__ void f8_dequantize_kernel(QuantDequantizeParams p) {
   const float scale = p.w.scales_f32[8 * t / kF8Group];
   const float4 a = e4m3x4(q.x), b = e4m3x4(q.y);
   const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-  uint4 out;
-  uint32_t *o = reinterpret_cast<uint32_t *>(&out);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(scale * v[2 * i], scale * v[2 * i + 1]);
-    o[i] = *reinterpret_cast<const uint32_t *>(&pair);
-  }
-  reinterpret_cast<uint4 *>(p.out)[t] = out;
+  store_scaled_bf16x8(p.out, t, scale, v);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/tensor_write.h"
 #include "gguf/gguf_file.h"
 
 namespace vegas::gguf {
@@ -89,15 +90,8 @@ void Writer::add_tensor(const std::string &name, const std::vector<int64_t> &dim
 void Writer::write_data(std::ofstream &out, const std::string &path) const {
   static const char zeros[kAlignment] = {};
   for (const Tensor &t : tensors_) {
-    const std::vector<uint8_t> data = t.produce();
-    if (data.size() != t.nbytes)
-      fail(VEGAS_ERR_INTERNAL, path + ": tensor " + t.name + " came out as " +
-                                   std::to_string(data.size()) + " bytes, not " +
-                                   std::to_string(t.nbytes));
-    out.write(reinterpret_cast<const char *>(data.data()),
-              static_cast<std::streamsize>(data.size()));
+    write_tensor_bytes(out, path, t.name, t.produce(), t.nbytes);
     out.write(zeros, static_cast<std::streamsize>(aligned(t.nbytes) - t.nbytes));
-    // A full disk: stop before encoding the tensors that follow.
     if (!out) fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
   }
 }

@@ -12,6 +12,7 @@
 
 #include "common/bf16.h"
 #include "common/error.h"
+#include "common/tensor_write.h"
 #include "model/fp8_weights.h"
 #include "model/weight_store.h"
 
@@ -108,16 +109,7 @@ void write_safetensors(const std::string &path, const std::vector<OutTensor> &te
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(length >> (8 * i));
   out.write(reinterpret_cast<const char *>(prefix), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const OutTensor &t : tensors) {
-    const std::vector<uint8_t> data = produce(t);
-    if (data.size() != t.nbytes)
-      fail(VEGAS_ERR_INTERNAL, path + ": tensor " + t.name + " came out as " +
-                                   std::to_string(data.size()) + " bytes, not " +
-                                   std::to_string(t.nbytes));
-    out.write(reinterpret_cast<const char *>(data.data()),
-              static_cast<std::streamsize>(data.size()));
-    if (!out) fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
-  }
+  for (const OutTensor &t : tensors) write_tensor_bytes(out, path, t.name, produce(t), t.nbytes);
   out.close();
   if (!out) fail(VEGAS_ERR_IO, path + ": could not be written (disk full?)");
 }

@@ -288,7 +288,11 @@ void SpeculativeDecoder::observe_round(int32_t seq_id, SeqState &st, RoundObserv
 }
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
-  lookup_drafting_.erase(seq_id);
+  if (auto it = lookup_drafting_.find(seq_id); it != lookup_drafting_.end()) {
+    // The indexing task writes the entry: it must be done before it goes.
+    if (it->second.prompt_indexed.valid()) it->second.prompt_indexed.wait();
+    lookup_drafting_.erase(it);
+  }
   if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
 }
 
@@ -637,8 +641,7 @@ void SpeculativeDecoder::begin_prompt_index(const Sequence &seq) {
   LookupDrafting &d = lookup_drafting_[seq.id];
   if (d.prompt_indexed.valid() || d.index.indexed_size() > 0) return;
   // A copy: the session appends to seq.tokens while this runs.
-  d.prompt_indexed = std::async(
-      std::launch::async,
+  d.prompt_indexed = indexer_.submit(
       [&index = d.index, prompt = std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end())] {
         index.extend(prompt.data(), prompt.size());
       });

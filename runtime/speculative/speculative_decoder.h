@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/serial_worker.h"
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
@@ -290,15 +291,17 @@ class SpeculativeDecoder {
   // lookup), probing the other now and then. P selects after every round.
   bool hybrid_ = false;
   ModeChooser drafter_chooser_;
-  // A sequence's prompt lookup: its n-grams, the prompt's indexed by a task
-  // started with the prompt's last prefill chunk (the host is idle while the
-  // device prefills), the rest taken up by its lookup rounds. Dropped by forget
-  // (the task's future waits for it first).
+  // A sequence's prompt lookup: its n-grams, the prompt's indexed on
+  // indexer_'s thread from the prompt's last prefill chunk on (the host is
+  // idle while the device prefills), the rest taken up by its lookup rounds.
+  // forget waits for its task, then drops it.
   struct LookupDrafting {
     PromptLookupIndex index;
     std::future<void> prompt_indexed;
   };
   std::map<int32_t, LookupDrafting> lookup_drafting_;
+  // After lookup_drafting_: destroyed first, it finishes the tasks that write there.
+  SerialWorker indexer_;
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

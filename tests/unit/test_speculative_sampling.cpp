@@ -97,17 +97,43 @@ int64_t cell_of(const std::vector<int32_t> &tokens) {
   return cell;
 }
 
+// The tiny model's logits after a whole token list, by one full forward pass
+// over fresh pages (the exact distribution's tree walk and the greedy prompt).
+class FullPass {
+ public:
+  FullPass() : pool_(kPages, kPageSize) {
+    ContextParams cp;
+    cp.page_size = kPageSize;
+    cp.num_pages = kPages;
+    cp.max_rows = 64;
+    context_ = tiny_model()->backend().create_context(cp);
+  }
+  const float *last_logits(const std::vector<int32_t> &tokens) {
+    std::vector<int32_t> table;
+    pool_.reserve(table, static_cast<int64_t>(tokens.size()));
+    SeqRows r;
+    r.tokens = tokens.data();
+    r.n_tokens = static_cast<int32_t>(tokens.size());
+    r.page_table = table.data();
+    r.n_pages = static_cast<int32_t>(table.size());
+    ForwardBatch batch;
+    batch.seqs.push_back(r);
+    const float *logits = context_->forward(batch);
+    pool_.release(table);
+    return logits;
+  }
+
+ private:
+  static constexpr int32_t kPages = 4, kPageSize = 16;
+  KvPool pool_;
+  std::unique_ptr<BackendContext> context_;
+};
+
 // The exact probability of every sequence of kNewTokens tokens after `prompt`
 // under the sampling rule, by walking the support tree with one full forward
 // pass per node.
 std::map<int64_t, double> exact_distribution(const std::vector<int32_t> &prompt) {
-  const Model &model = *tiny_model();
-  ContextParams cp;
-  cp.page_size = 16;
-  cp.num_pages = 4;
-  cp.max_rows = 64;
-  auto context = model.backend().create_context(cp);
-  KvPool pool(cp.num_pages, cp.page_size);
+  FullPass pass;
   std::map<int64_t, double> out;
   std::vector<int32_t> generated;
   std::function<void(double)> walk = [&](double mass) {
@@ -117,18 +143,8 @@ std::map<int64_t, double> exact_distribution(const std::vector<int32_t> &prompt)
     }
     std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), generated.begin(), generated.end());
-    std::vector<int32_t> table;
-    pool.reserve(table, static_cast<int64_t>(tokens.size()));
-    SeqRows r;
-    r.tokens = tokens.data();
-    r.n_tokens = static_cast<int32_t>(tokens.size());
-    r.page_table = table.data();
-    r.n_pages = static_cast<int32_t>(table.size());
-    ForwardBatch batch;
-    batch.seqs.push_back(r);
     TokenDistribution dist;
-    build_distribution(context->forward(batch), kVocab, sampling_rule(0), {}, &dist);
-    pool.release(table);
+    build_distribution(pass.last_logits(tokens), kVocab, sampling_rule(0), {}, &dist);
     for (int32_t i = 0; i < dist.size(); ++i) {
       generated.push_back(dist.ids[static_cast<size_t>(i)]);
       walk(mass * dist.probs[static_cast<size_t>(i)]);
@@ -179,27 +195,11 @@ const std::map<int64_t, double> &exact(const std::vector<int32_t> &prompt = kPro
 // support (top-k 3) more often than chance, where kPrompt's rarely are.
 const std::vector<int32_t> &lookup_prompt() {
   static const std::vector<int32_t> prompt = [] {
-    const Model &model = *tiny_model();
-    ContextParams cp;
-    cp.page_size = 16;
-    cp.num_pages = 4;
-    cp.max_rows = 64;
-    auto context = model.backend().create_context(cp);
-    KvPool pool(cp.num_pages, cp.page_size);
+    FullPass pass;
     std::vector<int32_t> tokens = {3, 7, 1};
     while (tokens.size() < 20) {
-      std::vector<int32_t> table;
-      pool.reserve(table, static_cast<int64_t>(tokens.size()));
-      SeqRows r;
-      r.tokens = tokens.data();
-      r.n_tokens = static_cast<int32_t>(tokens.size());
-      r.page_table = table.data();
-      r.n_pages = static_cast<int32_t>(table.size());
-      ForwardBatch batch;
-      batch.seqs.push_back(r);
-      const float *logits = context->forward(batch);
+      const float *logits = pass.last_logits(tokens);
       tokens.push_back(static_cast<int32_t>(std::max_element(logits, logits + kVocab) - logits));
-      pool.release(table);
     }
     return tokens;
   }();

@@ -44,12 +44,15 @@ bool is_fp8_matrix(const std::string &name, const TensorView &t) {
 }
 
 // One tensor of the output file: its header entry and a producer of its bytes.
+// A matrix's codes come just before its scales, which the codes' pass
+// computed (`scales`, shared by the two entries): one conversion of it.
 struct OutTensor {
   std::string name, dtype;
   std::vector<int64_t> shape;
   uint64_t nbytes = 0;
   const TensorView *source = nullptr;
   enum class Kind { kAsStored, kCodes, kScales } kind = Kind::kAsStored;
+  std::shared_ptr<std::vector<float>> scales;
 };
 
 // The block scales of an [n][k] matrix: max |w| / 448 per 128 x 128 block (1 for an all-zero one).
@@ -71,15 +74,18 @@ std::vector<uint8_t> produce(const OutTensor &t) {
     const auto *p = static_cast<const uint8_t *>(v.data);
     return std::vector<uint8_t>(p, p + v.nbytes);
   }
+  if (t.kind == OutTensor::Kind::kScales) {
+    if (t.scales->empty()) fail(VEGAS_ERR_INTERNAL, t.name + " written before its codes");
+    std::vector<uint8_t> out(t.scales->size() * 4);
+    std::memcpy(out.data(), t.scales->data(), out.size());
+    t.scales->clear();
+    return out;
+  }
   const int64_t n = v.shape[0], k = v.shape[1];
   std::vector<float> w(static_cast<size_t>(n * k));
   v.to_f32(w.data());
-  const std::vector<float> scales = block_scales(w, n, k);
-  if (t.kind == OutTensor::Kind::kScales) {
-    std::vector<uint8_t> out(scales.size() * 4);
-    std::memcpy(out.data(), scales.data(), out.size());
-    return out;
-  }
+  std::vector<float> &scales = *t.scales;
+  scales = block_scales(w, n, k);
   const int64_t bk = (k + kBlock - 1) / kBlock;
   std::vector<uint8_t> codes(w.size());
   for (int64_t r = 0; r < n; ++r)
@@ -129,6 +135,7 @@ std::vector<OutTensor> plan_tensors(const WeightStore &store) {
     }
     t.dtype = "F8_E4M3";
     t.kind = OutTensor::Kind::kCodes;
+    t.scales = std::make_shared<std::vector<float>>();
     t.nbytes = static_cast<uint64_t>(view.numel());
     out.push_back(t);
     OutTensor s = t;

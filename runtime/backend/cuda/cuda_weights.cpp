@@ -339,8 +339,9 @@ DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed,
     check(kernels::random_fill(r, nullptr), "random_fill");
   };
   // A quantized matrix: uniform random values, scales that give it about the
-  // same variance (uniform int8 spans +-128, a Q4_0 value +-8; a K-format
-  // value is its block scale times a random sub-scale times the quant).
+  // same variance (uniform int8 spans +-128, a Q4_0 value +-8, an F8 code
+  // below 2 in magnitude about +-1; a K-format value is its block scale times
+  // a random sub-scale times the quant).
   auto fill_quantized = [&](const kernels::QuantMatrix &q, int64_t in) {
     kernels::RandomFillParams r;
     r.out_bytes = const_cast<uint8_t *>(q.qs);
@@ -350,27 +351,23 @@ DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed,
     if (q.format == kernels::QuantFormat::kF8) r.byte_mask = 0xbf;
     check(kernels::random_fill(r, nullptr), "random_fill");
     const float bound = std::sqrt(3.0f / static_cast<float>(in));
-    if (q.format == kernels::QuantFormat::kF8) {
-      kernels::RandomFillParams s;
-      s.out_f32 = const_cast<float *>(q.scales_f32);
-      s.n = int64_t{q.n} * kernels::quant_row_scales_f32(q.format, q.k);
-      s.seed = seed * 0x100000001b3ull + ++stream_id;
-      s.offset = bound;
-      s.scale = 0.1f * bound;
-      check(kernels::random_fill(s, nullptr), "random_fill");
-      return;
-    }
     if (kernels::quant_is_k(q.format)) {
       const float span = q.format == kernels::QuantFormat::kQ4_K ? 32.0f * 15 : 64.0f * 32;
       check(kernels::quant_set_super_block_scales(q, bound / span, bound / span, nullptr),
             "synthetic block scales");
       return;
     }
+    // Q8_0 / Q4_0 f16 scales, F8 f32 ones, for values spanning about +-range.
+    const bool f8 = q.format == kernels::QuantFormat::kF8;
     kernels::RandomFillParams s;
-    s.out_f16 = const_cast<kernels::f16 *>(q.scales);
-    s.n = int64_t{q.n} * q.k / kernels::kQuantBlock;
+    if (f8)
+      s.out_f32 = const_cast<float *>(q.scales_f32);
+    else
+      s.out_f16 = const_cast<kernels::f16 *>(q.scales);
+    s.n = int64_t{q.n} * (f8 ? kernels::quant_row_scales_f32(q.format, q.k)
+                             : kernels::quant_row_scales(q.format, q.k));
     s.seed = seed * 0x100000001b3ull + ++stream_id;
-    const float range = q.format == kernels::QuantFormat::kQ8_0 ? 128.0f : 8.0f;
+    const float range = f8 ? 1.0f : q.format == kernels::QuantFormat::kQ8_0 ? 128.0f : 8.0f;
     s.offset = bound / range;
     s.scale = 0.1f * s.offset;
     check(kernels::random_fill(s, nullptr), "random_fill");

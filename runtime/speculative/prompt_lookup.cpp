@@ -75,32 +75,64 @@ std::vector<int32_t> prompt_lookup(const int32_t *context, size_t size_in, int32
   return {};
 }
 
-PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params) : params_(params) {
-  reset();
+void PromptLookupIndex::LatestStarts::reserve(size_t entries) {
+  size_t slots = 16;
+  while (slots < 2 * entries) slots *= 2;  // at most half full
+  if (slots <= keys_.size()) return;
+  std::vector<uint64_t> keys(slots, 0);
+  std::vector<int32_t> starts(slots, -1);
+  keys.swap(keys_);
+  starts.swap(starts_);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (keys[i] != 0) {
+      const size_t at = slot_of(keys[i]);
+      keys_[at] = keys[i];
+      starts_[at] = starts[i];
+    }
 }
 
-void PromptLookupIndex::reset() {
-  chains_.clear();  // their nodes go back to the old arena before it goes
-  arena_ = std::make_unique<std::pmr::monotonic_buffer_resource>();
-  for (int32_t n = 0; n < params_.max_ngram; ++n) chains_.emplace_back(arena_.get());
-  indexed_ = 0;
+size_t PromptLookupIndex::LatestStarts::slot_of(uint64_t key) const {
+  const size_t mask = keys_.size() - 1;
+  size_t at = static_cast<size_t>(key) & mask;  // the hash is mixed already
+  while (keys_[at] != 0 && keys_[at] != key) at = (at + 1) & mask;
+  return at;
 }
+
+int32_t PromptLookupIndex::LatestStarts::exchange(uint64_t hash, int32_t start) {
+  if (2 * (used_ + 1) > keys_.size()) reserve(2 * (used_ + 1));
+  const uint64_t key = hash == 0 ? 1 : hash;
+  const size_t at = slot_of(key);
+  if (keys_[at] == 0) {
+    keys_[at] = key;
+    ++used_;
+  }
+  const int32_t before = starts_[at];
+  starts_[at] = start;
+  return before;
+}
+
+int32_t PromptLookupIndex::LatestStarts::find(uint64_t hash) const {
+  if (keys_.empty()) return -1;
+  return starts_[slot_of(hash == 0 ? 1 : hash)];
+}
+
+PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params)
+    : params_(params), chains_(static_cast<size_t>(std::max(params.max_ngram, 0))) {}
 
 void PromptLookupIndex::extend(const int32_t *context, size_t size) {
-  if (size < indexed_) reset();
-  if (indexed_ == 0)  // room to grow: a rehash every few rounds would cost ~0.1 ms a sequence
-    for (Chains &c : chains_) c.latest.reserve(2 * size);
+  if (size < indexed_) {
+    chains_.assign(chains_.size(), Chains{});
+    indexed_ = 0;
+  }
+  if (indexed_ == 0)  // room for what it generates: a rehash costs ~0.1 ms a sequence at 8K
+    for (Chains &c : chains_) c.latest.reserve(size + size / 4 + 256);
   for (Chains &c : chains_) c.previous.resize(size, -1);
   for (size_t end = indexed_; end < size; ++end) {
     for (size_t n = 1; n <= chains_.size() && n <= end + 1; ++n) {
       const size_t start = end + 1 - n;
       Chains &c = chains_[n - 1];
-      auto [it, inserted] = c.latest.try_emplace(
-          ngram_hash(context + start, static_cast<int64_t>(n)), static_cast<int32_t>(start));
-      if (!inserted) {
-        c.previous[start] = it->second;
-        it->second = static_cast<int32_t>(start);
-      }
+      c.previous[start] = c.latest.exchange(ngram_hash(context + start, static_cast<int64_t>(n)),
+                                            static_cast<int32_t>(start));
     }
   }
   indexed_ = size;
@@ -115,11 +147,10 @@ std::vector<int32_t> PromptLookupIndex::propose(const int32_t *context, size_t s
     if (size <= n) continue;
     const Chains &c = chains_[static_cast<size_t>(n - 1)];
     const int32_t *suffix = context + size - n;
-    const auto it = c.latest.find(ngram_hash(suffix, n));
     std::vector<int64_t> alive;
     // The chain holds the suffix itself first, then its earlier occurrences
     // and any n-gram of the same hash (compared away).
-    for (int64_t start = it == c.latest.end() ? -1 : it->second;
+    for (int64_t start = c.latest.find(ngram_hash(suffix, n));
          start >= 0 && static_cast<int32_t>(alive.size()) < limit;
          start = c.previous[static_cast<size_t>(start)])
       if (start < size - n && std::equal(context + start, context + start + n, suffix))

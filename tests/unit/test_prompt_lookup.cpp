@@ -84,6 +84,28 @@ TEST(PromptLookup, IndexMatchesTheScanAsTheContextGrows) {
   }
 }
 
+// The index's tables are sized from the first context it takes: a context
+// that starts with a few ids and grows to thousands of distinct n-grams (a
+// large alphabet, then a stretch repeated) makes them grow several times,
+// and every proposal on the way is still the scan's.
+TEST(PromptLookup, IndexGrowsPastItsFirstContext) {
+  std::mt19937 rng(11);
+  PromptLookupIndex index;
+  Ids context{1, 2};
+  index.extend(context.data(), context.size());
+  while (context.size() < 3000) {
+    const size_t grow = 1 + rng() % 9;
+    for (size_t i = 0; i < grow; ++i)
+      context.push_back(context.size() > 2200 && context.size() < 2600
+                            ? context[context.size() - 1500]
+                            : static_cast<int32_t>(rng() % 4000u));
+    index.extend(context.data(), context.size());
+    ASSERT_EQ(index.propose(context.data(), context.size(), 6),
+              prompt_lookup(context.data(), context.size(), 6))
+        << "size " << context.size();
+  }
+}
+
 // A shorter context than the one indexed is indexed anew; a context the
 // index has not taken up yet gets no proposal rather than a stale one.
 TEST(PromptLookup, IndexStartsOverOnAShorterContextAndNeedsExtend) {

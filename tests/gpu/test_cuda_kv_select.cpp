@@ -106,6 +106,8 @@ TEST(CudaKvSelect, MatchesHostSelection) {
       // warp in the compaction.
       {16384, 16, 512, 600, 2, true, false},  // hybrid with sinks, weights
       {20000, 0, 64, 1400, 3, false, true},   // three rows, ties
+      {6000, 4, 200, 220, 2, false, true},    // sinks, ties
+      {40000, 0, 100, 2700, 2, true, false},  // past 32K: 79 candidates a thread
   };
   const int32_t layers = 3, heads = 4;
   int32_t mismatched_sets = 0;

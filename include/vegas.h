@@ -336,9 +336,10 @@ VEGAS_API vegas_status vegas_model_measure_bandwidth(const vegas_model *model,
 /* Writes the model of a Hugging Face directory (config.json, safetensors,
  * tokenizer.json and tokenizer_config.json when present) to `out_path` as one
  * GGUF file, which libvegas (vegas_model_load) and llama.cpp both load. `type`
- * is what its matrices become: "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"
- * (llama.cpp's mix: Q4_K, with Q6_K for the head and for v and down in some
- * layers), "bf16", "f16" or "f32"; norms and biases stay f32. Qwen3,
+ * is what its matrices become: "q8_0", "q4_0", "q4_k", "q5_k", "q6_k",
+ * "q4_k_m" or "q5_k_m" (llama.cpp's mixes: Q4_K or Q5_K, with Q6_K for the
+ * head and for v and down in some layers), "bf16", "f16" or "f32"; norms and
+ * biases stay f32. Qwen3,
  * Qwen2 and Llama (Mistral without a sliding window). Type "fp8" writes a
  * Hugging Face directory at `out_path` instead (created; it must not exist or
  * be empty): the layers' projection matrices as F8_E4M3 with a scale per

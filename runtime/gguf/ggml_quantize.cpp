@@ -51,14 +51,18 @@ float f16_rounded(float v) {
   return f16_to_f32(f32_to_f16(v));
 }
 
-// Q4_K: 256 values in 8 sub-blocks of 32, each x = (d sc) q - (dmin m) with
-// q in 0..15 and 6-bit sc, m. Each sub-block's step is its range / 15 and
-// its offset its minimum (0 when every value is positive); d and dmin are
-// the largest of them / 63, stored as fp16, and sc, m, q are rounded against
-// the stored values. The 12 scale bytes pack sc and m as ggml_types.cpp's
-// k_scale_min unpacks them.
-void q4_k_block(const float *x, uint8_t *out) {
-  constexpr int kSub = 32;
+// Q4_K (BITS 4) and Q5_K (BITS 5): 256 values in 8 sub-blocks of 32, each
+// x = (d sc) q - (dmin m) with q in 0..2^BITS - 1 and 6-bit sc, m. Each
+// sub-block's step is its range / (2^BITS - 1) and its offset its minimum (0
+// when every value is positive); d and dmin are the largest of them / 63,
+// stored as fp16, and sc, m, q are rounded against the stored values. The 12
+// scale bytes pack sc and m as ggml_types.cpp's k_scale_min unpacks them; the
+// low 4 bits of q go to nibbles (chunk c: sub-block 2c low, 2c + 1 high), and
+// Q5_K's fifth bit of value 32 j + l to bit j of qh[l].
+template <int BITS>
+void k_block(const float *x, uint8_t *out) {
+  constexpr int kSub = 32, kTop = (1 << BITS) - 1;
+  constexpr float kLevels = static_cast<float>(kTop);
   float step[8], offset[8];
   for (int j = 0; j < 8; ++j) {
     float lo = x[kSub * j], hi = lo;
@@ -67,7 +71,7 @@ void q4_k_block(const float *x, uint8_t *out) {
       hi = std::max(hi, x[kSub * j + l]);
     }
     lo = std::min(lo, 0.0f);
-    step[j] = (hi - lo) / 15.0f;
+    step[j] = (hi - lo) / kLevels;
     offset[j] = -lo;
   }
   const float d = f16_rounded(*std::max_element(step, step + 8) / 63.0f);
@@ -85,15 +89,18 @@ void q4_k_block(const float *x, uint8_t *out) {
     s[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
     s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4));
   }
-  uint8_t *qs = out + 16;  // chunk c: sub-block 2c in the low nibbles, 2c + 1 in the high
+  uint8_t *qh = out + 16, *qs = BITS == 5 ? out + 48 : out + 16;
+  if (BITS == 5) std::memset(qh, 0, kSub);
   for (int j = 0; j < 8; ++j) {
     const float d1 = d * static_cast<float>(sc[j]), m1 = dmin * static_cast<float>(m[j]);
     for (int l = 0; l < kSub; ++l) {
       const int q =
-          d1 > 0.0f ? std::clamp(static_cast<int>(std::lround((x[kSub * j + l] + m1) / d1)), 0, 15)
-                    : 0;
+          d1 > 0.0f
+              ? std::clamp(static_cast<int>(std::lround((x[kSub * j + l] + m1) / d1)), 0, kTop)
+              : 0;
       uint8_t &byte = qs[kSub * (j / 2) + l];
-      byte = static_cast<uint8_t>(j % 2 == 0 ? q : byte | (q << 4));
+      byte = static_cast<uint8_t>(j % 2 == 0 ? (q & 15) : byte | ((q & 15) << 4));
+      if (BITS == 5) qh[l] = static_cast<uint8_t>(qh[l] | ((q >> 4) << j));
     }
   }
 }
@@ -134,7 +141,7 @@ void q6_k_block(const float *x, uint8_t *out) {
 
 bool quantizable(uint32_t type) {
   return type == kGgmlF32 || type == kGgmlF16 || type == kGgmlBF16 || type == kGgmlQ8_0 ||
-         type == kGgmlQ4_0 || type == kGgmlQ4_K || type == kGgmlQ6_K;
+         type == kGgmlQ4_0 || type == kGgmlQ4_K || type == kGgmlQ5_K || type == kGgmlQ6_K;
 }
 
 std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
@@ -161,7 +168,10 @@ std::vector<uint8_t> quantize(uint32_t type, const float *x, int64_t n) {
         q8_0_block(x + i, o);
         break;
       case kGgmlQ4_K:
-        q4_k_block(x + i, o);
+        k_block<4>(x + i, o);
+        break;
+      case kGgmlQ5_K:
+        k_block<5>(x + i, o);
         break;
       case kGgmlQ6_K:
         q6_k_block(x + i, o);

@@ -45,7 +45,7 @@ const char *arch_name(const ModelConfig &c) {
 
 // llama.cpp's general.file_type for the matrices' type.
 uint32_t file_type(const ExportType &type) {
-  if (type.k_m_mix) return 15;  // MOSTLY_Q4_K_M
+  if (type.k_m_mix) return type.matrix == kGgmlQ5_K ? 17 : 15;  // MOSTLY_Q5_K_M, MOSTLY_Q4_K_M
   switch (type.matrix) {
     case kGgmlF32:
       return 0;
@@ -57,6 +57,8 @@ uint32_t file_type(const ExportType &type) {
       return 7;
     case kGgmlQ4_K:
       return 14;  // llama.cpp's MOSTLY_Q4_K_S: every matrix Q4_K
+    case kGgmlQ5_K:
+      return 16;  // MOSTLY_Q5_K_S
     case kGgmlQ6_K:
       return 18;
     default:
@@ -238,18 +240,25 @@ ExportType ExportType::q4_k_m() {
   return t;
 }
 
+ExportType ExportType::q5_k_m() {
+  ExportType t(kGgmlQ5_K);
+  t.k_m_mix = true;
+  return t;
+}
+
 ExportType export_type(const std::string &name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });
   if (n == "q4_k_m") return ExportType::q4_k_m();
+  if (n == "q5_k_m") return ExportType::q5_k_m();
   const std::map<std::string, uint32_t> types = {
       {"f32", kGgmlF32},   {"f16", kGgmlF16},   {"bf16", kGgmlBF16}, {"q8_0", kGgmlQ8_0},
-      {"q4_k", kGgmlQ4_K}, {"q6_k", kGgmlQ6_K}, {"q4_0", kGgmlQ4_0}};
+      {"q4_k", kGgmlQ4_K}, {"q5_k", kGgmlQ5_K}, {"q6_k", kGgmlQ6_K}, {"q4_0", kGgmlQ4_0}};
   const auto it = types.find(n);
   if (it == types.end())
     fail(VEGAS_ERR_INVALID_ARGUMENT, "quantize: type '" + name +
                                          "' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, "
-                                         "q6_k, q4_k_m");
+                                         "q5_k, q6_k, q4_k_m, q5_k_m");
   return it->second;
 }
 
@@ -258,11 +267,11 @@ uint32_t export_tensor_type(const ExportType &type, const std::string &gguf_name
   if (gguf_name == "output.weight") return kGgmlQ6_K;
   const bool v_or_down = gguf_name.find(".attn_v.") != std::string::npos ||
                          gguf_name.find(".ffn_down.") != std::string::npos;
-  if (!v_or_down || gguf_name.compare(0, 4, "blk.") != 0) return kGgmlQ4_K;
+  if (!v_or_down || gguf_name.compare(0, 4, "blk.") != 0) return type.matrix;
   const int32_t i = std::atoi(gguf_name.c_str() + 4);
   // llama.cpp's use_more_bits.
   const bool more = i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
-  return more ? kGgmlQ6_K : kGgmlQ4_K;
+  return more ? kGgmlQ6_K : type.matrix;
 }
 
 void export_gguf(const std::string &model_dir, const std::string &out_path,

@@ -17,18 +17,19 @@
 
 namespace vegas::gguf {
 
-// What the matrices become: one GGML type for all, or llama.cpp's Q4_K_M mix
-// (Q4_K; Q6_K for the head, and for v and down in its "more bits" layers:
-// the first and last eighth and every third between).
+// What the matrices become: one GGML type for all, or llama.cpp's Q4_K_M or
+// Q5_K_M mix (`matrix`, Q4_K or Q5_K; Q6_K for the head, and for v and down in
+// its "more bits" layers: the first and last eighth and every third between).
 struct ExportType {
   ExportType(uint32_t matrix_type) : matrix(matrix_type) {}  // NOLINT: one type for every matrix
   static ExportType q4_k_m();
+  static ExportType q5_k_m();
   uint32_t matrix;
   bool k_m_mix = false;
 };
 
 // The type a `vegas quantize --type` name stands for: f32, f16, bf16, q8_0,
-// q4_0, q4_k, q6_k, q4_k_m (any case); INVALID_ARGUMENT for another.
+// q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m (any case); INVALID_ARGUMENT for another.
 ExportType export_type(const std::string &name);
 
 // The GGML type of one tensor of the file: `gguf_name` as the file names it,

@@ -61,8 +61,8 @@ void add_quantize_command(CLI::App &app) {
       ->required();
   cmd->add_option(
       "--type", args->type,
-      "What the matrices become: q8_0 (default), q4_0, q4_k, q6_k, q4_k_m, bf16, f16, f32, "
-      "fp8 (a Hugging Face directory)");
+      "What the matrices become: q8_0 (default), q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m, bf16, "
+      "f16, f32, fp8 (a Hugging Face directory)");
   cmd->callback([args] { run_quantize(*args); });
 }
 

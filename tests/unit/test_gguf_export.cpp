@@ -1,15 +1,15 @@
 // `vegas quantize` (runtime/gguf/gguf_export.h): a Hugging Face directory
 // written as a GGUF file. What it proves:
-//   - the encoders: f16 rounds to nearest even, Q8_0, Q4_0, Q4_K and Q6_K
+//   - the encoders: f16 rounds to nearest even, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
 //     blocks decode (ggml_types.h) within their step;
 //   - bf16 files of the tiny golden models hold, tensor for tensor, what
 //     llama.cpp's own converter wrote for the same checkpoints (names, dims,
 //     bytes; Llama's rotary row order, its rope_freqs) and give its config;
 //   - the embedded model's tokenizer metadata is llama.cpp's for the same
 //     tokenizer, and the file tokenizes as the model's tokenizer.json;
-//   - Q8_0, Q4_K, Q6_K and Q4_K_M files load with every tensor within its
-//     type's error of the checkpoint, and a bf16 one exactly; the Q4_K_M mix
-//     puts Q6_K where llama.cpp's recipe does;
+//   - Q8_0, Q4_K, Q5_K, Q6_K, Q4_K_M and Q5_K_M files load with every tensor
+//     within its type's error of the checkpoint, and a bf16 one exactly; the
+//     K_M mixes put Q6_K where llama.cpp's recipe does;
 //   - bad arguments, a missing model and an unwritable output are errors, and
 //     a write that fails half-way leaves no file.
 #include <gtest/gtest.h>
@@ -116,6 +116,28 @@ TEST(GgufExport, QuantizedBlocksDecodeWithinTheirStep) {
         ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q4_K block " << b;
     }
   }
+  // Q5_K: as Q4_K with 31 steps a sub-block (half the step, the same
+  // rounding of d and dmin), the fifth bits in qh.
+  const std::vector<uint8_t> five = quantize(kGgmlQ5_K, x.data(), static_cast<int64_t>(x.size()));
+  ASSERT_EQ(five.size(), x.size() / 256 * 176);
+  dequantize(kGgmlQ5_K, five.data(), static_cast<int64_t>(x.size()), y.data());
+  int64_t high_bits = 0;
+  for (size_t b = 0; b < x.size() / 256; ++b) {
+    uint16_t dh, mh;
+    std::memcpy(&dh, &five[b * 176], 2);
+    std::memcpy(&mh, &five[b * 176 + 2], 2);
+    const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+    for (size_t l = 0; l < 32; ++l) high_bits += __builtin_popcount(five[b * 176 + 16 + l]);
+    for (size_t j = 0; j < 8; ++j) {
+      const float *v = x.data() + b * 256 + j * 32;
+      const float lo = std::min(0.0f, *std::min_element(v, v + 32)),
+                  hi = *std::max_element(v, v + 32);
+      const float bound = 0.5f * (hi - lo) / 31 + 16.0f * d + dmin + 1e-6f;
+      for (size_t l = 0; l < 32; ++l)
+        ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q5_K block " << b;
+    }
+  }
+  EXPECT_GT(high_bits, static_cast<int64_t>(x.size()) / 8);  // the fifth bit is used
   // Q6_K: per sub-block of 16 a step of its largest magnitude / 31, as an
   // int8 multiple of the super-block's fp16 d. A value is off by half its
   // step, and by up to 15.5 d where the stored step falls short of the
@@ -139,7 +161,8 @@ TEST(GgufExport, QuantizedBlocksDecodeWithinTheirStep) {
   EXPECT_THROW(quantize(kGgmlQ8_0, x.data(), 31), Error);
   EXPECT_THROW(quantize(kGgmlQ4_K, x.data(), 255), Error);
   EXPECT_THROW(quantize(kGgmlQ6_K, x.data(), 128), Error);
-  EXPECT_THROW(quantize(kGgmlQ5_K, x.data(), 256), Error);
+  EXPECT_THROW(quantize(kGgmlQ5_K, x.data(), 255), Error);
+  EXPECT_THROW(quantize(kGgmlQ4_1, x.data(), 256), Error);  // no encoder
 }
 
 // The tiny golden models as bf16: llama.cpp's file, tensor for tensor.
@@ -205,7 +228,9 @@ TEST(GgufExport, EmbeddedModelLoadsBack) {
   const std::vector<std::pair<std::string, ExportType>> types = {{"q8_0", kGgmlQ8_0},
                                                                  {"q4_k", kGgmlQ4_K},
                                                                  {"q6_k", kGgmlQ6_K},
+                                                                 {"q5_k", kGgmlQ5_K},
                                                                  {"q4_k_m", ExportType::q4_k_m()},
+                                                                 {"q5_k_m", ExportType::q5_k_m()},
                                                                  {"bf16", kGgmlBF16}};
   for (const auto &[type_name, type] : types) {
     const std::string out = temp_path("embedded-" + type_name + ".gguf");
@@ -236,16 +261,18 @@ TEST(GgufExport, EmbeddedModelLoadsBack) {
                            : type.matrix == kGgmlQ8_0 ? 0.01
                            : type.matrix == kGgmlQ6_K ? 0.03
                            : type.matrix == kGgmlQ4_K ? 0.12
+                           : type.matrix == kGgmlQ5_K ? 0.06
                                                       : 0.0;
       EXPECT_LE(rel, bound) << type_name << " " << name;
-      if (matrix && type.matrix == kGgmlQ4_K && name == "model.layers.0.mlp.down_proj.weight")
+      if (matrix && (type.matrix == kGgmlQ4_K || type.matrix == kGgmlQ5_K) &&
+          name == "model.layers.0.mlp.down_proj.weight")
         std::printf("[gguf-export] %s %s: relative L2 %.4f\n", type_name.c_str(), name.c_str(),
                     rel);
     }
     if (type.k_m_mix) {
       // llama.cpp's recipe at 8 layers: v and down in Q6_K in layers 0, 3, 6
       // and 7 ("more bits": the first and last eighth, every third between),
-      // every other matrix Q4_K (the head is tied: no output.weight).
+      // every other matrix Q4_K or Q5_K (the head is tied: no output.weight).
       int checked = 0;
       for (const TensorInfo &t : file->tensors()) {
         if (t.dims.size() != 2) continue;
@@ -253,11 +280,11 @@ TEST(GgufExport, EmbeddedModelLoadsBack) {
                                t.name.find(".ffn_down.") != std::string::npos;
         const int layer = t.name.rfind("blk.", 0) == 0 ? std::atoi(t.name.c_str() + 4) : -1;
         const bool more = layer == 0 || layer == 3 || layer == 6 || layer == 7;
-        EXPECT_EQ(t.type, v_or_down && more ? kGgmlQ6_K : kGgmlQ4_K) << t.name;
+        EXPECT_EQ(t.type, v_or_down && more ? kGgmlQ6_K : type.matrix) << t.name;
         checked += v_or_down && more;
       }
       EXPECT_EQ(checked, 8);
-      EXPECT_EQ(file->get_int("general.file_type"), 15);
+      EXPECT_EQ(file->get_int("general.file_type"), type.matrix == kGgmlQ5_K ? 17 : 15);
     }
     fs::remove(out);
   }

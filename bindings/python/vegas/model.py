@@ -194,9 +194,10 @@ class Model:
 def quantize(model_dir: Union[str, os.PathLike], out_path: Union[str, os.PathLike],
              type: str = "q8_0") -> None:  # noqa: A002 (the CLI's name)
     """Writes the Hugging Face model in `model_dir` as one GGUF file (vegas_model_quantize):
-    its matrices as `type` (q8_0, q4_0, q4_k, q6_k, q4_k_m, bf16, f16, f32), which vegas.Model
-    and llama.cpp load. Type "fp8" writes a Hugging Face directory at `out_path` instead (it
-    must not exist or be empty): the layers' projection matrices as F8_E4M3 with a scale per
-    128 x 128 block, which vegas.Model loads and the CUDA backend keeps in FP8."""
+    its matrices as `type` (q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m, bf16, f16, f32),
+    which vegas.Model and llama.cpp load. Type "fp8" writes a Hugging Face directory at
+    `out_path` instead (it must not exist or be empty): the layers' projection matrices as
+    F8_E4M3 with a scale per 128 x 128 block, which vegas.Model loads and the CUDA backend keeps
+    in FP8."""
     check(_lib.lib().vegas_model_quantize(os.fsencode(model_dir), os.fsencode(out_path),
                                           type.encode()))

@@ -29,7 +29,7 @@
 
 namespace vegas::kernels {
 
-enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kF8 = 4 };
+enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kF8 = 4, kQ5_K = 5 };
 
 constexpr int kQuantBlock = 32;        // values per scale of Q8_0 / Q4_0
 constexpr int kF8Group = 128;          // values per scale of F8
@@ -37,12 +37,12 @@ constexpr int kQuantSuperBlock = 256;  // values per K-format block
 constexpr int kQuantGemvMaxRows = 8;   // quant_gemv's input rows
 
 __host__ __device__ constexpr bool quant_is_k(QuantFormat f) {
-  return f == QuantFormat::kQ4_K || f == QuantFormat::kQ6_K;
+  return f == QuantFormat::kQ4_K || f == QuantFormat::kQ5_K || f == QuantFormat::kQ6_K;
 }
 
 // Bytes of one K-format super-block in the `qs` array.
 __host__ __device__ constexpr int64_t quant_super_block_bytes(QuantFormat f) {
-  return f == QuantFormat::kQ4_K ? 144 : 208;
+  return f == QuantFormat::kQ4_K ? 144 : f == QuantFormat::kQ5_K ? 176 : 208;
 }
 
 // k must be a multiple of kQuantBlock (kQuantSuperBlock for the K formats,
@@ -55,9 +55,9 @@ __host__ __device__ constexpr int64_t quant_row_bytes(QuantFormat f, int64_t k) 
 
 // f16 entries of the scales array per row.
 __host__ __device__ constexpr int64_t quant_row_scales(QuantFormat f, int64_t k) {
-  return f == QuantFormat::kQ4_K || f == QuantFormat::kF8 ? 0
-         : f == QuantFormat::kQ6_K                        ? k / kQuantSuperBlock
-                                                          : k / kQuantBlock;
+  return f == QuantFormat::kQ4_K || f == QuantFormat::kQ5_K || f == QuantFormat::kF8 ? 0
+         : f == QuantFormat::kQ6_K ? k / kQuantSuperBlock
+                                   : k / kQuantBlock;
 }
 
 // f32 entries of the scales_f32 array per row (F8 only).
@@ -75,7 +75,7 @@ constexpr int32_t quant_gemv_k_align(QuantFormat f) {
 struct QuantMatrix {
   QuantFormat format = QuantFormat::kQ8_0;
   const uint8_t *qs = nullptr;        // [n][quant_row_bytes(format, k)]
-  const f16 *scales = nullptr;        // [n][quant_row_scales(format, k)] (null for Q4_K, F8)
+  const f16 *scales = nullptr;        // [n][quant_row_scales(format, k)] (null: Q4_K, Q5_K, F8)
   const float *scales_f32 = nullptr;  // [n][quant_row_scales_f32(format, k)] (F8 only)
   int32_t n = 0;
   int32_t k = 0;
@@ -104,7 +104,7 @@ struct QuantDequantizeParams {
 };
 cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream);
 
-// Benchmarks: gives every K-format super-block the scale d (and Q4_K's dmin)
+// Benchmarks: gives every K-format super-block the scale d (and Q4_K's and Q5_K's dmin)
 // after a random fill of its bytes, so that the values are finite.
 cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,
                                          cudaStream_t stream);

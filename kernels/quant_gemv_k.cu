@@ -3,10 +3,11 @@
 // A warp step covers four super-blocks (1,024 values), eight lanes each.
 // Lane t (0..7) of a super-block reads 16 bytes of its quants, which hold two
 // runs of 16 consecutive values with one scale each (KRun), and the bytes
-// those scales come from (Q4_K: the 16-byte head of the block, shared by its
-// eight lanes; Q6_K: the block's 16 int8 scales and its f16 d). A run's
-// values are scale * (q - offset) - min, with q the unsigned quant (Q4_K:
-// offset 0, min dmin * m; Q6_K: offset 32, min 0), so a lane's dot product
+// those scales come from (Q4_K, Q5_K: the 16-byte head of the block, shared
+// by its eight lanes; Q6_K: the block's 16 int8 scales and its f16 d); Q5_K
+// lanes also read the 16 bytes of high bits their runs' values share. A run's
+// values are scale * (q - offset) - min, with q the unsigned quant (Q4_K,
+// Q5_K: offset 0, min dmin * m; Q6_K: offset 32, min 0), so a lane's dot product
 // with the input is scale * sum(x * (q - offset)) - min * sum(x), and the sum
 // of x is shared by every weight row of the warp. Otherwise as quant_gemv.cu:
 // warps stream their rows independently, partial sums stay per lane.
@@ -42,13 +43,17 @@ struct KRun {
 template <QuantFormat F>
 constexpr float kQuantOffset = F == QuantFormat::kQ6_K ? 32.0f : 0.0f;
 
+// Q4_K and Q5_K: 6-bit scales and mins in a 16-byte head, nibbles in the same order.
+template <QuantFormat F>
+constexpr bool kHeadScales = F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K;
+
 // Where lane t's two runs start in its super-block.
 template <QuantFormat F>
 __device__ __forceinline__ int run_a_offset(int t) {
-  return F == QuantFormat::kQ4_K ? 64 * (t >> 1) + 16 * (t & 1) : 128 * (t >> 2) + 16 * (t & 3);
+  return kHeadScales<F> ? 64 * (t >> 1) + 16 * (t & 1) : 128 * (t >> 2) + 16 * (t & 3);
 }
 template <QuantFormat F>
-constexpr int kRunBDistance = F == QuantFormat::kQ4_K ? 32 : 64;
+constexpr int kRunBDistance = kHeadScales<F> ? 32 : 64;
 
 // Byte i (0..11) of a Q4_K block's 12 scale bytes (words y, z, w of its head).
 __device__ __forceinline__ uint32_t scale_byte(const uint4 &head, int i) {
@@ -73,7 +78,8 @@ __device__ __forceinline__ float half_bits(uint32_t bits) {
 }
 
 // The bytes lane t reads of one super-block (Q4_K: the block's head and 16
-// bytes of nibbles; Q6_K: 16 bytes each of ql, qh and the scales, and d).
+// bytes of nibbles; Q5_K: those and 16 bytes of high bits; Q6_K: 16 bytes
+// each of ql, qh and the scales, and d).
 struct KRaw {
   uint4 w0, w1, w2;
   f16 d;
@@ -84,6 +90,10 @@ __device__ __forceinline__ void k_load(const uint8_t *block, const f16 *d6, int 
   if constexpr (F == QuantFormat::kQ4_K) {
     raw.w0 = __ldg(reinterpret_cast<const uint4 *>(block));
     raw.w1 = __ldg(reinterpret_cast<const uint4 *>(block + 16 + 16 * t));
+  } else if constexpr (F == QuantFormat::kQ5_K) {  // head, qh[32], qs[128]
+    raw.w0 = __ldg(reinterpret_cast<const uint4 *>(block));
+    raw.w1 = __ldg(reinterpret_cast<const uint4 *>(block + 48 + 16 * t));
+    raw.w2 = __ldg(reinterpret_cast<const uint4 *>(block + 16 + 16 * (t & 1)));
   } else {
     const int half = t >> 2, part = t & 3;
     raw.w0 = __ldg(reinterpret_cast<const uint4 *>(block + 64 * half + 16 * part));
@@ -97,7 +107,7 @@ __device__ __forceinline__ void k_load(const uint8_t *block, const f16 *d6, int 
 // times an integer of at most 8 bits), as in gguf::dequantize.
 template <QuantFormat F>
 __device__ __forceinline__ void k_decode(const KRaw &raw, int t, KRun &a, KRun &b) {
-  if constexpr (F == QuantFormat::kQ4_K) {
+  if constexpr (kHeadScales<F>) {
     const uint4 &head = raw.w0, &q = raw.w1;
     const float d = half_bits(head.x & 0xffffu), dmin = half_bits(head.x >> 16);
     const int j = 2 * (t >> 1);  // sub-blocks j (low nibbles) and j + 1 (high)
@@ -113,6 +123,15 @@ __device__ __forceinline__ void k_decode(const KRaw &raw, int t, KRun &a, KRun &
     for (int i = 0; i < 4; ++i) {
       a.q[i] = words[i] & 0x0f0f0f0fu;
       b.q[i] = (words[i] >> 4) & 0x0f0f0f0fu;
+    }
+    if constexpr (F == QuantFormat::kQ5_K) {
+      // Bit j of qh[l] is the fifth bit of value 32 j + l: sub-blocks j and j + 1 here.
+      const uint32_t high[4] = {raw.w2.x, raw.w2.y, raw.w2.z, raw.w2.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a.q[i] |= ((high[i] >> j) & 0x01010101u) << 4;
+        b.q[i] |= ((high[i] >> (j + 1)) & 0x01010101u) << 4;
+      }
     }
   } else {
     const int half = t >> 2, part = t & 3;
@@ -194,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams 
       load_x<4>(x + off_a, xa);
       load_x<4>(x + off_b, xb);
       float sum_a = 0.0f, sum_b = 0.0f;
-      if constexpr (F == QuantFormat::kQ4_K) {
+      if constexpr (kHeadScales<F>) {
         sum_a = run_sum(xa);
         sum_b = run_sum(xb);
       }
@@ -202,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams 
       for (int r = 0; r < R; ++r) {
         float v = fmaf(ra[r].scale, run_dot<F>(ra[r], xa), acc[r][m]);
         v = fmaf(rb[r].scale, run_dot<F>(rb[r], xb), v);
-        if constexpr (F == QuantFormat::kQ4_K) v -= fmaf(ra[r].min, sum_a, rb[r].min * sum_b);
+        if constexpr (kHeadScales<F>) v -= fmaf(ra[r].min, sum_a, rb[r].min * sum_b);
         acc[r][m] = v;
       }
     }
@@ -263,8 +282,9 @@ __global__ void quant_dequantize_k_kernel(QuantDequantizeParams p) {
 __global__ void set_scales_kernel(QuantMatrix w, float d, float dmin) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= static_cast<int64_t>(w.n) * (w.k / kQuantSuperBlock)) return;
-  if (w.format == QuantFormat::kQ4_K) {
-    __half *head = reinterpret_cast<__half *>(const_cast<uint8_t *>(w.qs) + b * 144);
+  if (w.format == QuantFormat::kQ4_K || w.format == QuantFormat::kQ5_K) {
+    __half *head = reinterpret_cast<__half *>(const_cast<uint8_t *>(w.qs) +
+                                              b * quant_super_block_bytes(w.format));
     head[0] = __float2half(d);
     head[1] = __float2half(dmin);
   } else {
@@ -275,8 +295,14 @@ __global__ void set_scales_kernel(QuantMatrix w, float d, float dmin) {
 }  // namespace
 
 cudaError_t quant_gemv_k(const QuantGemvParams &p, cudaStream_t stream) {
-  return p.w.format == QuantFormat::kQ4_K ? launch_gemv_rows<QuantFormat::kQ4_K>(p, stream)
-                                          : launch_gemv_rows<QuantFormat::kQ6_K>(p, stream);
+  switch (p.w.format) {
+    case QuantFormat::kQ4_K:
+      return launch_gemv_rows<QuantFormat::kQ4_K>(p, stream);
+    case QuantFormat::kQ5_K:
+      return launch_gemv_rows<QuantFormat::kQ5_K>(p, stream);
+    default:
+      return launch_gemv_rows<QuantFormat::kQ6_K>(p, stream);
+  }
 }
 
 cudaError_t quant_dequantize_k(const QuantDequantizeParams &p, cudaStream_t stream) {
@@ -285,11 +311,17 @@ cudaError_t quant_dequantize_k(const QuantDequantizeParams &p, cudaStream_t stre
     return cudaErrorInvalidValue;
   const int64_t threads = static_cast<int64_t>(p.w.n) * (p.w.k / kQuantSuperBlock) * kLanesPerBlock;
   const dim3 grid(static_cast<unsigned>((threads + 255) / 256));
-  return p.w.format == QuantFormat::kQ4_K
-             ? launch_kernel(quant_dequantize_k_kernel<QuantFormat::kQ4_K>, grid, dim3(256), 0,
-                             stream, p)
-             : launch_kernel(quant_dequantize_k_kernel<QuantFormat::kQ6_K>, grid, dim3(256), 0,
-                             stream, p);
+  switch (p.w.format) {
+    case QuantFormat::kQ4_K:
+      return launch_kernel(quant_dequantize_k_kernel<QuantFormat::kQ4_K>, grid, dim3(256), 0,
+                           stream, p);
+    case QuantFormat::kQ5_K:
+      return launch_kernel(quant_dequantize_k_kernel<QuantFormat::kQ5_K>, grid, dim3(256), 0,
+                           stream, p);
+    default:
+      return launch_kernel(quant_dequantize_k_kernel<QuantFormat::kQ6_K>, grid, dim3(256), 0,
+                           stream, p);
+  }
 }
 
 cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,

@@ -8,7 +8,7 @@
 namespace vegas::gguf {
 
 bool repackable(uint32_t ggml_type, int64_t k, int64_t k_multiple) {
-  const bool k_quant = ggml_type == kGgmlQ4_K || ggml_type == kGgmlQ6_K;
+  const bool k_quant = ggml_type == kGgmlQ4_K || ggml_type == kGgmlQ5_K || ggml_type == kGgmlQ6_K;
   return (ggml_type == kGgmlQ8_0 || ggml_type == kGgmlQ4_0 || k_quant) && k > 0 &&
          k % k_multiple == 0 && k % (k_quant ? 256 : 32) == 0;
 }
@@ -17,9 +17,9 @@ void split_ggml_blocks(uint32_t ggml_type, const uint8_t *rows, int64_t n, int64
                        uint16_t *scales) {
   if (!repackable(ggml_type, k, 32))
     fail(VEGAS_ERR_INTERNAL,
-         "split_ggml_blocks: not Q8_0 / Q4_0 / Q4_K / Q6_K rows of whole blocks");
+         "split_ggml_blocks: not Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K rows of whole blocks");
   const GgmlTypeInfo &info = *ggml_type_info(ggml_type);
-  if (ggml_type == kGgmlQ4_K) {
+  if (ggml_type == kGgmlQ4_K || ggml_type == kGgmlQ5_K) {
     std::memcpy(qs, rows, static_cast<size_t>(n * (k / 256) * info.block_bytes));
     return;
   }

@@ -3,7 +3,7 @@
 //
 // Architectures: qwen3, qwen2, llama (Llama, and Mistral as llama.cpp's
 // converter writes it). Quantized tensors are dequantized to bf16 at load
-// (ggml_types.h lists the types read), Q8_0, Q4_0, Q4_K and Q6_K rows also kept as they
+// (ggml_types.h lists the types read), Q8_0, Q4_0, Q4_K, Q5_K and Q6_K rows also kept as they
 // are (TensorView::ggml_blocks, for the CUDA backend's quantized GEMV); F32,
 // F16 and BF16 tensors stay views
 // of the mapped file unless they must be reordered. llama.cpp's converter

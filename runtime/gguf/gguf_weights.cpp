@@ -63,8 +63,8 @@ struct Conversion {
 };
 
 // A tensor the loader must rewrite (dequantize or reorder) into its own
-// buffer: bf16 for quantized types, the same type otherwise. Q8_0, Q4_0, Q4_K
-// and Q6_K rows are kept beside it for the backends that compute on them
+// buffer: bf16 for quantized types, the same type otherwise. Q8_0, Q4_0, Q4_K,
+// Q5_K and Q6_K rows are kept beside it for the backends that compute on them
 // (reordered too where the rows are). The buffers go to `owners`.
 void convert(Conversion &c, std::vector<std::shared_ptr<const void>> *owners) {
   const TensorInfo &t = *c.tensor;
@@ -93,7 +93,8 @@ void convert(Conversion &c, std::vector<std::shared_ptr<const void>> *owners) {
   c.view.data = out->data();
   c.view.nbytes = out->size();
   owners->push_back(out);
-  if (t.type != kGgmlQ8_0 && t.type != kGgmlQ4_0 && t.type != kGgmlQ4_K && t.type != kGgmlQ6_K)
+  if (t.type != kGgmlQ8_0 && t.type != kGgmlQ4_0 && t.type != kGgmlQ4_K && t.type != kGgmlQ5_K &&
+      t.type != kGgmlQ6_K)
     return;
   c.view.ggml_type = t.type;
   c.view.ggml_blocks = t.data;

@@ -259,8 +259,8 @@ int main(int argc, char **argv) {
       rows.push_back(bench_decode(*model, "qwen3-8b (synthetic)", 32768, 4, bw, kDraftRatio));
       report_prefill(*model, "qwen3-8b (synthetic)", peak);
     }
-    // VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,q4_k,q6_k,q4_k_m,fp8: the Qwen3-8B shapes at batch 1 and
-    // 4, 2K and 32K, with the layer matrices in each weight format.
+    // VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,q4_k,q5_k,q6_k,q4_k_m,q5_k_m,fp8: the Qwen3-8B shapes at
+    // batch 1 and 4, 2K and 32K, with the layer matrices in each weight format.
     if (const char *formats = std::getenv("VEGAS_BENCH_WEIGHTS"); formats && !qwen.empty()) {
       using W = CudaBackendOptions::SyntheticWeights;
       const ModelConfig config = load_model_config(qwen);
@@ -270,8 +270,10 @@ int main(int argc, char **argv) {
         o.synthetic_weights = f == "q8_0"     ? W::kQ8_0
                               : f == "q4_0"   ? W::kQ4_0
                               : f == "q4_k"   ? W::kQ4_K
+                              : f == "q5_k"   ? W::kQ5_K
                               : f == "q6_k"   ? W::kQ6_K
                               : f == "q4_k_m" ? W::kQ4_K_M
+                              : f == "q5_k_m" ? W::kQ5_K_M
                               : f == "fp8"    ? W::kF8
                                               : W::kBf16;
         auto model = create_cuda_backend_synthetic(config, 42, o);

@@ -1,8 +1,8 @@
 // Quantized weights on the GPU (label `gpu`): kernels::quant_gemv and
 // quant_dequantize against the host's GGUF dequantization of the same Q8_0,
-// Q4_0, Q4_K and Q6_K blocks (and F8 codes times their group scales), and
-// models whose matrices are kept quantized (Q8_0; a Q4_K_M-like mix of Q4_K
-// and Q6_K; F8) against the same models with those values as bf16.
+// Q4_0, Q4_K, Q5_K and Q6_K blocks (and F8 codes times their group scales),
+// and models whose matrices are kept quantized (Q8_0; Q4_K_M- and Q5_K_M-like
+// mixes with Q6_K; F8) against the same models with those values as bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,7 +39,7 @@ uint16_t f32_to_f16(float x) {
 }
 
 constexpr QuantFormat kFormats[] = {QuantFormat::kQ8_0, QuantFormat::kQ4_0, QuantFormat::kQ4_K,
-                                    QuantFormat::kQ6_K, QuantFormat::kF8};
+                                    QuantFormat::kQ5_K, QuantFormat::kQ6_K, QuantFormat::kF8};
 
 uint32_t ggml_type_of(QuantFormat f) {
   switch (f) {
@@ -49,6 +49,8 @@ uint32_t ggml_type_of(QuantFormat f) {
       return gguf::kGgmlQ4_0;
     case QuantFormat::kQ4_K:
       return gguf::kGgmlQ4_K;
+    case QuantFormat::kQ5_K:
+      return gguf::kGgmlQ5_K;
     case QuantFormat::kQ6_K:
       return gguf::kGgmlQ6_K;
     case QuantFormat::kF8:
@@ -82,7 +84,7 @@ Fp8Matrix random_fp8(int64_t n, int64_t k, std::mt19937 &rng, float lo, float hi
 
 // n rows of k values as GGML blocks: random bytes, then f16 scales in
 // [lo, hi] where the format keeps them (Q8_0 / Q4_0: the first two bytes;
-// Q4_K: d and dmin, the first four; Q6_K: d, the last two).
+// Q4_K, Q5_K: d and dmin, the first four; Q6_K: d, the last two).
 std::vector<uint8_t> random_blocks(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng,
                                    float lo = 1.0f / 256, float hi = 1.0f / 8) {
   const gguf::GgmlTypeInfo &info = *gguf::ggml_type_info(ggml_type_of(f));
@@ -92,7 +94,7 @@ std::vector<uint8_t> random_blocks(QuantFormat f, int64_t n, int64_t k, std::mt1
   for (size_t b = 0; b < raw.size(); b += static_cast<size_t>(info.block_bytes)) {
     for (int i = 0; i < info.block_bytes; ++i) raw[b + static_cast<size_t>(i)] = uint8_t(byte(rng));
     std::vector<size_t> at = {0};
-    if (f == QuantFormat::kQ4_K) at = {0, 2};
+    if (f == QuantFormat::kQ4_K || f == QuantFormat::kQ5_K) at = {0, 2};
     if (f == QuantFormat::kQ6_K) at = {208};
     for (const size_t o : at) {
       const uint16_t d = f32_to_f16(scale(rng));
@@ -398,8 +400,8 @@ void check_model_tracks_bf16(const char *label, QuantFormat (*format_for)(const 
     bf16_tensor(name, {n}, v);
   };
   // Block scales that give values of about 1/sqrt(k): Q4_K's d * sc * q spans
-  // ~63 * 15 d, and its dmin = 7.5 d centres it; Q6_K's d * sc * (q - 32)
-  // spans ~128 * 32 d.
+  // ~63 * 15 d, and its dmin = 7.5 d centres it (Q5_K: ~63 * 31 d, 15.5 d);
+  // Q6_K's d * sc * (q - 32) spans ~128 * 32 d.
   auto matrix_of = [&](const std::string &name, int64_t n, int64_t k, const char *which) {
     const QuantFormat f = format_for(which);
     const float unit = 1.0f / std::sqrt(static_cast<float>(k));
@@ -416,11 +418,12 @@ void check_model_tracks_bf16(const char *label, QuantFormat (*format_for)(const 
       owners.push_back(kept);
       return;
     }
-    const float d = f == QuantFormat::kQ4_K ? unit / 300 : unit / 1500;
+    const bool q5 = f == QuantFormat::kQ5_K;
+    const float d = f == QuantFormat::kQ4_K ? unit / 300 : q5 ? unit / 600 : unit / 1500;
     auto raw = std::make_shared<std::vector<uint8_t>>(random_blocks(f, n, k, rng, d, d));
-    if (f == QuantFormat::kQ4_K)
-      for (size_t b = 0; b < raw->size(); b += 144) {
-        const uint16_t dmin = f32_to_f16(7.5f * d);
+    if (f == QuantFormat::kQ4_K || q5)
+      for (size_t b = 0; b < raw->size(); b += q5 ? 176 : 144) {
+        const uint16_t dmin = f32_to_f16((q5 ? 15.5f : 7.5f) * d);
         std::memcpy(&(*raw)[b + 2], &dmin, 2);
       }
     std::vector<float> values(static_cast<size_t>(n * k));
@@ -508,6 +511,17 @@ TEST(CudaQuantModel, KQuantMixTracksItsBf16Values) {
       "k-quant mix",
       [](const std::string &m) {
         return m == "v" || m == "down" || m == "head" ? QuantFormat::kQ6_K : QuantFormat::kQ4_K;
+      },
+      0.45);
+}
+
+// The Q5_K_M-like mix: the same with Q5_K for Q4_K (~5.5-6.6 bits a value).
+TEST(CudaQuantModel, Q5KMixTracksItsBf16Values) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  check_model_tracks_bf16(
+      "q5_k mix",
+      [](const std::string &m) {
+        return m == "v" || m == "down" || m == "head" ? QuantFormat::kQ6_K : QuantFormat::kQ5_K;
       },
       0.45);
 }

@@ -23,8 +23,10 @@ struct CudaBackendOptions {
     kQ8_0,
     kQ4_0,
     kQ4_K,
+    kQ5_K,
     kQ6_K,
     kQ4_K_M,
+    kQ5_K_M,
     kF8
   } synthetic_weights = SyntheticWeights::kBf16;
 };

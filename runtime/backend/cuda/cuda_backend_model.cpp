@@ -104,11 +104,17 @@ std::unique_ptr<BackendModel> create_cuda_backend_synthetic(const ModelConfig &c
     case W::kQ4_K:
       plan = cuda::WeightPlan::uniform(config, F::kQ4_K);
       break;
+    case W::kQ5_K:
+      plan = cuda::WeightPlan::uniform(config, F::kQ5_K);
+      break;
     case W::kQ6_K:
       plan = cuda::WeightPlan::uniform(config, F::kQ6_K);
       break;
     case W::kQ4_K_M:
-      plan = cuda::WeightPlan::q4_k_m(config);
+      plan = cuda::WeightPlan::k_m(config, F::kQ4_K);
+      break;
+    case W::kQ5_K_M:
+      plan = cuda::WeightPlan::k_m(config, F::kQ5_K);
       break;
     case W::kF8:
       plan = cuda::WeightPlan::uniform(config, F::kF8);

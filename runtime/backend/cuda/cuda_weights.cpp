@@ -107,6 +107,9 @@ QuantChoice format_of(const TensorView &t, int64_t k) {
     case gguf::kGgmlQ4_K:
       f = kernels::QuantFormat::kQ4_K;
       break;
+    case gguf::kGgmlQ5_K:
+      f = kernels::QuantFormat::kQ5_K;
+      break;
     case gguf::kGgmlQ6_K:
       f = kernels::QuantFormat::kQ6_K;
       break;
@@ -223,7 +226,7 @@ WeightPlan WeightPlan::uniform(const ModelConfig &c, QuantChoice format) {
   return plan;
 }
 
-WeightPlan WeightPlan::q4_k_m(const ModelConfig &c) {
+WeightPlan WeightPlan::k_m(const ModelConfig &c, kernels::QuantFormat base) {
   using F = kernels::QuantFormat;
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
   const int32_t n = c.n_layers;
@@ -231,12 +234,12 @@ WeightPlan WeightPlan::q4_k_m(const ModelConfig &c) {
   for (int32_t i = 0; i < n; ++i) {
     // llama.cpp's use_more_bits: the first and last eighth, every third between.
     const bool more = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-    const F wide = more ? F::kQ6_K : F::kQ4_K;
+    const F wide = more ? F::kQ6_K : base;
     Layer l;
-    l.qkv = wide == F::kQ4_K ? MatrixPlan{{q + 2 * kv, F::kQ4_K}}
-                             : MatrixPlan{{q + kv, F::kQ4_K}, {kv, F::kQ6_K}};
-    l.o = {{h, F::kQ4_K}};
-    l.gate_up = {{2 * inter, F::kQ4_K}};
+    l.qkv =
+        wide == base ? MatrixPlan{{q + 2 * kv, base}} : MatrixPlan{{q + kv, base}, {kv, F::kQ6_K}};
+    l.o = {{h, base}};
+    l.gate_up = {{2 * inter, base}};
     l.down = {{h, wide}};
     plan.layers.push_back(l);
   }
@@ -352,7 +355,9 @@ DeviceWeights DeviceWeights::synthetic(const ModelConfig &c, uint64_t seed,
     check(kernels::random_fill(r, nullptr), "random_fill");
     const float bound = std::sqrt(3.0f / static_cast<float>(in));
     if (kernels::quant_is_k(q.format)) {
-      const float span = q.format == kernels::QuantFormat::kQ4_K ? 32.0f * 15 : 64.0f * 32;
+      const float span = q.format == kernels::QuantFormat::kQ4_K   ? 32.0f * 15
+                         : q.format == kernels::QuantFormat::kQ5_K ? 32.0f * 31
+                                                                   : 64.0f * 32;
       check(kernels::quant_set_super_block_scales(q, bound / span, bound / span, nullptr),
             "synthetic block scales");
       return;

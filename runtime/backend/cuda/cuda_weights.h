@@ -71,9 +71,10 @@ struct WeightPlan {
   bool any() const;
   // Every layer matrix (and an untied head) in `format` (nullopt: bf16).
   static WeightPlan uniform(const ModelConfig &config, QuantChoice format);
-  // llama.cpp's Q4_K_M recipe for the matrices kept quantized: Q4_K, with v
-  // and down in Q6_K in its "more bits" layers and the head in Q6_K.
-  static WeightPlan q4_k_m(const ModelConfig &config);
+  // llama.cpp's Q4_K_M (base Q4_K) and Q5_K_M (base Q5_K) recipes for the
+  // matrices kept quantized: the base format, with v and down in Q6_K in its
+  // "more bits" layers and the head in Q6_K.
+  static WeightPlan k_m(const ModelConfig &config, kernels::QuantFormat base);
 };
 
 class DeviceWeights {

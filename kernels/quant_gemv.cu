@@ -15,8 +15,6 @@
 // hardware's e4m3x2 -> f16x2 conversion (exact), 16 values a lane like Q8_0.
 #include <cuda_fp8.h>
 
-#include <cstdlib>
-
 #include "quant_gemv.cuh"
 #include "quant_lanes.cuh"
 
@@ -127,24 +125,12 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
   store_rows<R, M>(p, acc, row0, lane);
 }
 
-// Warp steps a loop trip at one input row: 2 unless VEGAS_CUDA_QUANT_UNROLL
-// says 1 or 4 (A/B timing). With more input rows each step's math hides the
-// next loads already (Qwen3-8B Q8_0 at batch 4 was slower at 2).
-int single_row_unroll() {
-  static const int u = [] {
-    const char *env = std::getenv("VEGAS_CUDA_QUANT_UNROLL");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v == 1 || v == 4 ? v : 2;
-  }();
-  return u;
-}
-
 template <int M, QuantFormat F>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
   if constexpr (M == 1) {
-    const int u = single_row_unroll();
+    const int u = single_row_unroll(2);
     if (u == 4)
       return launch_kernel(quant_gemv_kernel<M, F, 4>, grid, dim3(kThreads), 0, stream, p);
     if (u == 2)

@@ -154,6 +154,12 @@ __device__ __forceinline__ void k_decode(const KRaw &raw, int t, KRun &a, KRun &
   }
 }
 
+// Q6_K's d of super-block `index` (row-major), the others none.
+template <QuantFormat F>
+__device__ __forceinline__ const f16 *k_d6(const QuantMatrix &w, int64_t index) {
+  return F == QuantFormat::kQ6_K ? w.scales + index : nullptr;
+}
+
 template <QuantFormat F>
 __device__ __forceinline__ void k_lane(const uint8_t *block, const f16 *d6, int t, KRun &a,
                                        KRun &b) {
@@ -181,7 +187,10 @@ __device__ __forceinline__ float run_sum(const float4 (&x)[4]) {
   return s;
 }
 
-template <int M, QuantFormat F>
+// U warp steps per loop trip: their blocks' loads all in flight before any
+// decoding (as quant_gemv.cu's kernel; blocks is a multiple of four, so
+// whether a step exists is warp-uniform).
+template <int M, QuantFormat F, int U>
 __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams p) {
   pdl_enter();
   constexpr int R = kRowsPerWarp<M>;
@@ -196,33 +205,42 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams 
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
   const int off_a = run_a_offset<F>(t), off_b = off_a + kRunBDistance<F>;
   float acc[R][M] = {};
-  for (int sb = lane / kLanesPerBlock; sb < blocks; sb += kBlocksPerStep) {
-    KRun ra[R], rb[R];  // decoded once, used by every input row
+  for (int sb0 = lane / kLanesPerBlock; sb0 < blocks; sb0 += U * kBlocksPerStep) {
+    KRaw raw[U][R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const f16 *d6 = F == QuantFormat::kQ6_K
-                          ? p.w.scales + static_cast<int64_t>(rows[r]) * blocks + sb
-                          : nullptr;
-      k_lane<F>(p.w.qs + rows[r] * row_bytes + sb * quant_super_block_bytes(F), d6, t, ra[r],
-                rb[r]);
+    for (int u = 0; u < U; ++u) {
+      const int sb = sb0 + u * kBlocksPerStep;
+      if (sb >= blocks) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        k_load<F>(p.w.qs + rows[r] * row_bytes + sb * quant_super_block_bytes(F),
+                  k_d6<F>(p.w, static_cast<int64_t>(rows[r]) * blocks + sb), t, raw[u][r]);
     }
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const bf16 *x = p.x + static_cast<int64_t>(m) * k + sb * kQuantSuperBlock;
-      float4 xa[4], xb[4];
-      load_x<4>(x + off_a, xa);
-      load_x<4>(x + off_b, xb);
-      float sum_a = 0.0f, sum_b = 0.0f;
-      if constexpr (kHeadScales<F>) {
-        sum_a = run_sum(xa);
-        sum_b = run_sum(xb);
-      }
+    for (int u = 0; u < U; ++u) {
+      const int sb = sb0 + u * kBlocksPerStep;
+      if (sb >= blocks) break;
+      KRun ra[R], rb[R];  // decoded once, used by every input row
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float v = fmaf(ra[r].scale, run_dot<F>(ra[r], xa), acc[r][m]);
-        v = fmaf(rb[r].scale, run_dot<F>(rb[r], xb), v);
-        if constexpr (kHeadScales<F>) v -= fmaf(ra[r].min, sum_a, rb[r].min * sum_b);
-        acc[r][m] = v;
+      for (int r = 0; r < R; ++r) k_decode<F>(raw[u][r], t, ra[r], rb[r]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const bf16 *x = p.x + static_cast<int64_t>(m) * k + sb * kQuantSuperBlock;
+        float4 xa[4], xb[4];
+        load_x<4>(x + off_a, xa);
+        load_x<4>(x + off_b, xb);
+        float sum_a = 0.0f, sum_b = 0.0f;
+        if constexpr (kHeadScales<F>) {
+          sum_a = run_sum(xa);
+          sum_b = run_sum(xb);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float v = fmaf(ra[r].scale, run_dot<F>(ra[r], xa), acc[r][m]);
+          v = fmaf(rb[r].scale, run_dot<F>(rb[r], xb), v);
+          if constexpr (kHeadScales<F>) v -= fmaf(ra[r].min, sum_a, rb[r].min * sum_b);
+          acc[r][m] = v;
+        }
       }
     }
   }
@@ -233,7 +251,16 @@ template <int M, QuantFormat F>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  return launch_kernel(quant_gemv_k_kernel<M, F>, grid, dim3(kThreads), 0, stream, p);
+  if constexpr (M == 1) {
+    // Q6_K (three 16-byte pieces a lane) gains from a second step in flight;
+    // Q4_K and Q5_K were slower with it (the commit has the timings).
+    const int u = single_row_unroll(F == QuantFormat::kQ6_K ? 2 : 1);
+    if (u == 4)
+      return launch_kernel(quant_gemv_k_kernel<M, F, 4>, grid, dim3(kThreads), 0, stream, p);
+    if (u == 2)
+      return launch_kernel(quant_gemv_k_kernel<M, F, 2>, grid, dim3(kThreads), 0, stream, p);
+  }
+  return launch_kernel(quant_gemv_k_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
 }
 
 template <QuantFormat F>
@@ -252,8 +279,7 @@ __global__ void quant_dequantize_k_kernel(QuantDequantizeParams p) {
   if (b >= static_cast<int64_t>(p.w.n) * blocks) return;
   const int t = static_cast<int>(g % kLanesPerBlock);
   KRun runs[2];
-  k_lane<F>(p.w.qs + b * quant_super_block_bytes(F),
-            F == QuantFormat::kQ6_K ? p.w.scales + b : nullptr, t, runs[0], runs[1]);
+  k_lane<F>(p.w.qs + b * quant_super_block_bytes(F), k_d6<F>(p.w, b), t, runs[0], runs[1]);
   const int64_t row = b / blocks;
   bf16 *out = p.out + row * p.w.k + (b % blocks) * kQuantSuperBlock + run_a_offset<F>(t);
 #pragma unroll

@@ -1,6 +1,7 @@
 // Device helpers the quant_gemv kernels share (quant_gemv.cu, quant_gemv_k.cu).
 #pragma once
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "cuda_utils.cuh"
@@ -58,6 +59,19 @@ __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float
         p.y_bf16[at] = __float2bfloat16(v);
     }
   }
+}
+
+// Warp steps a loop trip of the GEMVs at one input row: `fallback` (the
+// format's measured best) unless VEGAS_CUDA_QUANT_UNROLL says 1, 2 or 4 (A/B
+// timing). With more input rows each step's math hides the next loads
+// already (Qwen3-8B Q8_0 at batch 4 was slower at 2).
+inline int single_row_unroll(int fallback) {
+  static const int forced = [] {
+    const char *env = std::getenv("VEGAS_CUDA_QUANT_UNROLL");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  return forced != 0 ? forced : fallback;
 }
 
 // launch(std::integral_constant<int, M>{}) for M = m (1..7, else 8): the

@@ -6,10 +6,12 @@
 // One block per row. The k-th largest is found by radix descent, 8 bits a
 // pass, over order-preserving 32-bit keys of the logits (each pass counts the
 // keys under the prefix found so far; a row of up to 8192 logits is held in
-// registers, a longer one stays in L1/L2 between passes;
-// VEGAS_CUDA_CANDIDATES_IN_REGISTERS=0 reads every row from memory, for A/B),
-// then the row is compacted in id order by a block scan. Only comparisons:
-// the result equals the host's bit for bit.
+// registers; a longer one is cut into chunks of 8192 that a block each
+// selects from, then one block merges their candidates, given scratch; else
+// it stays in L1/L2 between passes; VEGAS_CUDA_CANDIDATES_IN_REGISTERS=0
+// reads every row from memory, for A/B), then the row is compacted in id
+// order by a block scan. Only comparisons: the result equals the host's bit
+// for bit.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,8 +57,14 @@ struct CandidateParams {
   int32_t rows = 0;
   int32_t vocab = 0;
   int32_t cap = 0;
+  // Rows longer than 8192: logit_candidates_scratch_ints(rows, vocab, cap)
+  // ints for each chunk of 8192's candidates, so that the chunks take a block
+  // each before one block per row merges them; null: one block per row reads
+  // the row at every pass (~0.22 ms a row of 151,936 on the H100).
+  int32_t *scratch = nullptr;
 };
 
+int64_t logit_candidates_scratch_ints(int32_t rows, int32_t vocab, int32_t cap);
 cudaError_t logit_candidates(const CandidateParams &p, cudaStream_t stream);
 
 }  // namespace vegas::kernels

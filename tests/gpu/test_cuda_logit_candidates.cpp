@@ -6,6 +6,7 @@
 // with ties at the k-th logit, masked tokens, -0/+0, fewer finite logits than
 // k, more tied candidates than the buffer holds (overflow status) and bad rows
 // (NaN, +inf, every logit -inf: bad-row status). Output buffers start poisoned.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -64,8 +65,11 @@ TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
   const std::vector<int32_t> ks = {1, 2, 20, 40, kCap};
   int64_t rows_checked = 0, overflow_rows = 0, bad_rows = 0;
   // 8192 and 5003 take the kernel's registers path (float4 and scalar
-  // loads, the latter with padding), 151936 the row-in-memory one.
-  for (int vocab : {8192, 5003, 151936}) {
+  // loads, the latter with padding), 151936 the row-in-memory one without
+  // scratch, with it the chunks' (19 of 8192, the last partial), and 40003
+  // the chunks' with scalar loads.
+  for (const auto &[vocab, scratch] : std::vector<std::pair<int, bool>>{
+           {8192, false}, {5003, false}, {151936, false}, {151936, true}, {40003, true}}) {
     std::vector<float> logits;
     std::vector<int32_t> k;
     std::vector<std::string> row_shape;
@@ -89,12 +93,15 @@ TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
     p.rows = rows;
     p.vocab = vocab;
     p.cap = kCap;
+    Dev<int32_t> d_scratch(
+        static_cast<size_t>(kernels::logit_candidates_scratch_ints(rows, vocab, kCap)));
+    if (scratch) p.scratch = d_scratch.get();
     CUDA_OK(kernels::logit_candidates(p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     const std::vector<int32_t> out = d_out.download();
     for (int i = 0; i < rows; ++i) {
-      SCOPED_TRACE("vocab " + std::to_string(vocab) + " row " + row_shape[i] + " k " +
-                   std::to_string(k[i]));
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + (scratch ? " chunked" : "") + " row " +
+                   row_shape[i] + " k " + std::to_string(k[i]));
       LogitCandidates host;
       bool host_bad = false;
       try {
@@ -129,7 +136,7 @@ TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
               static_cast<long long>(rows_checked), static_cast<long long>(overflow_rows),
               static_cast<long long>(bad_rows));
   EXPECT_GT(overflow_rows, 0);  // the flat-top rows
-  EXPECT_EQ(bad_rows, 3 * 3 * static_cast<int64_t>(ks.size()));
+  EXPECT_EQ(bad_rows, 3 * 5 * static_cast<int64_t>(ks.size()));
 }
 
 // Proves the launch refuses bad parameters instead of running.
@@ -141,6 +148,54 @@ TEST_F(LogitCandidatesKernel, RejectsBadParams) {
   EXPECT_EQ(kernels::logit_candidates(p, nullptr), cudaErrorInvalidValue);  // null buffers
   p.rows = 0;
   EXPECT_EQ(kernels::logit_candidates(p, nullptr), cudaSuccess);  // nothing to do
+}
+
+// Timing, no assertion: one and four rows of Qwen's 151,936 logits (k 20),
+// one block a row reading it at every pass against the chunks with scratch.
+TEST_F(LogitCandidatesKernel, TimingOfLongRows) {
+  const int vocab = 151936;
+  for (const int rows : {1, 4}) {
+    std::vector<float> logits;
+    for (int r = 0; r < rows; ++r) {
+      const std::vector<float> row = row_of("normal", vocab, rng);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    Dev<float> d_logits(logits);
+    Dev<int32_t> d_k(std::vector<int32_t>(static_cast<size_t>(rows), 20));
+    Dev<int32_t> d_out(static_cast<size_t>(rows) * (1 + 2 * kCap));
+    Dev<int32_t> d_scratch(
+        static_cast<size_t>(kernels::logit_candidates_scratch_ints(rows, vocab, kCap)));
+    kernels::CandidateParams p;
+    p.logits = d_logits.get();
+    p.k = d_k.get();
+    p.count = d_out.get();
+    p.ids = d_out.get() + rows;
+    p.values = d_out.as<float>() + rows + rows * kCap;
+    p.rows = rows;
+    p.vocab = vocab;
+    p.cap = kCap;
+    for (const bool scratch : {false, true}) {
+      p.scratch = scratch ? d_scratch.get() : nullptr;
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      std::vector<float> us;
+      for (int it = 0; it < 25; ++it) {
+        cudaEventRecord(a);
+        CUDA_OK(kernels::logit_candidates(p, nullptr));
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (it >= 5) us.push_back(1e3f * ms);
+      }
+      std::sort(us.begin(), us.end());
+      std::printf("[candidates] %d x %d logits, k 20, %s: median %.1f us\n", rows, vocab,
+                  scratch ? "chunks" : "one block a row", us[us.size() / 2]);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+  }
 }
 
 }  // namespace

@@ -1293,6 +1293,12 @@ void CudaContext::enqueue_candidates(int32_t n, int32_t *out) {
   cp.rows = n;
   cp.vocab = model_.config().vocab_size;
   cp.cap = layout.cap;
+  // Never inside a capture: a growth frees the old buffer, which waits for the device.
+  const size_t scratch =
+      kernels::logit_candidates_scratch_ints(n, cp.vocab, cp.cap) * sizeof(int32_t);
+  if (cand_scratch_.bytes() < scratch)
+    cand_scratch_.allocate(std::max(scratch, 2 * cand_scratch_.bytes()), "logit candidates");
+  cp.scratch = cand_scratch_.get<int32_t>();
   check(kernels::logit_candidates(cp, stream_), "logit_candidates");
 }
 

@@ -201,6 +201,7 @@ class CudaContext : public BackendContext {
   // forward_candidates: k per row, and per call [count: rows][ids: rows x
   // cap][logits: rows x cap] for its rows, downloaded in one copy.
   DeviceBuffer cand_k_, cand_out_;
+  DeviceBuffer cand_scratch_;  // long rows' chunk candidates (grown as rows come)
   PinnedBuffer cand_k_host_, cand_out_host_;
   // A chain begun by begin_draft_chain: what end_draft_chain reads once the
   // chain's download has passed (DeviceDraftChain owns the buffers). Its

@@ -15,6 +15,8 @@
 // hardware's e4m3x2 -> f16x2 conversion (exact), 16 values a lane like Q8_0.
 #include <cuda_fp8.h>
 
+#include <cstdlib>
+
 #include "quant_gemv.cuh"
 #include "quant_lanes.cuh"
 
@@ -27,7 +29,8 @@ using namespace quant_lanes;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
-// Rows per warp: 4 with up to 4 input rows, else 2 (registers).
+// Rows per warp: 4 with up to 4 input rows, else 2 (registers); one input
+// row takes launch_gemv's choice.
 template <int M>
 constexpr int kRowsPerWarp = M <= 4 ? 4 : 2;
 
@@ -74,10 +77,10 @@ __device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLa
 // U warp steps per loop trip: their weight loads all in flight before any
 // math (a step of a few thousand rows is 1-2 MB in flight across the GPU,
 // short of what hides HBM's latency).
-template <int M, QuantFormat F, int U>
+template <int M, QuantFormat F, int U, int R = kRowsPerWarp<M>>
 __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
   pdl_enter();
-  constexpr int V = kLaneValues<F>, R = kRowsPerWarp<M>;
+  constexpr int V = kLaneValues<F>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k = p.w.k, n_rows = p.w.n;
   const int row0 = (blockIdx.x * kWarps + warp) * R;
@@ -125,17 +128,40 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
   store_rows<R, M>(p, acc, row0, lane);
 }
 
+// Rows a warp at one input row: `fallback` (the format's measured best)
+// unless VEGAS_CUDA_QUANT_ROWS says 1, 2 or 4 (A/B timing).
+int single_row_rows(int fallback) {
+  static const int forced = [] {
+    const char *env = std::getenv("VEGAS_CUDA_QUANT_ROWS");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v == 1 || v == 2 || v == 4 ? v : 0;
+  }();
+  return forced != 0 ? forced : fallback;
+}
+
+template <int M, QuantFormat F, int R>
+cudaError_t launch_single_row(const QuantGemvParams &p, cudaStream_t stream) {
+  const dim3 grid((p.w.n + kWarps * R - 1) / (kWarps * R));
+  const int u = single_row_unroll(2);
+  if (u == 4)
+    return launch_kernel(quant_gemv_kernel<M, F, 4, R>, grid, dim3(kThreads), 0, stream, p);
+  if (u == 2)
+    return launch_kernel(quant_gemv_kernel<M, F, 2, R>, grid, dim3(kThreads), 0, stream, p);
+  return launch_kernel(quant_gemv_kernel<M, F, 1, R>, grid, dim3(kThreads), 0, stream, p);
+}
+
 template <int M, QuantFormat F>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
+  if constexpr (M == 1) {
+    // One row a warp (four times the warps) for the 16-values-a-lane formats,
+    // four for Q4_0's 32 (the commit has the timings).
+    const int rows = single_row_rows(F == QuantFormat::kQ4_0 ? 4 : 1);
+    if (rows == 1) return launch_single_row<M, F, 1>(p, stream);
+    if (rows == 2) return launch_single_row<M, F, 2>(p, stream);
+    return launch_single_row<M, F, 4>(p, stream);
+  }
   constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  if constexpr (M == 1) {
-    const int u = single_row_unroll(2);
-    if (u == 4)
-      return launch_kernel(quant_gemv_kernel<M, F, 4>, grid, dim3(kThreads), 0, stream, p);
-    if (u == 2)
-      return launch_kernel(quant_gemv_kernel<M, F, 2>, grid, dim3(kThreads), 0, stream, p);
-  }
   return launch_kernel(quant_gemv_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
 }
 

@@ -11,7 +11,8 @@
 #   tests of every kernel (timing tests left out: they only repeat launches).
 #   profile: ncu kernel durations of decode steps (PROFILE_SHAPES, default
 #   2048x1,8192x16,8192x16d), summed per kernel over one step; no counters.
-#   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES).
+#   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES;
+#   AUTO_KNOBS=profile: auto with the tuning profile's policy, gamma and ratio).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
 #   quant: GGUF files made by llama.cpp (carry its snapshot as LLAMA_SRC),
@@ -94,16 +95,21 @@ if [ "$WHAT" = sanitize ]; then
 fi
 if [ "$WHAT" = auto ]; then
   # VEGAS_MODE_AUTO against vanilla and fixed Vegas (sampling, public
-  # prompts, gamma 6, ratio 0.07, policy vegas) at AUTO_SHAPES.
+  # prompts, gamma 6, ratio 0.07, policy vegas) at AUTO_SHAPES. The auto run
+  # takes AUTO_KNOBS ("profile": policy auto, gamma 0, ratio 0, as the tuning
+  # profile and the refinement choose them; default the fixed run's knobs).
   prompts="$DIR/bench/prompts-public.jsonl"
-  common=(bench --backend cuda --prompts "$prompts" --new-tokens 256 --gamma 6 --ratio 0.07 --seed 1
-    --temperature 0.6 --top-k 20 --top-p 0.95 --policy vegas)
+  common=(bench --backend cuda --prompts "$prompts" --new-tokens 256 --seed 1
+    --temperature 0.6 --top-k 20 --top-p 0.95)
+  fixed=(--policy vegas --gamma 6 --ratio 0.07)
+  knobs=("${fixed[@]}")
+  [ "${AUTO_KNOBS:-}" = profile ] && knobs=(--policy auto --gamma 0 --ratio 0)
   for shape in ${AUTO_SHAPES:-2048x64 8192x16 8192x64 16384x16}; do
     ctx=${shape%x*} batch=${shape#*x}
-    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --batch "$batch" --mode vegas \
+    "$DIR/bin/vegas" "${common[@]}" "${fixed[@]}" --context "$ctx" --batch "$batch" --mode vegas \
       > "$OUT/auto-$shape-vegas.json" 2> "$OUT/auto-$shape-vegas.err"
     # Auto after vanilla in one process, as --mode vegas is measured.
-    "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --batch "$batch" --mode auto \
+    "$DIR/bin/vegas" "${common[@]}" "${knobs[@]}" --context "$ctx" --batch "$batch" --mode auto \
       > "$OUT/auto-$shape-auto.json" 2> "$OUT/auto-$shape-auto.err"
     summary+=("$(python3 - "$OUT/auto-$shape-vegas.json" "$OUT/auto-$shape-auto.json" "$shape" <<'PY' || tail -2 "$OUT/auto-$shape-auto.err"
 import json, sys

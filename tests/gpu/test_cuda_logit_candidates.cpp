@@ -57,6 +57,30 @@ std::vector<float> row_of(const std::string &shape, int vocab, std::mt19937 &rng
   return r;
 }
 
+// Device buffers of one launch over `logits` (rows of `vocab`) with k per
+// row: the candidate layout's output (poisoned) and scratch for chunks.
+struct Launch {
+  Launch(const std::vector<float> &logits, const std::vector<int32_t> &k, int vocab)
+      : rows(static_cast<int>(k.size())),
+        d_logits(logits),
+        d_k(k),
+        d_out(static_cast<size_t>(rows) * (1 + 2 * kCap)),
+        d_scratch(static_cast<size_t>(kernels::logit_candidates_scratch_ints(rows, vocab, kCap))) {
+    p.logits = d_logits.get();
+    p.k = d_k.get();
+    p.count = d_out.get();
+    p.ids = d_out.get() + rows;
+    p.values = d_out.as<float>() + rows + rows * kCap;
+    p.rows = rows;
+    p.vocab = vocab;
+    p.cap = kCap;
+  }
+  int rows;
+  Dev<float> d_logits;
+  Dev<int32_t> d_k, d_out, d_scratch;
+  kernels::CandidateParams p;
+};
+
 // Proves: count, ids and logit bits of every row equal the host's, or the
 // row gets the status the host's outcome calls for.
 TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
@@ -80,25 +104,12 @@ TEST_F(LogitCandidatesKernel, MatchesHostExactly) {
         k.push_back(kk);
         row_shape.push_back(shape);
       }
-    const int rows = static_cast<int>(k.size());
-    Dev<float> d_logits(logits);
-    Dev<int32_t> d_k(k);
-    Dev<int32_t> d_out(static_cast<size_t>(rows) * (1 + 2 * kCap));  // poisoned
-    kernels::CandidateParams p;
-    p.logits = d_logits.get();
-    p.k = d_k.get();
-    p.count = d_out.get();
-    p.ids = d_out.get() + rows;
-    p.values = d_out.as<float>() + rows + rows * kCap;
-    p.rows = rows;
-    p.vocab = vocab;
-    p.cap = kCap;
-    Dev<int32_t> d_scratch(
-        static_cast<size_t>(kernels::logit_candidates_scratch_ints(rows, vocab, kCap)));
-    if (scratch) p.scratch = d_scratch.get();
-    CUDA_OK(kernels::logit_candidates(p, nullptr));
+    Launch launch(logits, k, vocab);
+    const int rows = launch.rows;
+    if (scratch) launch.p.scratch = launch.d_scratch.get();
+    CUDA_OK(kernels::logit_candidates(launch.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<int32_t> out = d_out.download();
+    const std::vector<int32_t> out = launch.d_out.download();
     for (int i = 0; i < rows; ++i) {
       SCOPED_TRACE("vocab " + std::to_string(vocab) + (scratch ? " chunked" : "") + " row " +
                    row_shape[i] + " k " + std::to_string(k[i]));
@@ -160,22 +171,10 @@ TEST_F(LogitCandidatesKernel, TimingOfLongRows) {
       const std::vector<float> row = row_of("normal", vocab, rng);
       logits.insert(logits.end(), row.begin(), row.end());
     }
-    Dev<float> d_logits(logits);
-    Dev<int32_t> d_k(std::vector<int32_t>(static_cast<size_t>(rows), 20));
-    Dev<int32_t> d_out(static_cast<size_t>(rows) * (1 + 2 * kCap));
-    Dev<int32_t> d_scratch(
-        static_cast<size_t>(kernels::logit_candidates_scratch_ints(rows, vocab, kCap)));
-    kernels::CandidateParams p;
-    p.logits = d_logits.get();
-    p.k = d_k.get();
-    p.count = d_out.get();
-    p.ids = d_out.get() + rows;
-    p.values = d_out.as<float>() + rows + rows * kCap;
-    p.rows = rows;
-    p.vocab = vocab;
-    p.cap = kCap;
+    Launch launch(logits, std::vector<int32_t>(static_cast<size_t>(rows), 20), vocab);
+    kernels::CandidateParams &p = launch.p;
     for (const bool scratch : {false, true}) {
-      p.scratch = scratch ? d_scratch.get() : nullptr;
+      p.scratch = scratch ? launch.d_scratch.get() : nullptr;
       cudaEvent_t a, b;
       cudaEventCreate(&a);
       cudaEventCreate(&b);

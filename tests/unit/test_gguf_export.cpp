@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/bf16.h"
@@ -94,50 +95,41 @@ TEST(GgufExport, QuantizedBlocksDecodeWithinTheirStep) {
             << "type " << type << " block " << b;
     }
   }
-  // Q4_K: per sub-block of 32 a step of its range / 15 from its minimum (0
-  // when all are positive), as 6-bit multiples of the super-block's fp16 d
-  // and dmin. A value is off by half a step (the step itself rounded by d / 2),
-  // the range's far end by the step's rounding times 15 (7.5 d) and the
-  // offset's rounding (dmin / 2).
-  const std::vector<uint8_t> k = quantize(kGgmlQ4_K, x.data(), static_cast<int64_t>(x.size()));
-  ASSERT_EQ(k.size(), x.size() / 256 * 144);
-  dequantize(kGgmlQ4_K, k.data(), static_cast<int64_t>(x.size()), y.data());
-  for (size_t b = 0; b < x.size() / 256; ++b) {
-    uint16_t dh, mh;
-    std::memcpy(&dh, &k[b * 144], 2);
-    std::memcpy(&mh, &k[b * 144 + 2], 2);
-    const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
-    for (size_t j = 0; j < 8; ++j) {
-      const float *v = x.data() + b * 256 + j * 32;
-      const float lo = std::min(0.0f, *std::min_element(v, v + 32)),
-                  hi = *std::max_element(v, v + 32);
-      const float bound = 0.5f * (hi - lo) / 15 + 8.0f * d + dmin + 1e-6f;
-      for (size_t l = 0; l < 32; ++l)
-        ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q4_K block " << b;
+  // Q4_K (Q5_K): per sub-block of 32 a step of its range / 15 (31) from its
+  // minimum (0 when all are positive), as 6-bit multiples of the
+  // super-block's fp16 d and dmin. A value is off by half a step (the step
+  // itself rounded by d / 2), the range's far end by the step's rounding
+  // times the steps (7.5 d, 15.5 d) and the offset's rounding (dmin / 2).
+  // Q5_K keeps the fifth bits in qh (bytes 16..47 of its 176).
+  for (const auto &[type, steps, block_bytes] :
+       {std::tuple{kGgmlQ4_K, 15, 144}, std::tuple{kGgmlQ5_K, 31, 176}}) {
+    const std::vector<uint8_t> k = quantize(type, x.data(), static_cast<int64_t>(x.size()));
+    ASSERT_EQ(k.size(), x.size() / 256 * static_cast<size_t>(block_bytes));
+    dequantize(type, k.data(), static_cast<int64_t>(x.size()), y.data());
+    int64_t high_bits = 0;
+    for (size_t b = 0; b < x.size() / 256; ++b) {
+      const uint8_t *block = k.data() + b * static_cast<size_t>(block_bytes);
+      uint16_t dh, mh;
+      std::memcpy(&dh, block, 2);
+      std::memcpy(&mh, block + 2, 2);
+      const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+      if (type == kGgmlQ5_K)
+        for (size_t l = 0; l < 32; ++l) high_bits += __builtin_popcount(block[16 + l]);
+      for (size_t j = 0; j < 8; ++j) {
+        const float *v = x.data() + b * 256 + j * 32;
+        const float lo = std::min(0.0f, *std::min_element(v, v + 32)),
+                    hi = *std::max_element(v, v + 32);
+        const float bound = 0.5f * (hi - lo) / static_cast<float>(steps) +
+                            (0.5f * static_cast<float>(steps) + 0.5f) * d + dmin + 1e-6f;
+        for (size_t l = 0; l < 32; ++l)
+          ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound)
+              << "type " << type << " block " << b;
+      }
+    }
+    if (type == kGgmlQ5_K) {
+      EXPECT_GT(high_bits, static_cast<int64_t>(x.size()) / 8);  // the fifth bit is used
     }
   }
-  // Q5_K: as Q4_K with 31 steps a sub-block (half the step, the same
-  // rounding of d and dmin), the fifth bits in qh.
-  const std::vector<uint8_t> five = quantize(kGgmlQ5_K, x.data(), static_cast<int64_t>(x.size()));
-  ASSERT_EQ(five.size(), x.size() / 256 * 176);
-  dequantize(kGgmlQ5_K, five.data(), static_cast<int64_t>(x.size()), y.data());
-  int64_t high_bits = 0;
-  for (size_t b = 0; b < x.size() / 256; ++b) {
-    uint16_t dh, mh;
-    std::memcpy(&dh, &five[b * 176], 2);
-    std::memcpy(&mh, &five[b * 176 + 2], 2);
-    const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
-    for (size_t l = 0; l < 32; ++l) high_bits += __builtin_popcount(five[b * 176 + 16 + l]);
-    for (size_t j = 0; j < 8; ++j) {
-      const float *v = x.data() + b * 256 + j * 32;
-      const float lo = std::min(0.0f, *std::min_element(v, v + 32)),
-                  hi = *std::max_element(v, v + 32);
-      const float bound = 0.5f * (hi - lo) / 31 + 16.0f * d + dmin + 1e-6f;
-      for (size_t l = 0; l < 32; ++l)
-        ASSERT_LE(std::fabs(y[b * 256 + j * 32 + l] - v[l]), bound) << "Q5_K block " << b;
-    }
-  }
-  EXPECT_GT(high_bits, static_cast<int64_t>(x.size()) / 8);  // the fifth bit is used
   // Q6_K: per sub-block of 16 a step of its largest magnitude / 31, as an
   // int8 multiple of the super-block's fp16 d. A value is off by half its
   // step, and by up to 15.5 d where the stored step falls short of the

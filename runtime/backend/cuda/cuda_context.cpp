@@ -822,34 +822,44 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   return ap;
 }
 
-void CudaContext::enqueue(const Step &s, bool with_argmax) {
+// The launch parameters a step's layers share: layer_launch builds them
+// once, and each layer sets its own weights and cache pointers.
+struct CudaContext::LayerLaunch {
+  kernels::RmsNormParams norm;
+  kernels::RopeKvParams rope;
+  kernels::PagedAttentionParams attn;
+  AttentionRoutes routes;
+  int64_t cap_layer = 0;  // captured scores of one layer, in lines
+  kernels::QuestSelectParams quest;
+  int64_t bounds_layer = 0;  // quest key bounds of one layer
+  kernels::SwigluParams swiglu;
+  kernels::SmallGemmParams sg;
+  // A few rows on a small model (decoding, drafting): the linear layers run
+  // as small_gemm with the RMSNorms, residual adds and SwiGLU fused in, which
+  // removes three launches per layer and cuBLASLt's small-M overhead; large
+  // models keep cuBLASLt, where each GEMM is a long bandwidth-bound kernel.
+  bool small = false;
+  // ... and the qkv projection carries rope_kv's stage in its epilogue
+  // (kernels/qkv_rope.cuh); VEGAS_CUDA_FUSED_QKV=0 keeps them apart (A/B timing).
+  bool fused_qkv = false;
+  int64_t gemm_m = 0;  // cuBLASLt's padded rows
+};
+
+CudaContext::LayerLaunch CudaContext::layer_launch(const Step &s) const {
   const ModelConfig &c = model_.config();
-  const DeviceWeights &w = model_.weights();
-  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim(), I = c.intermediate_size;
-  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
+  LayerLaunch L;
+  L.norm.x = as<float>(residual_);
+  L.norm.out = as<bf16>(normed_);
+  L.norm.rows = s.rows;
+  L.norm.hidden = c.hidden_size;
+  L.norm.eps = static_cast<float>(c.rms_norm_eps);
 
-  kernels::EmbeddingParams ep;
-  ep.tokens = meta(s, kTokens);
-  ep.table = bf(w.embed);
-  ep.out = as<float>(residual_);
-  ep.rows = s.rows;
-  ep.hidden = c.hidden_size;
-  ep.vocab = c.vocab_size;
-  check(kernels::embedding_gather(ep, stream_), "embedding");
-
-  kernels::RmsNormParams np;
-  np.x = as<float>(residual_);
-  np.out = as<bf16>(normed_);
-  np.rows = s.rows;
-  np.hidden = c.hidden_size;
-  np.eps = static_cast<float>(c.rms_norm_eps);
-
-  kernels::RopeKvParams rp;
+  kernels::RopeKvParams &rp = L.rope;
   rp.qkv = as<bf16>(qkv_);
   rp.norm_eps = static_cast<float>(c.rms_norm_eps);
   rp.positions = meta(s, kPositions);
   rp.slots = meta(s, kSlots);
-  rp.inv_freq = w.rope_inv_freq;
+  rp.inv_freq = model_.weights().rope_inv_freq;
   rp.rot_dim = c.rotary_dim();
   rp.attention_scaling = rope_attention_scaling(c);
   rp.q_out = as<bf16>(q_);
@@ -858,12 +868,10 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   rp.n_kv_heads = c.n_kv_heads;
   rp.head_dim = c.head_dim;
 
-  AttentionRoutes routes;
-  kernels::PagedAttentionParams ap = attention_params(s, &routes);
-  const bool paged_rows = routes.paged, merge_only = routes.merge_only;
-  const int64_t cap_layer = int64_t{s.cap_slots} * c.n_heads;
+  L.attn = attention_params(s, &L.routes);
+  L.cap_layer = int64_t{s.cap_slots} * c.n_heads;
 
-  kernels::QuestSelectParams qp;  // quest drafting: each layer's sets, from its queries
+  kernels::QuestSelectParams &qp = L.quest;  // quest drafting: each layer's sets, from its queries
   qp.q = as<bf16>(q_);
   qp.page_table = tables();
   qp.seq_page_off = meta(s, kSeqPageOff);
@@ -880,110 +888,135 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   qp.head_dim = c.head_dim;
   qp.page_size = params_.page_size;
   qp.n_layers = c.n_layers;
-  const int64_t bounds_layer = int64_t{params_.num_pages} * c.kv_dim();
+  L.bounds_layer = int64_t{params_.num_pages} * c.kv_dim();
 
-  kernels::SwigluParams sp;
-  sp.gate_up = as<bf16>(gate_up_);
-  sp.out = as<bf16>(act_);
-  sp.rows = s.rows;
-  sp.inter = c.intermediate_size;
+  L.swiglu.gate_up = as<bf16>(gate_up_);
+  L.swiglu.out = as<bf16>(act_);
+  L.swiglu.rows = s.rows;
+  L.swiglu.inter = c.intermediate_size;
 
-  // A few rows on a small model (decoding, drafting): the linear layers run
-  // as small_gemm with the RMSNorms, residual adds and SwiGLU fused in, which
-  // removes three launches per layer and cuBLASLt's small-M overhead; large
-  // models keep cuBLASLt, where each GEMM is a long bandwidth-bound kernel.
-  const bool small = fused_linear(s.rows);
-  kernels::SmallGemmParams sg;
-  sg.m = s.rows;
-  sg.eps = static_cast<float>(c.rms_norm_eps);
-  auto gemm_input = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
-                        int64_t k) { small_gemm_input(sg, x_norm, norm_w, x, weight, k); };
-  auto linear = [&](const float *x_norm, const bf16 *norm_w, const bf16 *x, const void *weight,
-                    int64_t n, int64_t k, kernels::SmallGemmParams::Epilogue epilogue, void *y) {
-    small_linear(sg, x_norm, norm_w, x, weight, n, k, epilogue, y, stream_);
-  };
-  using Epilogue = kernels::SmallGemmParams::Epilogue;
-  // ... and the qkv projection carries rope_kv's stage in its epilogue
-  // (kernels/qkv_rope.cuh); VEGAS_CUDA_FUSED_QKV=0 keeps them apart (A/B timing).
+  L.small = fused_linear(s.rows);
+  L.sg.m = s.rows;
+  L.sg.eps = static_cast<float>(c.rms_norm_eps);
   static const bool fused_qkv_enabled = kernels::variant_enabled("VEGAS_CUDA_FUSED_QKV");
-  const bool fused_qkv =
-      small && fused_qkv_enabled &&
-      kernels::qkv_rope_mma_supports(s.rows, static_cast<int32_t>(H), c.head_dim);
+  L.fused_qkv =
+      L.small && fused_qkv_enabled &&
+      kernels::qkv_rope_mma_supports(s.rows, static_cast<int32_t>(c.hidden_size), c.head_dim);
+  L.gemm_m = padded_rows(s.rows);
+  return L;
+}
 
-  const int64_t gemm_m = padded_rows(s.rows);
-  for (int32_t l = 0; l < c.n_layers; ++l) {
-    const DeviceLayer &L = w.layers[static_cast<size_t>(l)];
-    rp.bias = bf(L.bqkv);
-    rp.q_norm = bf(L.q_norm);
-    rp.k_norm = bf(L.k_norm);
-    rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
-    rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
+// The qkv projection of layer l and its rope / q-k norm / cache write.
+void CudaContext::enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l) {
+  const ModelConfig &c = model_.config();
+  const DeviceLayer &w = model_.weights().layers[static_cast<size_t>(l)];
+  const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim();
+  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
+  kernels::RopeKvParams &rp = L.rope;
+  rp.bias = bf(w.bqkv);
+  rp.q_norm = bf(w.q_norm);
+  rp.k_norm = bf(w.k_norm);
+  rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
+  rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
+  if (ablation().qkv) return;
+  if (L.fused_qkv) {
+    small_gemm_input(L.sg, as<float>(residual_), bf(w.attn_norm), nullptr, w.wqkv, H);
+    check(kernels::qkv_rope_mma(L.sg, rp, stream_), "qkv_rope_mma");
+    return;
+  }
+  if (L.small) {
+    small_linear(L.sg, as<float>(residual_), bf(w.attn_norm), nullptr, w.wqkv, QKV, H,
+                 kernels::SmallGemmParams::Epilogue::kStoreBf16, qkv_.get(), stream_);
+  } else {
+    L.norm.weight = bf(w.attn_norm);
+    check(kernels::rmsnorm(L.norm, stream_), "attention rmsnorm");
+    run_linear(normed_.get(), w.wqkv, w.q_wqkv, qkv_.get(), false, false, s.rows, L.gemm_m, QKV, H);
+  }
+  check(kernels::rope_kv(rp, stream_), "rope_kv");
+}
+
+// Layer l's attention: quest's sets first, then each kernel the step's rows take.
+void CudaContext::enqueue_attention(LayerLaunch &L, const Step &s, int32_t l) {
+  if (s.quest) {
+    L.quest.k_cache = L.rope.k_cache;
+    L.quest.key_min = as<bf16>(key_min_) + l * L.bounds_layer;
+    L.quest.key_max = as<bf16>(key_max_) + l * L.bounds_layer;
+    L.quest.layer = l;
+    check(kernels::quest_select(L.quest, stream_), "quest_select");
+  }
+  kernels::PagedAttentionParams &ap = L.attn;
+  ap.k_cache = L.rope.k_cache;
+  ap.v_cache = L.rope.v_cache;
+  ap.layer = l;
+  ap.cap_logits =
+      s.cap_slots ? as<kernels::f16>(cap_logits_) + l * L.cap_layer * s.cap_stride : nullptr;
+  ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * L.cap_layer : nullptr;
+  const bool decode_rows = !ablation().attn;  // VEGAS_CUDA_ABLATE=attn leaves prefill rows
+  if (decode_rows && ap.verify_max_rows > 0)
+    check(kernels::verify_attention(ap, stream_), "verify_attention");
+  if (decode_rows && L.routes.paged)
+    check(kernels::paged_attention(ap, stream_), "paged_attention");
+  if (decode_rows && L.routes.merge_only)
+    check(kernels::paged_attention_merge(ap, stream_), "attention merge");
+  if (ap.prefill_min_rows > 0) {
+    kernels::PagedAttentionParams pp = ap;  // its rows capture nothing
+    pp.cap_logits = nullptr;
+    pp.cap_lse = nullptr;
+    check(kernels::prefill_attention(pp, stream_), "prefill_attention");
+  }
+}
+
+// Layer l's o projection and MLP, each adding into the residual.
+void CudaContext::enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l) {
+  const ModelConfig &c = model_.config();
+  const DeviceLayer &w = model_.weights().layers[static_cast<size_t>(l)];
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
+  if (L.small) {
+    using Epilogue = kernels::SmallGemmParams::Epilogue;
     const Ablation &ab = ablation();
-    if (ab.qkv) {
-    } else if (fused_qkv) {
-      gemm_input(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, H);
-      check(kernels::qkv_rope_mma(sg, rp, stream_), "qkv_rope_mma");
-    } else {
-      if (small) {
-        linear(as<float>(residual_), bf(L.attn_norm), nullptr, L.wqkv, QKV, H, Epilogue::kStoreBf16,
-               qkv_.get());
-      } else {
-        np.weight = bf(L.attn_norm);
-        check(kernels::rmsnorm(np, stream_), "attention rmsnorm");
-        run_linear(normed_.get(), L.wqkv, L.q_wqkv, qkv_.get(), false, false, s.rows, gemm_m, QKV,
-                   H);
-      }
-      check(kernels::rope_kv(rp, stream_), "rope_kv");
-    }
-    if (s.quest) {
-      qp.k_cache = rp.k_cache;
-      qp.key_min = as<bf16>(key_min_) + l * bounds_layer;
-      qp.key_max = as<bf16>(key_max_) + l * bounds_layer;
-      qp.layer = l;
-      check(kernels::quest_select(qp, stream_), "quest_select");
-    }
-    ap.k_cache = rp.k_cache;
-    ap.v_cache = rp.v_cache;
-    ap.layer = l;
-    ap.cap_logits =
-        s.cap_slots ? as<kernels::f16>(cap_logits_) + l * cap_layer * s.cap_stride : nullptr;
-    ap.cap_lse = s.cap_slots ? as<float>(cap_lse_) + l * cap_layer : nullptr;
-    if (ap.verify_max_rows > 0 && !ab.attn)
-      check(kernels::verify_attention(ap, stream_), "verify_attention");
-    if (paged_rows && !ab.attn) check(kernels::paged_attention(ap, stream_), "paged_attention");
-    if (merge_only && !ab.attn)
-      check(kernels::paged_attention_merge(ap, stream_), "attention merge");
-    if (ap.prefill_min_rows > 0) {
-      kernels::PagedAttentionParams pp = ap;  // its rows capture nothing
-      pp.cap_logits = nullptr;
-      pp.cap_lse = nullptr;
-      check(kernels::prefill_attention(pp, stream_), "prefill_attention");
-    }
-    if (small) {
-      if (!ab.o)
-        linear(nullptr, nullptr, as<bf16>(attn_), L.wo, H, c.q_dim(), Epilogue::kAddF32,
-               residual_.get());
-      if (!ab.gate_up)
-        linear(as<float>(residual_), bf(L.mlp_norm), nullptr, L.w_gate_up, I, H, Epilogue::kSwiglu,
-               act_.get());
-      if (!ab.down)
-        linear(nullptr, nullptr, as<bf16>(act_), L.w_down, H, I, Epilogue::kAddF32,
-               residual_.get());
-      continue;
-    }
-    run_linear(attn_.get(), L.wo, L.q_wo, residual_.get(), true, true, s.rows, gemm_m, H,
-               c.q_dim());
-    np.weight = bf(L.mlp_norm);
-    check(kernels::rmsnorm(np, stream_), "mlp rmsnorm");
-    run_linear(normed_.get(), L.w_gate_up, L.q_gate_up, gate_up_.get(), false, false, s.rows,
-               gemm_m, 2 * I, H);
-    check(kernels::swiglu(sp, stream_), "swiglu");
-    run_linear(act_.get(), L.w_down, L.q_down, residual_.get(), true, true, s.rows, gemm_m, H, I);
+    if (!ab.o)
+      small_linear(L.sg, nullptr, nullptr, as<bf16>(attn_), w.wo, H, c.q_dim(), Epilogue::kAddF32,
+                   residual_.get(), stream_);
+    if (!ab.gate_up)
+      small_linear(L.sg, as<float>(residual_), bf(w.mlp_norm), nullptr, w.w_gate_up, I, H,
+                   Epilogue::kSwiglu, act_.get(), stream_);
+    if (!ab.down)
+      small_linear(L.sg, nullptr, nullptr, as<bf16>(act_), w.w_down, H, I, Epilogue::kAddF32,
+                   residual_.get(), stream_);
+    return;
+  }
+  run_linear(attn_.get(), w.wo, w.q_wo, residual_.get(), true, true, s.rows, L.gemm_m, H,
+             c.q_dim());
+  L.norm.weight = bf(w.mlp_norm);
+  check(kernels::rmsnorm(L.norm, stream_), "mlp rmsnorm");
+  run_linear(normed_.get(), w.w_gate_up, w.q_gate_up, gate_up_.get(), false, false, s.rows,
+             L.gemm_m, 2 * I, H);
+  check(kernels::swiglu(L.swiglu, stream_), "swiglu");
+  run_linear(act_.get(), w.w_down, w.q_down, residual_.get(), true, true, s.rows, L.gemm_m, H, I);
+}
+
+void CudaContext::enqueue(const Step &s, bool with_argmax) {
+  const ModelConfig &c = model_.config();
+  kernels::EmbeddingParams ep;
+  ep.tokens = meta(s, kTokens);
+  ep.table = reinterpret_cast<const bf16 *>(model_.weights().embed);
+  ep.out = as<float>(residual_);
+  ep.rows = s.rows;
+  ep.hidden = c.hidden_size;
+  ep.vocab = c.vocab_size;
+  check(kernels::embedding_gather(ep, stream_), "embedding");
+
+  LayerLaunch L = layer_launch(s);
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    enqueue_qkv(L, s, l);
+    enqueue_attention(L, s, l);
+    enqueue_mlp(L, s, l);
   }
   // No quest row of this step reads a page it wrote (each writes at or after
   // its prefix), so the bounds can follow once, after every layer.
   enqueue_quest_bounds(meta(s, kWrittenPage), s.rows);
-  enqueue_logits(s, small, sg, with_argmax);
+  enqueue_logits(s, L.small, L.sg, with_argmax);
 }
 
 void CudaContext::enqueue_logits(const Step &s, bool small, kernels::SmallGemmParams &sg,

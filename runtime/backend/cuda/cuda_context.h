@@ -146,6 +146,14 @@ class CudaContext : public BackendContext {
     bool merge_only = false;
   };
   kernels::PagedAttentionParams attention_params(const Step &s, AttentionRoutes *routes) const;
+  // enqueue()'s parts: the launch parameters the step's layers share, then
+  // per layer the qkv projection (rope, cache write), the attention, and the
+  // o projection with the MLP.
+  struct LayerLaunch;
+  LayerLaunch layer_launch(const Step &s) const;
+  void enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l);
+  void enqueue_attention(LayerLaunch &L, const Step &s, int32_t l);
+  void enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l);
   // After the layers: the final norm and lm_head of the logit rows, the
   // logit mask, the argmax.
   void enqueue_logits(const Step &s, bool small, kernels::SmallGemmParams &sg, bool with_argmax);

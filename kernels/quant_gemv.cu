@@ -142,7 +142,8 @@ int single_row_rows(int fallback) {
 template <int M, QuantFormat F, int R>
 cudaError_t launch_single_row(const QuantGemvParams &p, cudaStream_t stream) {
   const dim3 grid((p.w.n + kWarps * R - 1) / (kWarps * R));
-  const int u = single_row_unroll(2);
+  // Two warp steps a trip, but one for Q8_0 at one row a warp (the commit has the timings).
+  const int u = single_row_unroll(F == QuantFormat::kQ8_0 && R == 1 ? 1 : 2);
   if (u == 4)
     return launch_kernel(quant_gemv_kernel<M, F, 4, R>, grid, dim3(kThreads), 0, stream, p);
   if (u == 2)

@@ -4,17 +4,13 @@
 #include <limits>
 
 #include "common/bf16.h"
+#include "common/ends_with.h"
 #include "common/error.h"
 #include "common/parallel_rows.h"
 
 namespace vegas {
 
 namespace {
-
-bool ends_with(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The scale of value (n, k) of an [N][K] weight, from its scale tensor.
 struct ScaleLayout {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/ends_with.h"
 #include "common/error.h"
 #include "common/json_depth.h"
 #include "common/small_file.h"
@@ -37,11 +38,6 @@ bool file_exists(const std::string &path) {
 bool dir_exists(const std::string &path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool ends_with(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 uint64_t read_le64(const uint8_t *p) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/ends_with.h"
+
 namespace vegas {
 
 namespace {
@@ -162,9 +164,7 @@ std::vector<int32_t> PromptLookupIndex::propose(const int32_t *context, size_t s
 
 std::string lookup_hybrid_base(const std::string &policy) {
   static const std::string kSuffix = "+lookup";
-  if (policy.size() <= kSuffix.size() ||
-      policy.compare(policy.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-    return {};
+  if (policy.size() <= kSuffix.size() || !ends_with(policy, kSuffix)) return {};
   return policy.substr(0, policy.size() - kSuffix.size());
 }
 

@@ -126,7 +126,7 @@ void PromptLookupIndex::extend(const int32_t *context, size_t size) {
     chains_.assign(chains_.size(), Chains{});
     indexed_ = 0;
   }
-  if (indexed_ == 0)  // room for what it generates: a rehash costs ~0.1 ms a sequence at 8K
+  if (indexed_ == 0)  // room for what it generates: a rehash in a round would stall it
     for (Chains &c : chains_) c.latest.reserve(size + size / 4 + 256);
   for (Chains &c : chains_) c.previous.resize(size, -1);
   for (size_t end = indexed_; end < size; ++end) {

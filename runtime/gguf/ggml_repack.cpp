@@ -7,10 +7,14 @@
 
 namespace vegas::gguf {
 
+bool kernel_readable(uint32_t ggml_type) {
+  return ggml_type == kGgmlQ8_0 || ggml_type == kGgmlQ4_0 || ggml_type == kGgmlQ4_K ||
+         ggml_type == kGgmlQ5_K || ggml_type == kGgmlQ6_K;
+}
+
 bool repackable(uint32_t ggml_type, int64_t k, int64_t k_multiple) {
-  const bool k_quant = ggml_type == kGgmlQ4_K || ggml_type == kGgmlQ5_K || ggml_type == kGgmlQ6_K;
-  return (ggml_type == kGgmlQ8_0 || ggml_type == kGgmlQ4_0 || k_quant) && k > 0 &&
-         k % k_multiple == 0 && k % (k_quant ? 256 : 32) == 0;
+  return kernel_readable(ggml_type) && k > 0 && k % k_multiple == 0 &&
+         k % ggml_type_info(ggml_type)->block_elems == 0;
 }
 
 void split_ggml_blocks(uint32_t ggml_type, const uint8_t *rows, int64_t n, int64_t k, uint8_t *qs,

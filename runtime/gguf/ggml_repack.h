@@ -9,8 +9,11 @@
 
 namespace vegas::gguf {
 
-// Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, with k a multiple of `k_multiple` and of the
-// type's block: the kernel's own condition.
+// The GGML types whose rows a GPU kernel reads: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+bool kernel_readable(uint32_t ggml_type);
+
+// A kernel_readable type with k a multiple of `k_multiple` and of the type's
+// block: the kernel's own condition.
 bool repackable(uint32_t ggml_type, int64_t k, int64_t k_multiple);
 
 // `rows`: n rows of k values in `ggml_type`. `qs`: n * k (Q8_0), n * k / 2

@@ -262,16 +262,17 @@ ExportType export_type(const std::string &name) {
   return it->second;
 }
 
+bool use_more_bits(int32_t i, int32_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
 uint32_t export_tensor_type(const ExportType &type, const std::string &gguf_name, int32_t layers) {
   if (!type.k_m_mix) return type.matrix;
   if (gguf_name == "output.weight") return kGgmlQ6_K;
   const bool v_or_down = gguf_name.find(".attn_v.") != std::string::npos ||
                          gguf_name.find(".ffn_down.") != std::string::npos;
   if (!v_or_down || gguf_name.compare(0, 4, "blk.") != 0) return type.matrix;
-  const int32_t i = std::atoi(gguf_name.c_str() + 4);
-  // llama.cpp's use_more_bits.
-  const bool more = i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
-  return more ? kGgmlQ6_K : type.matrix;
+  return use_more_bits(std::atoi(gguf_name.c_str() + 4), layers) ? kGgmlQ6_K : type.matrix;
 }
 
 void export_gguf(const std::string &model_dir, const std::string &out_path,

@@ -32,6 +32,10 @@ struct ExportType {
 // q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m (any case); INVALID_ARGUMENT for another.
 ExportType export_type(const std::string &name);
 
+// llama.cpp's use_more_bits: whether layer i of n takes Q6_K for v and down in
+// the K_M mixes (the first and last eighth, every third between).
+bool use_more_bits(int32_t i, int32_t n);
+
 // The GGML type of one tensor of the file: `gguf_name` as the file names it,
 // `layers` the model's.
 uint32_t export_tensor_type(const ExportType &type, const std::string &gguf_name, int32_t layers);

@@ -7,6 +7,7 @@
 #include "common/bf16.h"
 #include "common/error.h"
 #include "common/parallel_rows.h"
+#include "gguf/ggml_repack.h"
 #include "gguf/ggml_types.h"
 #include "gguf/gguf_model.h"
 
@@ -63,9 +64,9 @@ struct Conversion {
 };
 
 // A tensor the loader must rewrite (dequantize or reorder) into its own
-// buffer: bf16 for quantized types, the same type otherwise. Q8_0, Q4_0, Q4_K,
-// Q5_K and Q6_K rows are kept beside it for the backends that compute on them
-// (reordered too where the rows are). The buffers go to `owners`.
+// buffer: bf16 for quantized types, the same type otherwise. Rows of the
+// types a GPU kernel reads (kernel_readable) are kept beside it for the
+// backends that compute on them (reordered too where the rows are). The buffers go to `owners`.
 void convert(Conversion &c, std::vector<std::shared_ptr<const void>> *owners) {
   const TensorInfo &t = *c.tensor;
   const GgmlTypeInfo &info = *ggml_type_info(t.type);
@@ -93,9 +94,7 @@ void convert(Conversion &c, std::vector<std::shared_ptr<const void>> *owners) {
   c.view.data = out->data();
   c.view.nbytes = out->size();
   owners->push_back(out);
-  if (t.type != kGgmlQ8_0 && t.type != kGgmlQ4_0 && t.type != kGgmlQ4_K && t.type != kGgmlQ5_K &&
-      t.type != kGgmlQ6_K)
-    return;
+  if (!kernel_readable(t.type)) return;
   c.view.ggml_type = t.type;
   c.view.ggml_blocks = t.data;
   if (c.rope_head_rows == 0) return;

@@ -8,6 +8,7 @@
 #include "cuda_utils.cuh"
 #include "gguf/ggml_repack.h"
 #include "gguf/ggml_types.h"
+#include "gguf/gguf_export.h"
 #include "model/rope.h"
 #include "random_fill.cuh"
 
@@ -232,9 +233,7 @@ WeightPlan WeightPlan::k_m(const ModelConfig &c, kernels::QuantFormat base) {
   const int32_t n = c.n_layers;
   WeightPlan plan;
   for (int32_t i = 0; i < n; ++i) {
-    // llama.cpp's use_more_bits: the first and last eighth, every third between.
-    const bool more = i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-    const F wide = more ? F::kQ6_K : base;
+    const F wide = gguf::use_more_bits(i, n) ? F::kQ6_K : base;
     Layer l;
     l.qkv =
         wide == base ? MatrixPlan{{q + 2 * kv, base}} : MatrixPlan{{q + kv, base}, {kv, F::kQ6_K}};

@@ -144,11 +144,10 @@ cudaError_t launch_single_row(const QuantGemvParams &p, cudaStream_t stream) {
   const dim3 grid((p.w.n + kWarps * R - 1) / (kWarps * R));
   // Two warp steps a trip, but one for Q8_0 at one row a warp (the commit has the timings).
   const int u = single_row_unroll(F == QuantFormat::kQ8_0 && R == 1 ? 1 : 2);
-  if (u == 4)
-    return launch_kernel(quant_gemv_kernel<M, F, 4, R>, grid, dim3(kThreads), 0, stream, p);
-  if (u == 2)
-    return launch_kernel(quant_gemv_kernel<M, F, 2, R>, grid, dim3(kThreads), 0, stream, p);
-  return launch_kernel(quant_gemv_kernel<M, F, 1, R>, grid, dim3(kThreads), 0, stream, p);
+  return for_one_two_four(u, [&](auto steps) {
+    return launch_kernel(quant_gemv_kernel<M, F, decltype(steps)::value, R>, grid, dim3(kThreads),
+                         0, stream, p);
+  });
 }
 
 template <int M, QuantFormat F>
@@ -156,10 +155,9 @@ cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if constexpr (M == 1) {
     // One row a warp (four times the warps) for the 16-values-a-lane formats,
     // four for Q4_0's 32 (the commit has the timings).
-    const int rows = single_row_rows(F == QuantFormat::kQ4_0 ? 4 : 1);
-    if (rows == 1) return launch_single_row<M, F, 1>(p, stream);
-    if (rows == 2) return launch_single_row<M, F, 2>(p, stream);
-    return launch_single_row<M, F, 4>(p, stream);
+    return for_one_two_four(single_row_rows(F == QuantFormat::kQ4_0 ? 4 : 1), [&](auto rows) {
+      return launch_single_row<M, F, decltype(rows)::value>(p, stream);
+    });
   }
   constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);

@@ -254,11 +254,10 @@ cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if constexpr (M == 1) {
     // Q6_K (three 16-byte pieces a lane) gains from a second step in flight;
     // Q4_K and Q5_K were slower with it (the commit has the timings).
-    const int u = single_row_unroll(F == QuantFormat::kQ6_K ? 2 : 1);
-    if (u == 4)
-      return launch_kernel(quant_gemv_k_kernel<M, F, 4>, grid, dim3(kThreads), 0, stream, p);
-    if (u == 2)
-      return launch_kernel(quant_gemv_k_kernel<M, F, 2>, grid, dim3(kThreads), 0, stream, p);
+    return for_one_two_four(single_row_unroll(F == QuantFormat::kQ6_K ? 2 : 1), [&](auto steps) {
+      return launch_kernel(quant_gemv_k_kernel<M, F, decltype(steps)::value>, grid, dim3(kThreads),
+                           0, stream, p);
+    });
   }
   return launch_kernel(quant_gemv_k_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
 }

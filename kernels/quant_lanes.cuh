@@ -74,6 +74,15 @@ inline int single_row_unroll(int fallback) {
   return forced != 0 ? forced : fallback;
 }
 
+// launch(std::integral_constant<int, N>{}) for N = n of 1, 2 or 4 (else 1):
+// warp steps a trip or rows a warp, instantiated per value.
+template <typename Launch>
+cudaError_t for_one_two_four(int n, Launch &&launch) {
+  if (n == 4) return launch(std::integral_constant<int, 4>{});
+  if (n == 2) return launch(std::integral_constant<int, 2>{});
+  return launch(std::integral_constant<int, 1>{});
+}
+
 // launch(std::integral_constant<int, M>{}) for M = m (1..7, else 8): the
 // kernels are instantiated per count of input rows.
 template <typename Launch>

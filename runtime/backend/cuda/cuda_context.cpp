@@ -140,13 +140,18 @@ const Ablation &ablation() {
   return a;
 }
 
+// A weight or norm of DeviceWeights (untyped device memory) as bf16.
+const bf16 *bf(const void *p) {
+  return reinterpret_cast<const bf16 *>(p);
+}
+
 // small_gemm's input side: normalised f32 rows (x_norm with norm_w) or bf16 rows x.
 void small_gemm_input(kernels::SmallGemmParams &sg, const float *x_norm, const bf16 *norm_w,
                       const bf16 *x, const void *weight, int64_t k) {
   sg.x_f32 = x_norm;
   sg.norm_weight = norm_w;
   sg.x_bf16 = x;
-  sg.w = reinterpret_cast<const bf16 *>(weight);
+  sg.w = bf(weight);
   sg.k = static_cast<int32_t>(k);
 }
 
@@ -911,7 +916,6 @@ void CudaContext::enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l) {
   const ModelConfig &c = model_.config();
   const DeviceLayer &w = model_.weights().layers[static_cast<size_t>(l)];
   const int64_t H = c.hidden_size, QKV = c.q_dim() + 2 * c.kv_dim();
-  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
   kernels::RopeKvParams &rp = L.rope;
   rp.bias = bf(w.bqkv);
   rp.q_norm = bf(w.q_norm);
@@ -971,7 +975,6 @@ void CudaContext::enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l) {
   const ModelConfig &c = model_.config();
   const DeviceLayer &w = model_.weights().layers[static_cast<size_t>(l)];
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
   if (L.small) {
     using Epilogue = kernels::SmallGemmParams::Epilogue;
     const Ablation &ab = ablation();
@@ -1000,7 +1003,7 @@ void CudaContext::enqueue(const Step &s, bool with_argmax) {
   const ModelConfig &c = model_.config();
   kernels::EmbeddingParams ep;
   ep.tokens = meta(s, kTokens);
-  ep.table = reinterpret_cast<const bf16 *>(model_.weights().embed);
+  ep.table = bf(model_.weights().embed);
   ep.out = as<float>(residual_);
   ep.rows = s.rows;
   ep.hidden = c.hidden_size;
@@ -1025,7 +1028,6 @@ void CudaContext::enqueue_logits(const Step &s, bool small, kernels::SmallGemmPa
   const ModelConfig &c = model_.config();
   const DeviceWeights &w = model_.weights();
   const int64_t H = c.hidden_size;
-  auto bf = [](const void *p) { return reinterpret_cast<const bf16 *>(p); };
   if (ablation().head) {
   } else if (small && kernels::small_gemm_supports(s.logit_rows, static_cast<int32_t>(H))) {
     // The final RMSNorm of the logit rows fused into the lm_head.

@@ -1,11 +1,12 @@
 // Helpers shared by the GPU tests: device buffers of host vectors, bf16
-// rounding, seeded random data and the relative L2 error.
+// rounding, seeded random data, the relative L2 error and launch timing.
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -115,6 +116,32 @@ inline std::vector<float> bf16_vec_to_float(const std::vector<uint16_t> &v) {
 inline bool have_gpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Timing tests: the median device time in microseconds of `launch` (a call
+// returning cudaError_t), each of `reps` runs between two events after
+// `warmup` unmeasured ones; -1 when a launch fails.
+template <typename Launch>
+double median_launch_us(Launch &&launch, int reps = 20, int warmup = 3) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> us;
+  bool failed = false;
+  for (int it = 0; it < warmup + reps && !failed; ++it) {
+    cudaEventRecord(a);
+    failed = launch() != cudaSuccess;
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (it >= warmup) us.push_back(1e3f * ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (failed || us.empty()) return -1.0;
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace vegas::test

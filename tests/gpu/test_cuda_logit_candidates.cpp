@@ -175,24 +175,11 @@ TEST_F(LogitCandidatesKernel, TimingOfLongRows) {
     kernels::CandidateParams &p = launch.p;
     for (const bool scratch : {false, true}) {
       p.scratch = scratch ? launch.d_scratch.get() : nullptr;
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      std::vector<float> us;
-      for (int it = 0; it < 25; ++it) {
-        cudaEventRecord(a);
-        CUDA_OK(kernels::logit_candidates(p, nullptr));
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        if (it >= 5) us.push_back(1e3f * ms);
-      }
-      std::sort(us.begin(), us.end());
+      const double us =
+          median_launch_us([&] { return kernels::logit_candidates(p, nullptr); }, 20, 5);
+      ASSERT_GE(us, 0.0) << "logit_candidates failed";
       std::printf("[candidates] %d x %d logits, k 20, %s: median %.1f us\n", rows, vocab,
-                  scratch ? "chunks" : "one block a row", us[us.size() / 2]);
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
+                  scratch ? "chunks" : "one block a row", us);
     }
   }
 }

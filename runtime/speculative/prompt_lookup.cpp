@@ -102,7 +102,7 @@ size_t PromptLookupIndex::LatestStarts::slot_of(uint64_t key) const {
 
 int32_t PromptLookupIndex::LatestStarts::exchange(uint64_t hash, int32_t start) {
   if (2 * (used_ + 1) > keys_.size()) reserve(2 * (used_ + 1));
-  const uint64_t key = hash == 0 ? 1 : hash;
+  const uint64_t key = key_of(hash);
   const size_t at = slot_of(key);
   if (keys_[at] == 0) {
     keys_[at] = key;
@@ -115,17 +115,14 @@ int32_t PromptLookupIndex::LatestStarts::exchange(uint64_t hash, int32_t start) 
 
 int32_t PromptLookupIndex::LatestStarts::find(uint64_t hash) const {
   if (keys_.empty()) return -1;
-  return starts_[slot_of(hash == 0 ? 1 : hash)];
+  return starts_[slot_of(key_of(hash))];
 }
 
 PromptLookupIndex::PromptLookupIndex(const PromptLookupParams &params)
     : params_(params), chains_(static_cast<size_t>(std::max(params.max_ngram, 0))) {}
 
 void PromptLookupIndex::extend(const int32_t *context, size_t size) {
-  if (size < indexed_) {
-    chains_.assign(chains_.size(), Chains{});
-    indexed_ = 0;
-  }
+  if (size < indexed_) *this = PromptLookupIndex(params_);
   if (indexed_ == 0)  // room for what it generates: a rehash in a round would stall it
     for (Chains &c : chains_) c.latest.reserve(size + size / 4 + 256);
   for (Chains &c : chains_) c.previous.resize(size, -1);

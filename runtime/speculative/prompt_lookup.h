@@ -64,6 +64,7 @@ class PromptLookupIndex {
     int32_t find(uint64_t hash) const;  // the latest start of `hash`, or -1
 
    private:
+    static uint64_t key_of(uint64_t hash) { return hash == 0 ? 1 : hash; }  // 0 marks empty
     size_t slot_of(uint64_t key) const;
     std::vector<uint64_t> keys_;  // 0: empty (a hash of 0 is stored as 1)
     std::vector<int32_t> starts_;

@@ -384,6 +384,19 @@ typedef enum vegas_schedule {
   VEGAS_SCHEDULE_PREFILL_FIRST = 1
 } vegas_schedule;
 
+/* How a session stores its KV cache (vegas_session_options.kv_type). */
+typedef enum vegas_kv_type {
+  /* The backend's own precision: bf16 on CUDA, f32 on the CPU. */
+  VEGAS_KV_DEFAULT = 0,
+  /* e4m3 with a power-of-two scale per token and KV head: half of bf16's
+   * bytes on CUDA (twice the tokens for the same kv_bytes, and up to twice as
+   * fast where decoding reads a long context), at a small cost in accuracy.
+   * The CPU backend rounds its cache to the same values (same outputs as
+   * CUDA's fp8 cache, no memory saved). CUDA needs a head_dim that is a
+   * multiple of 16 (UNSUPPORTED otherwise). */
+  VEGAS_KV_FP8 = 1
+} vegas_kv_type;
+
 typedef struct vegas_session_options {
   uint32_t struct_size;
   uint64_t kv_bytes;     /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
@@ -434,6 +447,7 @@ typedef struct vegas_session_options {
    * needs them. The output is what it would be without the cache (the same
    * K/V values, up to the backend's arithmetic). 0: off. */
   int32_t prefix_cache;
+  int32_t kv_type; /* vegas_kv_type, default DEFAULT */
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
 static inline void vegas_session_options_init(vegas_session_options *options) {

@@ -27,7 +27,8 @@ struct Tuning {
 };
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int HD, int GROUP>
+// FP8: fp8 caches (kv_fp8.cuh), expanded as they are loaded.
+template <int HD, int GROUP, bool FP8>
 __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
     decode_kernel(PagedAttentionParams p) {
   constexpr int kLanes = HD / 8;        // lanes per key row, 8 dimensions each
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
   const int first = sl.begin + warp * kStep;
   int64_t slot[kUnroll];
   uint4 kr[kUnroll], vr[kUnroll];
-  decode_first_step<kUnroll>(p, sl, first, kGroups, g, row_stride, head_off, slot, kr, vr);
+  decode_first_step<HD, kUnroll, FP8>(p, sl, first, kGroups, g, row_stride, head_off, slot, kr, vr);
   pdl_launch_dependents();
 
   // The group's query vectors (this lane's 8 dimensions), log2 domain.
@@ -124,7 +125,8 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
       m[h] = m_new;
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) load_kv_row(p, slot[u], row_stride, head_off, kr[u], vr[u]);
+    for (int u = 0; u < kUnroll; ++u)
+      load_kv_row<HD, FP8>(p, slot[u], row_stride, head_off, kr[u], vr[u]);
   }
 
   // Lane groups of the warp: same dimensions, different keys.
@@ -161,7 +163,9 @@ template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
-  return launch_kernel(decode_kernel<HD, GROUP>, grid, kWarps * 32, 0, stream, p);
+  if (p.k_scale != nullptr)
+    return launch_kernel(decode_kernel<HD, GROUP, true>, grid, kWarps * 32, 0, stream, p);
+  return launch_kernel(decode_kernel<HD, GROUP, false>, grid, kWarps * 32, 0, stream, p);
 }
 
 template <int HD>

@@ -15,6 +15,7 @@
 
 #include "decode_attention.cuh"
 #include "decode_common.cuh"
+#include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 
 namespace vegas::kernels {
@@ -42,9 +43,48 @@ struct MmaLayout {
   static constexpr size_t kBytes = sizeof(Red) > kTileBytes ? sizeof(Red) : kTileBytes;
 };
 
+// O += P V for an fp8 step (kv_fp8.cuh): V's rows are unscaled f16 codes and
+// lane 16 + r holds row r's scale in row_scale. Each weight is multiplied by
+// its key's scale over v_unit, the largest V scale seen so far (o is kept in
+// v_unit's units, rescaled exactly, powers of two, when a larger one comes),
+// so the f16 weights stay in [0, 1].
+template <int HD, int STRIDE>
+__device__ __forceinline__ void accumulate_pv_fp8(float (&s)[kNk / 8][4], float (&o)[HD / 8][4],
+                                                  const bf16 *vt, float row_scale, float &v_unit,
+                                                  int lane) {
+  const float v_max = warp_max(lane >= kNk ? row_scale : 0.0f);
+  if (v_max > v_unit) {
+    if (v_unit > 0.0f) scale_rows<HD>(o, v_unit / v_max, v_unit / v_max);
+    v_unit = v_max;
+  }
+  const int t4 = lane & 3;
+  float w[kNk / 8][2];  // this thread's keys' factors: n * 8 + 2 t4 + {0, 1}
+#pragma unroll
+  for (int n = 0; n < kNk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float vs = __shfl_sync(0xffffffffu, row_scale, kNk + n * 8 + 2 * t4 + e);
+      w[n][e] = v_unit > 0.0f ? vs / v_unit : 0.0f;
+    }
+  uint32_t a[4];
+  a[0] = pack_f16(s[0][0] * w[0][0], s[0][1] * w[0][1]);
+  a[1] = pack_f16(s[0][2] * w[0][0], s[0][3] * w[0][1]);
+  a[2] = pack_f16(s[1][0] * w[1][0], s[1][1] * w[1][1]);
+  a[3] = pack_f16(s[1][2] * w[1][0], s[1][3] * w[1][1]);
+#pragma unroll
+  for (int d2 = 0; d2 < HD / 16; ++d2) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(
+        b, vt + (((lane >> 3) & 1) * 8 + (lane & 7)) * STRIDE + d2 * 16 + (lane >> 4) * 8);
+    mma_f16(o[2 * d2], a, b[0], b[1]);
+    mma_f16(o[2 * d2 + 1], a, b[2], b[3]);
+  }
+}
+
 // CLUSTER: the launch's clusters are the splits of one (sequence, KV head),
-// merged through distributed shared memory (decode_finish_cluster).
-template <int HD, int GROUP, bool CLUSTER>
+// merged through distributed shared memory (decode_finish_cluster). FP8: the
+// caches are fp8 (kv_fp8.cuh), each step's rows expanded in place before use.
+template <int HD, int GROUP, bool CLUSTER, bool FP8>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;
@@ -53,6 +93,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp copy covers
   constexpr int kLoads = kNk / kRowsPerLoad;  // copies per lane per step, for K and for V
   static_assert(GROUP <= 8, "the group's heads are rows 0..7 of the m16 tile");
+  static_assert(!FP8 || 2 * kNk == 32, "fp8: a lane expands one K or V row of a step");
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -91,8 +132,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         const int row = r * kRowsPerLoad + row_in;
         if (key_of(i, r) == skip) continue;
         const int64_t at = (slots[r] < 0 ? 0 : slots[r]) * row_stride + head_off;
-        cp_async16(kt + row * kStride + piece * 8, p.k_cache + at, slots[r] >= 0);
-        cp_async16(vt + row * kStride + piece * 8, p.v_cache + at, slots[r] >= 0);
+        stage_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, slots[r] >= 0);
+        stage_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, slots[r] >= 0);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
@@ -110,10 +151,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     if (own >= first && i < kStages - 1 && i < n_steps && row < kNk &&
         row % kRowsPerLoad == row_in) {
       bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
-      uint4 kv, vv;
-      load_kv_row(p, sl.slot(p, own), row_stride, head_off, kv, vv);
-      *reinterpret_cast<uint4 *>(kt + row * kStride + piece * 8) = kv;
-      *reinterpret_cast<uint4 *>(vt + row * kStride + piece * 8) = vv;
+      const int64_t slot = sl.slot(p, own);  // -1 past the slice: zeros
+      const int64_t at = slot * row_stride + head_off;
+      store_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, slot >= 0);
+      store_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, slot >= 0);
     }
   }
   pdl_launch_dependents();
@@ -129,6 +170,14 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       qf[kc][1] = 0u;  // row g + 8
       qf[kc][2] = real ? *reinterpret_cast<const uint32_t *>(q + kc * 16 + 8 + 2 * t4) : 0u;
       qf[kc][3] = 0u;
+      if constexpr (FP8) {  // f16 for mma_f16, the softmax scale applied here
+#pragma unroll
+        for (int j = 0; j < 4; j += 2) {
+          const float2 f =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&qf[kc][j]));
+          qf[kc][j] = pack_f16(f.x * p.scale, f.y * p.scale);
+        }
+      }
     }
   }
   float o[HD / 8][4];
@@ -136,14 +185,23 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
+  // FP8: the largest V scale seen so far; o holds the output in its units.
+  float v_unit = 0.0f;
 
   for (int i = 0; i < n_steps; ++i) {
     cp_async_wait<kStages - 2>();  // this lane's copies of step i
     __syncwarp();                  // ... and every lane's (and the step before is read)
     issue(i + kStages - 1, -1);    // into the stage step i - 1 used
     look_up(i + kStages);
-    const bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+    bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
     const int base = first + i * kBlockStep;
+    // FP8: lane l expands K row l (l < 16) or V row l - 16 (V rows follow
+    // K's: vt = kt + kNk rows) to unscaled f16 and holds its scale.
+    float row_scale = 0.0f;
+    if constexpr (FP8) {
+      row_scale = expand_staged_row_f16<HD>(kt + lane * kStride);
+      __syncwarp();
+    }
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.
     float s[kNk / 8][4];
@@ -154,22 +212,38 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       uint32_t b[4];
       ldmatrix_x4(b,
                   kt + ((lane >> 4) * 8 + (lane & 7)) * kStride + kc * 16 + ((lane >> 3) & 1) * 8);
-      mma_bf16(s[0], qf[kc], b[0], b[1]);
-      mma_bf16(s[1], qf[kc], b[2], b[3]);
+      if constexpr (FP8) {
+        mma_f16(s[0], qf[kc], b[0], b[1]);
+        mma_f16(s[1], qf[kc], b[2], b[3]);
+      } else {
+        mma_bf16(s[0], qf[kc], b[0], b[1]);
+        mma_bf16(s[1], qf[kc], b[2], b[3]);
+      }
     }
     float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
     for (int n = 0; n < kNk / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = base + n * 8 + 2 * t4 + (e & 1);
-        s[n][e] = key < sl.end ? s[n][e] * scale : -INFINITY;
+        const int row = n * 8 + 2 * t4 + (e & 1), key = base + row;
+        if constexpr (FP8) {  // q carries p.scale; the key's K scale from its expanding lane
+          const float ks = __shfl_sync(0xffffffffu, row_scale, row);  // the whole warp
+          s[n][e] = key < sl.end ? s[n][e] * (kLog2e * ks) : -INFINITY;
+        } else {
+          s[n][e] = key < sl.end ? s[n][e] * scale : -INFINITY;
+        }
       }
       mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
       mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
     }
-    online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
+    if constexpr (FP8) {
+      softmax_rescale<kNk, HD>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o);
+      accumulate_pv_fp8<HD, kStride>(s, o, vt, row_scale, v_unit, lane);
+    } else {
+      online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
+    }
   }
+  if constexpr (FP8) scale_rows<HD>(o, v_unit, v_unit);  // back to the values' units
   cp_async_wait<0>();  // only empty groups remain; the tiles become the reduction space
 
   // Each warp's state per head (rows g < GROUP), into the tiles' space.
@@ -205,27 +279,40 @@ bool cluster_merge_applies(const PagedAttentionParams &p) {
          p.n_splits <= kMaxClusterSplits;
 }
 
-template <int HD, int GROUP>
+template <int HD, int GROUP, bool FP8>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
   if (cluster_merge_applies(p))
-    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true>, grid, kWarps * 32,
+    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true, FP8>, grid, kWarps * 32,
                                  MmaLayout<HD, GROUP>::kBytes, stream,
                                  dim3(1, static_cast<unsigned>(p.n_splits), 1), p);
-  return launch_kernel(decode_mma_kernel<HD, GROUP, false>, grid, kWarps * 32,
+  return launch_kernel(decode_mma_kernel<HD, GROUP, false, FP8>, grid, kWarps * 32,
                        MmaLayout<HD, GROUP>::kBytes, stream, p);
+}
+
+template <int HD, int GROUP, bool CLUSTER, bool FP8>
+cudaError_t set_smem_of() {
+  return cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, CLUSTER, FP8>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(MmaLayout<HD, GROUP>::kBytes));
 }
 
 template <int HD, int GROUP>
 cudaError_t set_smem() {
-  const int bytes = static_cast<int>(MmaLayout<HD, GROUP>::kBytes);
-  const cudaError_t e = cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  return e != cudaSuccess
-             ? e
-             : cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, true>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  for (cudaError_t e :
+       {set_smem_of<HD, GROUP, false, false>(), set_smem_of<HD, GROUP, true, false>(),
+        set_smem_of<HD, GROUP, false, true>(), set_smem_of<HD, GROUP, true, true>()})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+
+template <int HD>
+cudaError_t launch_group(const PagedAttentionParams &p, cudaStream_t stream) {
+  const bool fp8 = p.k_scale != nullptr;
+  if (p.n_heads / p.n_kv_heads == 4)
+    return fp8 ? launch<HD, 4, true>(p, stream) : launch<HD, 4, false>(p, stream);
+  return fp8 ? launch<HD, 8, true>(p, stream) : launch<HD, 8, false>(p, stream);
 }
 
 }  // namespace
@@ -245,8 +332,10 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
   // Sparse drafting reads a few hundred keys a sequence: there the tensor-core
   // kernel stays ahead up to 128 pairs (H100, 22m, 8K x 64 draft step 0.291 ->
   // 0.274 ms), where dense steps lost.
+  // fp8 caches: the CUDA-core kernel's per-element expansion made its 8K x 64
+  // step slower than with bf16, so this kernel keeps those batches too.
   return p.head_dim == 64 && (group == 4 || group == 8) &&
-         p.n_seqs * p.n_kv_heads <= (p.sparse_step ? 128 : 64);
+         p.n_seqs * p.n_kv_heads <= (p.sparse_step || p.k_scale != nullptr ? 128 : 64);
 }
 
 int32_t decode_attention_mma_resident_blocks() {
@@ -260,7 +349,7 @@ cudaError_t decode_attention_mma_init() {
 
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream) {
   if (p.head_dim != 64) return cudaErrorInvalidValue;
-  return p.n_heads / p.n_kv_heads == 4 ? launch<64, 4>(p, stream) : launch<64, 8>(p, stream);
+  return launch_group<64>(p, stream);
 }
 
 }  // namespace vegas::kernels

@@ -12,6 +12,7 @@
 #include <cooperative_groups.h>
 #include <cuda/atomic>
 
+#include "kv_fp8.cuh"
 #include "paged_attention.cuh"
 #include "paged_keys.cuh"
 
@@ -61,15 +62,37 @@ __device__ __forceinline__ bool decode_slice(const PagedAttentionParams &p, int 
   return true;
 }
 
+__device__ __forceinline__ uint2 load_stream8(const void *p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
 // This lane's 8 dimensions (head_off) of the K and V rows in cache slot
-// `slot`, or zeros for slot < 0 (a key past the slice).
+// `slot` as bf16, or zeros for slot < 0 (a key past the slice). FP8: the
+// caches are fp8 (kv_fp8.cuh), expanded here.
+template <int HD, bool FP8>
 __device__ __forceinline__ void load_kv_row(const PagedAttentionParams &p, int64_t slot,
                                             int64_t row_stride, int64_t head_off, uint4 &k,
                                             uint4 &v) {
   k = v = make_uint4(0, 0, 0, 0);
   if (slot < 0) return;
-  k = load_stream(p.k_cache + slot * row_stride + head_off);
-  v = load_stream(p.v_cache + slot * row_stride + head_off);
+  const int64_t at = slot * row_stride + head_off;
+  if constexpr (FP8) {
+    const int64_t head = at / HD;  // (slot, KV head): at < (that + 1) HD
+    // Scales through L2 only: a line of them read ahead of the PDL wait
+    // (read_ahead) would hold, in L1, the row's own scale from before the
+    // previous kernel wrote it.
+    k = expand8(load_stream8(reinterpret_cast<const unsigned char *>(p.k_cache) + at),
+                __ldcg(p.k_scale + head));
+    v = expand8(load_stream8(reinterpret_cast<const unsigned char *>(p.v_cache) + at),
+                __ldcg(p.v_scale + head));
+  } else {
+    k = load_stream(p.k_cache + at);
+    v = load_stream(p.v_cache + at);
+  }
 }
 
 // A warp's first step: the slots and K/V rows of keys first + i * stride +
@@ -79,7 +102,7 @@ __device__ __forceinline__ void load_kv_row(const PagedAttentionParams &p, int64
 // wait, the row's own key (j = n_keys - 1, written by the previous kernel)
 // after it. Returns once the wait is done (the caller waited already when
 // !read_ahead).
-template <int N>
+template <int HD, int N, bool FP8>
 __device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
                                                   const DecodeSlice &sl, int first, int stride,
                                                   int lane_key, int64_t row_stride,
@@ -89,15 +112,15 @@ __device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     slot[i] = sl.slot(p, first + i * stride + lane_key);
-    load_kv_row(p, first + i * stride + lane_key == own ? -1 : slot[i], row_stride, head_off, k[i],
-                v[i]);
+    load_kv_row<HD, FP8>(p, first + i * stride + lane_key == own ? -1 : slot[i], row_stride,
+                         head_off, k[i], v[i]);
   }
   if (!p.read_ahead) return;
   pdl_wait();
 #pragma unroll
   for (int i = 0; i < N; ++i)
     if (first + i * stride + lane_key == own)
-      load_kv_row(p, slot[i], row_stride, head_off, k[i], v[i]);
+      load_kv_row<HD, FP8>(p, slot[i], row_stride, head_off, k[i], v[i]);
 }
 
 // One block's result for the piece of the output thread t < GROUP * HD / 8

@@ -1,6 +1,7 @@
 #include "paged_attention.cuh"
 
 #include "decode_attention.cuh"
+#include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 #include "paged_keys.cuh"
 
@@ -33,7 +34,8 @@ struct Smem {
   static constexpr size_t total = q + 2 * kv + s + stats;
 };
 
-template <int HD, int QMAX>
+// FP8: fp8 caches (kv_fp8.cuh), each tile expanded in shared memory once landed.
+template <int HD, int QMAX, bool FP8>
 __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParams p) {
   pdl_enter();
   using S = Smem<HD, QMAX>;
@@ -106,8 +108,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
             static_cast<int64_t>(table[pos / p.page_size]) * p.page_size + pos % p.page_size;
         off = (slot * p.n_kv_heads + kvh) * HD + c * 8;
       }
-      cp_async16(kd + t * S::kRow + c * 8, p.k_cache + off, valid);
-      cp_async16(vd + t * S::kRow + c * 8, p.v_cache + off, valid);
+      stage_piece<HD, FP8>(kd + t * S::kRow, c, p.k_cache, p.k_scale, off, valid);
+      stage_piece<HD, FP8>(vd + t * S::kRow, c, p.v_cache, p.v_scale, off, valid);
     }
   };
 
@@ -134,6 +136,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       cp_async_wait<0>();
     }
     __syncthreads();
+    if constexpr (FP8) {
+      for (int r = tid; r < 2 * kTile; r += kThreads)
+        expand_staged_row<HD>((r < kTile ? k_s : v_s) + ((j & 1) * kTile + r % kTile) * S::kRow);
+      __syncthreads();
+    }
     const bf16 *kb = k_s + (j & 1) * kTile * S::kRow;
     const bf16 *vb = v_s + (j & 1) * kTile * S::kRow;
 
@@ -330,8 +337,11 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const int rows_per_tile = QMAX / group;
   const int row_tiles = (p.max_rows_per_seq + rows_per_tile - 1) / rows_per_tile;
   const dim3 grid(p.n_seqs * p.n_kv_heads, row_tiles, p.n_splits);
-  return launch_kernel(attention_kernel<HD, QMAX>, grid, kThreads, Smem<HD, QMAX>::total, stream,
-                       p);
+  if (p.k_scale != nullptr)
+    return launch_kernel(attention_kernel<HD, QMAX, true>, grid, kThreads, Smem<HD, QMAX>::total,
+                         stream, p);
+  return launch_kernel(attention_kernel<HD, QMAX, false>, grid, kThreads, Smem<HD, QMAX>::total,
+                       stream, p);
 }
 
 // The head dimensions instantiated: the tiny test models' 16 and 32, and
@@ -353,9 +363,10 @@ void for_each_head_dim(F &&f) {
 
 template <int HD, int QMAX>
 cudaError_t set_smem() {
-  return cudaFuncSetAttribute(attention_kernel<HD, QMAX>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(Smem<HD, QMAX>::total));
+  const int bytes = static_cast<int>(Smem<HD, QMAX>::total);
+  const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+  const cudaError_t e = cudaFuncSetAttribute(attention_kernel<HD, QMAX, false>, attr, bytes);
+  return e != cudaSuccess ? e : cudaFuncSetAttribute(attention_kernel<HD, QMAX, true>, attr, bytes);
 }
 
 // The register-streaming kernel for one-row batches (decode_attention.cuh);

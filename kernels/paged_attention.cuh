@@ -26,6 +26,11 @@ struct PagedAttentionParams {
   bf16 *out = nullptr;            // [rows][n_heads][head_dim]
   const bf16 *k_cache = nullptr;  // [num_slots][n_kv_heads][head_dim] (one layer)
   const bf16 *v_cache = nullptr;
+  // fp8 caches (kv_fp8.cuh), null = bf16: k_cache / v_cache then hold e4m3
+  // bytes at the same element offsets, and these the scale of each (slot,
+  // KV head), [num_slots][n_kv_heads] (one layer).
+  const float *k_scale = nullptr;
+  const float *v_scale = nullptr;
   const int32_t *page_table = nullptr;     // all sequences' tables, concatenated
   const int32_t *seq_page_off = nullptr;   // [n_seqs] first entry of s in page_table
   const int32_t *seq_row_start = nullptr;  // [n_seqs] first query row of s

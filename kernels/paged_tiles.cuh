@@ -8,6 +8,7 @@
 //    behind a tile of math instead of delaying the copy (load).
 #pragma once
 
+#include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 #include "paged_attention.cuh"
 
@@ -36,8 +37,9 @@ __device__ __forceinline__ void stage_query_vectors(const PagedAttentionParams &
 }
 
 // K/V tiles of N positions of KV head kvh: each of the THREADS threads copies
-// kLoads (position, 16-byte chunk) pairs of K and of V per tile.
-template <int HD, int N, int STRIDE, int THREADS>
+// kLoads (position, 8-element chunk) pairs of K and of V per tile. FP8: fp8
+// caches (kv_fp8.cuh), staged by load and expanded by expand once landed.
+template <int HD, int N, int STRIDE, int THREADS, bool FP8 = false>
 struct PagedKvTiles {
   static constexpr int kChunks = HD / 8;
   static constexpr int kLoads = N * kChunks / THREADS;
@@ -67,10 +69,18 @@ struct PagedKvTiles {
 #pragma unroll
     for (int k = 0; k < kLoads; ++k) {
       const int i = threadIdx.x + k * THREADS;
-      const int at = stage * N * STRIDE + (i / kChunks) * STRIDE + (i % kChunks) * 8;
+      const int row = stage * N * STRIDE + (i / kChunks) * STRIDE;
       const int64_t o = off[k] < 0 ? 0 : off[k];
-      mma::cp_async16(k_s + at, p.k_cache + o, off[k] >= 0);
-      mma::cp_async16(v_s + at, p.v_cache + o, off[k] >= 0);
+      stage_piece<HD, FP8>(k_s + row, i % kChunks, p.k_cache, p.k_scale, o, off[k] >= 0);
+      stage_piece<HD, FP8>(v_s + row, i % kChunks, p.v_cache, p.v_scale, o, off[k] >= 0);
+    }
+  }
+  // FP8: expands stage `stage` (every thread's copies landed and visible),
+  // one row per thread at a time; the caller syncs the block before reading it.
+  __device__ __forceinline__ void expand(int stage, bf16 *k_s, bf16 *v_s) const {
+    if constexpr (FP8) {
+      for (int r = threadIdx.x; r < 2 * N; r += THREADS)
+        expand_staged_row<HD>((r < N ? k_s : v_s) + stage * N * STRIDE + (r % N) * STRIDE);
     }
   }
 };

@@ -35,7 +35,8 @@ struct Tiles {
 using namespace mma;
 
 // Fragment layouts: see mma_fragments.cuh.
-template <int HD>
+// FP8: fp8 caches (kv_fp8.cuh), each tile expanded in shared memory once landed.
+template <int HD, bool FP8>
 __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
     prefill_kernel(PagedAttentionParams p) {
   pdl_enter();
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
 
   stage_query_vectors<HD, kStride, kThreads>(p, q_s, kM, v0, v_last, row_start, group, kvh);
   cp_async_commit();
-  PagedKvTiles<HD, kN, kStride, kThreads> kv{p, table, kvh, {}};
+  PagedKvTiles<HD, kN, kStride, kThreads, FP8> kv{p, table, kvh, {}};
   const int n_tiles = (n_keys + kN - 1) / kN;
   // Tiles 0 .. kStages - 2 in flight (Q's group first); later tiles are
   // issued in the loop, one per tile computed. Empty groups past the last
@@ -116,6 +117,10 @@ __global__ void __launch_bounds__(kThreads, Tiles<HD>::kMinBlocks)
       kv.locate((j + kStages) * kN, n_keys);
     }
     cp_async_commit();
+    if constexpr (FP8) {
+      kv.expand(j % kStages, k_s, v_s);
+      __syncthreads();
+    }
     const int ts = j * kN;
     if (active && ts <= warp_max_pos) {  // warp-uniform: tiles past the warp's rows are skipped
       const bf16 *kb = k_s + (j % kStages) * kN * kStride;
@@ -217,14 +222,21 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const int64_t tiles = (int64_t{p.max_rows_per_seq} * group + kM - 1) / kM;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(tiles), p.n_kv_heads, p.n_seqs);
-  return launch_kernel(prefill_kernel<HD>, grid, kThreads, Tiles<HD>::smem, stream, p);
+  if (p.k_scale != nullptr)
+    return launch_kernel(prefill_kernel<HD, true>, grid, kThreads, Tiles<HD>::smem, stream, p);
+  return launch_kernel(prefill_kernel<HD, false>, grid, kThreads, Tiles<HD>::smem, stream, p);
 }
 
 template <int HD>
 cudaError_t set_smem() {
   static_assert(Tiles<HD>::smem <= 227 * 1024, "shared memory per block");
-  return cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(Tiles<HD>::smem));
+  const cudaError_t e =
+      cudaFuncSetAttribute(prefill_kernel<HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(Tiles<HD>::smem));
+  return e != cudaSuccess ? e
+                          : cudaFuncSetAttribute(prefill_kernel<HD, true>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(Tiles<HD>::smem));
 }
 
 }  // namespace

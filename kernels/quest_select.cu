@@ -1,5 +1,6 @@
 #include <cub/block/block_scan.cuh>
 
+#include "kv_fp8.cuh"
 #include "quest_select.cuh"
 #include "radix_select.cuh"
 
@@ -19,19 +20,34 @@ __device__ __forceinline__ float2 load2(const bf16 *row, int pair) {
   return __bfloat1622float2(reinterpret_cast<const bf16x2 *>(row)[pair]);
 }
 
+// Elements 2 pair, 2 pair + 1 at element offset `at` of one layer's K cache
+// (`layer_off` elements into `cache`): bf16, or with `scales` (that layer's)
+// fp8 (kv_fp8.cuh) expanded to the same bf16 the attention kernels see.
+__device__ __forceinline__ float2 load_key2(const bf16 *cache, int64_t layer_off,
+                                            const float *scales, int64_t at, int pair,
+                                            int head_dim) {
+  if (scales == nullptr) return load2(cache + layer_off + at, pair);
+  const int64_t e = at + 2 * pair;
+  const uint32_t two = *reinterpret_cast<const uint16_t *>(
+      reinterpret_cast<const unsigned char *>(cache) + layer_off + e);
+  const uint32_t b = expand_pair(two, scales[e / head_dim]);
+  return __bfloat1622float2(*reinterpret_cast<const bf16x2 *>(&b));
+}
+
 // One block per (listed page, layer): min and max over the page's slots.
 __global__ void __launch_bounds__(kBoundsThreads) quest_bounds_kernel(QuestBoundsParams p) {
   pdl_enter();
   const int page = p.pages != nullptr ? p.pages[blockIdx.x] : static_cast<int>(blockIdx.x);
   if (page < 0 || page >= p.num_pages) return;
   const int64_t layer = blockIdx.y;
-  const bf16 *k =
-      p.k_cache + layer * p.k_layer_stride + static_cast<int64_t>(page) * p.page_size * p.kv_dim;
+  const int64_t k = static_cast<int64_t>(page) * p.page_size * p.kv_dim;  // in the layer
+  const float *k_scale = p.k_scale ? p.k_scale + layer * p.k_scale_layer_stride : nullptr;
   const int64_t at = (layer * p.num_pages + page) * p.kv_dim;
   for (int pair = threadIdx.x; pair < p.kv_dim / 2; pair += kBoundsThreads) {
     float2 lo = make_float2(INFINITY, INFINITY), hi = make_float2(-INFINITY, -INFINITY);
     for (int t = 0; t < p.page_size; ++t) {
-      const float2 v = load2(k + static_cast<int64_t>(t) * p.kv_dim, pair);
+      const float2 v = load_key2(p.k_cache, layer * p.k_layer_stride, k_scale,
+                                 k + static_cast<int64_t>(t) * p.kv_dim, pair, p.head_dim);
       lo = make_float2(fminf(lo.x, v.x), fminf(lo.y, v.y));
       hi = make_float2(fmaxf(hi.x, v.x), fmaxf(hi.y, v.y));
     }
@@ -76,7 +92,8 @@ __global__ void __launch_bounds__(kScoreWarps * 32) quest_score_kernel(QuestSele
         lo = make_float2(INFINITY, INFINITY);
         hi = make_float2(-INFINITY, -INFINITY);
         for (int t = 0; t < len; ++t) {
-          const float2 v = load2(p.k_cache + (kv_page * ps + t) * kv_dim, pair);
+          const float2 v =
+              load_key2(p.k_cache, 0, p.k_scale, (kv_page * ps + t) * kv_dim, pair, hd);
           lo = make_float2(fminf(lo.x, v.x), fminf(lo.y, v.y));
           hi = make_float2(fmaxf(hi.x, v.x), fmaxf(hi.y, v.y));
         }
@@ -185,7 +202,8 @@ cudaError_t quest_bounds(const QuestBoundsParams &p, cudaStream_t stream) {
   if (p.k_cache == nullptr || p.key_min == nullptr || p.key_max == nullptr || blocks < 0 ||
       p.n_layers < 0 || p.n_layers > 65535 || p.num_pages <= 0 || p.page_size <= 0 ||
       p.kv_dim <= 0 || (p.kv_dim & 1) ||
-      p.k_layer_stride < static_cast<int64_t>(p.num_pages) * p.page_size * p.kv_dim)
+      p.k_layer_stride < static_cast<int64_t>(p.num_pages) * p.page_size * p.kv_dim ||
+      (p.k_scale != nullptr && (p.head_dim <= 0 || (p.head_dim & 1) || p.kv_dim % p.head_dim)))
     return cudaErrorInvalidValue;
   return launch_kernel(quest_bounds_kernel, dim3(blocks, p.n_layers), kBoundsThreads, 0, stream, p);
 }

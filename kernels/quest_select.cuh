@@ -54,14 +54,21 @@ struct QuestBoundsParams {
   int32_t n_layers = 0;
   int32_t page_size = 0;
   int32_t kv_dim = 0;  // n_kv_heads * head_dim, even
+  // fp8 caches (kv_fp8.cuh), null = bf16: k_cache holds e4m3 bytes at the
+  // same element offsets and this the scales, [n_layers][k_scale_layer_stride]
+  // (a layer's [slots][n_kv_heads] first).
+  const float *k_scale = nullptr;
+  int64_t k_scale_layer_stride = 0;
+  int32_t head_dim = 0;
 };
 
 cudaError_t quest_bounds(const QuestBoundsParams &p, cudaStream_t stream);
 
 struct QuestSelectParams {
-  const bf16 *q = nullptr;        // [rows][n_heads][head_dim], after RoPE
-  const bf16 *k_cache = nullptr;  // this layer: [slots][n_kv_heads][head_dim]
-  const bf16 *key_min = nullptr;  // this layer: [num_pages][n_kv_heads][head_dim]
+  const bf16 *q = nullptr;         // [rows][n_heads][head_dim], after RoPE
+  const bf16 *k_cache = nullptr;   // this layer: [slots][n_kv_heads][head_dim]
+  const float *k_scale = nullptr;  // fp8 caches (as QuestBoundsParams): this layer's scales
+  const bf16 *key_min = nullptr;   // this layer: [num_pages][n_kv_heads][head_dim]
   const bf16 *key_max = nullptr;
   const int32_t *page_table = nullptr;      // all sequences' tables, concatenated
   const int32_t *seq_page_off = nullptr;    // [n_seqs] first entry of s in page_table

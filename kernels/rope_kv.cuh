@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda_utils.cuh"
+#include "kv_fp8.cuh"
 
 namespace vegas::kernels {
 
@@ -27,6 +28,10 @@ struct RopeKvParams {
   bf16 *q_out = nullptr;               // [rows][n_heads][head_dim]
   bf16 *k_cache = nullptr;             // [slots][n_kv_heads][head_dim] (one layer)
   bf16 *v_cache = nullptr;
+  // fp8 caches (kv_fp8.cuh), null = bf16: k and v heads are written as e4m3
+  // bytes at the same element offsets, with their scales here, [slots][n_kv_heads].
+  float *k_scale = nullptr;
+  float *v_scale = nullptr;
   int32_t rows = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
@@ -38,6 +43,36 @@ cudaError_t rope_kv(const RopeKvParams &p, cudaStream_t stream);
 #if defined(__CUDACC__)
 constexpr int kRopeMaxHeadDim = 256;
 
+// A head's values (lane + 32 j holds element j) to base + off: bf16, or with
+// `scales` (fp8 caches) e4m3 bytes at byte offset `off` and the head's scale
+// at scales[off / head_dim].
+__device__ __forceinline__ void store_head(const float (&out)[kRopeMaxHeadDim / 32], int hd,
+                                           bf16 *base, float *scales, int64_t off, int lane) {
+  if (scales == nullptr) {
+#pragma unroll
+    for (int j = 0; j < kRopeMaxHeadDim / 32; ++j) {
+      const int i = lane + 32 * j;
+      if (i >= hd) break;
+      base[off + i] = __float2bfloat16(out[j]);
+    }
+    return;
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kRopeMaxHeadDim / 32; ++j)
+    if (lane + 32 * j < hd) amax = fmaxf(amax, fabsf(out[j]));
+  const int e = kv_fp8_exponent(warp_max(amax));
+  const float inv = ldexpf(1.0f, -e);
+  unsigned char *bytes = reinterpret_cast<unsigned char *>(base) + off;
+#pragma unroll
+  for (int j = 0; j < kRopeMaxHeadDim / 32; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= hd) break;
+    bytes[i] = to_e4m3(out[j] * inv);
+  }
+  if (lane == 0) scales[off / hd] = ldexpf(1.0f, e);
+}
+
 // One (row, head) of the stage, by one warp: head h counts q heads, then k,
 // then v. x holds the head's head_dim values (bias added) in shared memory;
 // q heads are written to q_out, k and v heads to their cache slot (none for
@@ -46,17 +81,25 @@ __device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int
                                              int lane) {
   const int hd = p.head_dim;
   const bool is_q = h < p.n_heads, is_v = h >= p.n_heads + p.n_kv_heads;
-  bf16 *dst;
+  bf16 *base = p.q_out;
+  float *scales = nullptr;
+  int64_t off = 0;
   if (is_q) {
-    dst = p.q_out + (static_cast<int64_t>(row) * p.n_heads + h) * hd;
+    off = (static_cast<int64_t>(row) * p.n_heads + h) * hd;
   } else {
     const int slot = p.slots ? p.slots[row] : -1;
     if (slot < 0) return;  // padding row: no cache write
     const int kvh = is_v ? h - p.n_heads - p.n_kv_heads : h - p.n_heads;
-    dst = (is_v ? p.v_cache : p.k_cache) + (static_cast<int64_t>(slot) * p.n_kv_heads + kvh) * hd;
+    base = is_v ? p.v_cache : p.k_cache;
+    scales = is_v ? p.v_scale : p.k_scale;
+    off = (static_cast<int64_t>(slot) * p.n_kv_heads + kvh) * hd;
   }
   if (is_v) {
-    for (int i = lane; i < hd; i += 32) dst[i] = __float2bfloat16(x[i]);
+    float out[kRopeMaxHeadDim / 32];
+#pragma unroll
+    for (int j = 0; j < kRopeMaxHeadDim / 32; ++j)
+      out[j] = lane + 32 * j < hd ? x[lane + 32 * j] : 0.0f;
+    store_head(out, hd, base, scales, off, lane);
     return;
   }
   const bf16 *norm = is_q ? p.q_norm : p.k_norm;
@@ -88,12 +131,7 @@ __device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int
     }
     out[j] = xi;
   }
-#pragma unroll
-  for (int j = 0; j < kRopeMaxHeadDim / 32; ++j) {
-    const int i = lane + 32 * j;
-    if (i >= hd) break;
-    dst[i] = __float2bfloat16(out[j]);
-  }
+  store_head(out, hd, base, scales, off, lane);
 }
 #endif
 

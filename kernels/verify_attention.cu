@@ -41,7 +41,8 @@ struct VTiles {
   static constexpr int kMinBlocks = HD <= 64 ? 4 : 2;
 };
 
-template <int HD, int MT>
+// FP8: fp8 caches (kv_fp8.cuh), each tile expanded in shared memory once landed.
+template <int HD, int MT, bool FP8>
 __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
     verify_kernel(PagedAttentionParams p) {
   pdl_enter();
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
 
   stage_query_vectors<HD, kStride, kThreads>(p, q_s, kVec, v0, v_last, row_start, group, kvh);
   cp_async_commit();
-  PagedKvTiles<HD, kN, kStride, kThreads> kv{p, table, kvh, {}};
+  PagedKvTiles<HD, kN, kStride, kThreads, FP8> kv{p, table, kvh, {}};
   const int n_tiles = (end - begin + kN - 1) / kN;
   if (n_tiles > 0) {
     kv.locate(begin, end);
@@ -136,6 +137,10 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
       cp_async_wait<0>();
     }
     __syncthreads();
+    if constexpr (FP8) {
+      kv.expand(j & 1, k_s, v_s);
+      __syncthreads();
+    }
     const int ks = ts + slice * kNk;  // this warp's first key
     // Warp-uniform: slices past the range or past the warp's rows are skipped.
     if (active && ks < end && ks <= warp_max_pos) {
@@ -224,7 +229,11 @@ template <int HD, int MT>
 cudaError_t launch(const PagedAttentionParams &p, int64_t vec_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{p.n_seqs} * p.n_kv_heads),
                   static_cast<unsigned>(vec_tiles), static_cast<unsigned>(p.n_splits));
-  return launch_kernel(verify_kernel<HD, MT>, grid, kThreads, VTiles<HD, MT>::smem, stream, p);
+  if (p.k_scale != nullptr)
+    return launch_kernel(verify_kernel<HD, MT, true>, grid, kThreads, VTiles<HD, MT>::smem, stream,
+                         p);
+  return launch_kernel(verify_kernel<HD, MT, false>, grid, kThreads, VTiles<HD, MT>::smem, stream,
+                       p);
 }
 
 // The vectors of the longest verified sequence choose the block size: the
@@ -241,8 +250,13 @@ cudaError_t launch_for(const PagedAttentionParams &p, cudaStream_t stream) {
 template <int HD, int MT>
 cudaError_t set_smem() {
   static_assert(VTiles<HD, MT>::smem <= 227 * 1024, "shared memory per block");
-  return cudaFuncSetAttribute(verify_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(VTiles<HD, MT>::smem));
+  const cudaError_t e = cudaFuncSetAttribute(verify_kernel<HD, MT, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(VTiles<HD, MT>::smem));
+  return e != cudaSuccess ? e
+                          : cudaFuncSetAttribute(verify_kernel<HD, MT, true>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(VTiles<HD, MT>::smem));
 }
 
 template <int HD>

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cuda/atomic>
 
+#include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 #include "verify_attention.cuh"
 #include "verify_output.cuh"
@@ -175,8 +176,9 @@ __device__ __forceinline__ void lazy_softmax(float (&s)[NK / 8][4], float mx_lo,
   l_hi += sum_hi;
 }
 
-// STEP_PAGES: pages hold a multiple of kNk slots (see look_up).
-template <int HD, int MT, bool STEP_PAGES>
+// STEP_PAGES: pages hold a multiple of kNk slots (see look_up). FP8: fp8
+// caches (kv_fp8.cuh), each step's rows expanded in place before use.
+template <int HD, int MT, bool STEP_PAGES, bool FP8>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     verify_warps_kernel(PagedAttentionParams p) {
   using L = WarpsLayout<HD, MT>;
@@ -245,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // on, the verified rows' own, written by the previous kernel, are left out.
   auto issue = [&](int i, bool before_wait) {
     if (i < n_steps) {
-      bf16 *kt = tiles + (i % kStages) * 2 * L::kTile + row_in * kStride + piece * 8;
+      bf16 *kt = tiles + (i % kStages) * 2 * L::kTile + row_in * kStride;  // the lane's first row
       bf16 *vt = kt + L::kTile;
       const int64_t at0 = int64_t{slots[0]} * row_stride + lane_off;  // STEP_PAGES
 #pragma unroll
@@ -259,8 +261,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         else
           at = valid ? int64_t{slots[r]} * row_stride + head_off : 0;
         const int row = r * kRowsPerLoad;
-        cp_async16(kt + row * kStride, p.k_cache + at, valid);
-        cp_async16(vt + row * kStride, p.v_cache + at, valid);
+        stage_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, valid);
+        stage_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, valid);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
@@ -286,10 +288,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if (key < start_pos || key >= end) continue;
         const int64_t at = int64_t{slot_of(key)} * row_stride + head_off;
         const int row = r * kRowsPerLoad + row_in;
-        *reinterpret_cast<uint4 *>(kt + row * kStride + piece * 8) =
-            *reinterpret_cast<const uint4 *>(p.k_cache + at);
-        *reinterpret_cast<uint4 *>(vt + row * kStride + piece * 8) =
-            *reinterpret_cast<const uint4 *>(p.v_cache + at);
+        store_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, true);
+        store_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, true);
       }
     }
   }
@@ -345,8 +345,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     __syncwarp();                   // ... and every lane's (and the step before is read)
     issue(i + kStages - 1, false);  // into the stage step i - 1 used
     look_up(i + kStages);
-    const bf16 *kt = tiles + (i % kStages) * 2 * L::kTile, *vt = kt + L::kTile;
+    bf16 *kt = tiles + (i % kStages) * 2 * L::kTile, *vt = kt + L::kTile;
     const int base = first + i * kBlockStep;
+    if constexpr (FP8) {  // lane l expands K row l (l < 16) or V row l - 16
+      expand_staged_row<HD>(kt + lane * kStride);  // V rows follow K's: vt = kt + kNk rows
+      __syncwarp();
+    }
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key
     // n-tiles, used by every M tile (Q fragments re-read from shared memory
@@ -455,9 +459,14 @@ cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{p.n_seqs} * p.n_kv_heads), 1u,
                   static_cast<unsigned>(p.n_splits));
   const size_t smem = WarpsLayout<HD, MT>::smem;
-  if (p.page_size % kNk == 0)
-    return launch_kernel(verify_warps_kernel<HD, MT, true>, grid, kThreads, smem, stream, p);
-  return launch_kernel(verify_warps_kernel<HD, MT, false>, grid, kThreads, smem, stream, p);
+  const bool step_pages = p.page_size % kNk == 0, fp8 = p.k_scale != nullptr;
+  if (step_pages && fp8)
+    return launch_kernel(verify_warps_kernel<HD, MT, true, true>, grid, kThreads, smem, stream, p);
+  if (step_pages)
+    return launch_kernel(verify_warps_kernel<HD, MT, true, false>, grid, kThreads, smem, stream, p);
+  if (fp8)
+    return launch_kernel(verify_warps_kernel<HD, MT, false, true>, grid, kThreads, smem, stream, p);
+  return launch_kernel(verify_warps_kernel<HD, MT, false, false>, grid, kThreads, smem, stream, p);
 }
 
 template <int HD, int MT>
@@ -466,12 +475,14 @@ cudaError_t set_smem() {
   static_assert(L::smem * kMinBlocks + 2048 <= 228 * 1024, "kMinBlocks blocks per multiprocessor");
   static_assert(sizeof(float) * L::kVec * (64 + 1) <= L::work_bytes, "merge_splits' scratch");
   const int bytes = static_cast<int>(L::smem);
-  const cudaError_t e = cudaFuncSetAttribute(verify_warps_kernel<HD, MT, true>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  return e != cudaSuccess
-             ? e
-             : cudaFuncSetAttribute(verify_warps_kernel<HD, MT, false>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+  for (cudaError_t e :
+       {cudaFuncSetAttribute(verify_warps_kernel<HD, MT, true, false>, attr, bytes),
+        cudaFuncSetAttribute(verify_warps_kernel<HD, MT, false, false>, attr, bytes),
+        cudaFuncSetAttribute(verify_warps_kernel<HD, MT, true, true>, attr, bytes),
+        cudaFuncSetAttribute(verify_warps_kernel<HD, MT, false, true>, attr, bytes)})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
 // The query vectors of the longest verified sequence.

@@ -31,6 +31,18 @@ const (
 	SchedulePrefillFirst Schedule = C.VEGAS_SCHEDULE_PREFILL_FIRST
 )
 
+// KVType is how a session stores its KV cache.
+type KVType int32
+
+// The KV cache types of vegas.h.
+const (
+	// KVDefault: the backend's own precision (bf16 on CUDA, f32 on the CPU).
+	KVDefault KVType = C.VEGAS_KV_DEFAULT
+	// KVFP8: e4m3 with a power-of-two scale per token and KV head, half of
+	// bf16's bytes on CUDA.
+	KVFP8 KVType = C.VEGAS_KV_FP8
+)
+
 // SessionOptions configures a session. Start from DefaultSessionOptions: the
 // fields are passed as they are (a zero PageSize is an error, not a default).
 type SessionOptions struct {
@@ -48,6 +60,7 @@ type SessionOptions struct {
 	Sink         int32   // policy "streaming": leading tokens always kept
 	TopPMass     float32 // policy "topp": attention mass to cover
 	Schedule     Schedule
+	KVType       KVType
 }
 
 // DefaultSessionOptions are the library's defaults.
@@ -65,7 +78,7 @@ func DefaultSessionOptions() SessionOptions {
 		PrefillChunk: int32(c.prefill_chunk), Mode: Mode(c.mode), Policy: policy, Gamma: int32(c.gamma),
 		Ratio: float32(c.ratio), MinTokens: int32(c.min_tokens), WindowShare: float32(c.window_share),
 		ScoreKind: int32(c.score_kind), Sink: int32(c.sink), TopPMass: float32(c.top_p_mass),
-		Schedule: Schedule(c.schedule),
+		Schedule: Schedule(c.schedule), KVType: KVType(c.kv_type),
 	}
 }
 
@@ -95,6 +108,7 @@ func (o *SessionOptions) toC(a *cArena) (*C.vegas_session_options, error) {
 	c.sink = C.int32_t(o.Sink)
 	c.top_p_mass = C.float(o.TopPMass)
 	c.schedule = C.int32_t(o.Schedule)
+	c.kv_type = C.int32_t(o.KVType)
 	return c, nil
 }
 

@@ -130,7 +130,7 @@ VEGAS_API vegas_status vegas_model_get_info(const vegas_model *model, vegas_mode
         static_cast<int32_t>(c.max_position > 0x7fffffff ? 0x7fffffff : c.max_position);
     info.n_params = model->impl->n_params();
     info.weight_bytes = b.weight_bytes();
-    info.kv_bytes_per_token = b.kv_bytes_per_token();
+    info.kv_bytes_per_token = b.kv_bytes_per_token(false);
     std::strncpy(info.architecture, c.architecture_name.c_str(), sizeof(info.architecture) - 1);
     vegas::abi::write_struct(info, out, "vegas_model_info");
   });

@@ -53,6 +53,9 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
     vegas::fail(VEGAS_ERR_INVALID_ARGUMENT,
                 "prefix_cache " + std::to_string(o.prefix_cache) + " is not 0 or 1");
   p.prefix_cache = o.prefix_cache == 1;
+  if (o.kv_type != VEGAS_KV_DEFAULT && o.kv_type != VEGAS_KV_FP8)
+    vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown kv_type " + std::to_string(o.kv_type));
+  p.kv_fp8 = o.kv_type == VEGAS_KV_FP8;
   // VEGAS_VANILLA_CHAIN=1..16: vanilla steps per chain (A/B timing; 1 = off).
   if (const char *env = std::getenv("VEGAS_VANILLA_CHAIN")) {
     const int chain = std::atoi(env);
@@ -166,6 +169,7 @@ VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, 
   o.schedule = VEGAS_SCHEDULE_INTERLEAVE;
   o.profile_path = nullptr;
   o.prefix_cache = 1;
+  o.kv_type = VEGAS_KV_DEFAULT;
   vegas::abi::init_struct(o, options, size);
 }
 

@@ -130,6 +130,12 @@ struct ContextParams {
   // the K cache, in the cache's precision; time: each written page re-bounded
   // once per forward call).
   bool key_bounds = false;
+  // K and V stored as e4m3 with a power-of-two scale per (token, KV head)
+  // (kernels/kv_fp8.cuh): half the bytes a token on CUDA, so steps that read
+  // the context run up to twice as fast and the pool holds twice the tokens.
+  // The CPU backend rounds its f32 cache to the same values (same outputs,
+  // no memory saved).
+  bool kv_fp8 = false;
   // > 0: steps of up to this many rows will come early (a speculative
   // session's verification passes): a backend that plans work per shape on
   // first use (cuBLASLt) may do it when the context is made, not inside the
@@ -290,8 +296,9 @@ class BackendModel {
   virtual BackendKind kind() const = 0;
   virtual const ModelConfig &config() const = 0;
   virtual uint64_t weight_bytes() const = 0;
-  // Bytes of K and V for one token over all layers on this backend.
-  virtual uint64_t kv_bytes_per_token() const = 0;
+  // Bytes of K and V for one token over all layers on this backend, with
+  // the bf16 or the fp8 cache (ContextParams::kv_fp8).
+  virtual uint64_t kv_bytes_per_token(bool fp8) const = 0;
   // Throws OUT_OF_MEMORY when the pool cannot be allocated.
   virtual std::unique_ptr<BackendContext> create_context(const ContextParams &params) = 0;
   // Copy bandwidth of the memory the weights live in, bytes read + written per

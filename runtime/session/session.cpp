@@ -52,7 +52,8 @@ int32_t pages_for_budget(const BackendModel &backend, const SessionParams &p) {
   uint64_t budget = p.kv_bytes;
   if (budget == 0)
     budget = backend.kind() == BackendKind::kCuda ? kDefaultCudaKvBytes : kDefaultCpuKvBytes;
-  const uint64_t page_bytes = backend.kv_bytes_per_token() * static_cast<uint64_t>(p.page_size);
+  const uint64_t page_bytes =
+      backend.kv_bytes_per_token(p.kv_fp8) * static_cast<uint64_t>(p.page_size);
   const uint64_t pages = budget / page_bytes;
   if (pages == 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "kv_bytes " + std::to_string(budget) +
@@ -108,6 +109,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   ContextParams cp;
   cp.num_pages = kv_.pool().num_pages();
   cp.page_size = params_.page_size;
+  cp.kv_fp8 = params_.kv_fp8;
   // Embedding rows past the tokenizer's tokens are never drawn (they cannot be decoded).
   if (model_->has_tokenizer() && model_->tokenizer().vocab_size() < model_->config().vocab_size)
     cp.logit_limit = model_->tokenizer().vocab_size();

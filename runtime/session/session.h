@@ -35,6 +35,7 @@ struct SessionParams {
   bool auto_mode = false;
   // Full KV pages of earlier sequences serve new ones with the same prefix (KvPool).
   bool prefix_cache = true;
+  bool kv_fp8 = false;  // ContextParams::kv_fp8 (VEGAS_KV_FP8)
   // Vanilla decode steps run this many at a time on a backend that chains
   // them (each step's tokens fed to the next on the device, the host reading
   // them once): the host's share of a step overlaps nothing else, so it is

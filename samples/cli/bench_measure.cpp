@@ -231,7 +231,8 @@ SpecSettings parse_policy_spec(const std::string &spec, const SpecSettings &base
 }
 
 vegas_session_options session_options(const vegas_model_info &info, const Prompts &prompts,
-                                      int32_t new_tokens, int32_t max_gamma) {
+                                      int32_t new_tokens, int32_t max_gamma,
+                                      const std::string &kv_type) {
   size_t longest = 0;
   for (const auto &p : prompts) longest = std::max(longest, p.size());
   vegas_session_options so;
@@ -241,6 +242,7 @@ vegas_session_options session_options(const vegas_model_info &info, const Prompt
   // Decoding is measured at the full batch: no sequence decodes (and finishes
   // early) while later prompts are still being prefilled.
   so.schedule = VEGAS_SCHEDULE_PREFILL_FIRST;
+  so.kv_type = kv_type == "fp8" ? VEGAS_KV_FP8 : VEGAS_KV_DEFAULT;
   // Room for every sequence plus a round's drafts.
   so.kv_bytes = static_cast<uint64_t>(so.max_batch) *
                 static_cast<uint64_t>(longest + static_cast<size_t>(new_tokens + max_gamma + 64)) *

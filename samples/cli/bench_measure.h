@@ -80,6 +80,7 @@ struct RunArgs {
   SamplingArgs sampling;
   int32_t new_tokens = 32;
   SpecSettings spec;
+  std::string kv_type = "default";  // --kv-type: default or fp8 (vegas_kv_type)
 };
 
 // Prompts of any length and batch for one loaded model: from the prompts file
@@ -105,9 +106,11 @@ void check_contexts(const std::vector<int32_t> &contexts, int32_t new_tokens, in
                     const vegas_model_info &info, const char *command, const char *option);
 
 // Session options for decoding `prompts` together (vanilla mode) with room in
-// the KV pool for `new_tokens` each plus a round of up to `max_gamma` drafts.
+// the KV pool for `new_tokens` each plus a round of up to `max_gamma` drafts,
+// in a KV cache of `kv_type` (--kv-type).
 vegas_session_options session_options(const vegas_model_info &info, const Prompts &prompts,
-                                      int32_t new_tokens, int32_t max_gamma);
+                                      int32_t new_tokens, int32_t max_gamma,
+                                      const std::string &kv_type);
 // `base` switched to VEGAS mode with `spec`; the policy string stays owned by `spec`.
 vegas_session_options speculative_options(const vegas_session_options &base,
                                           const SpecSettings &spec);

@@ -36,7 +36,7 @@ class ContextRuns {
       : model_(model),
         run_(run),
         prompts_(std::move(prompts)),
-        base_(session_options(model.info, prompts_, run.new_tokens, max_gamma)) {}
+        base_(session_options(model.info, prompts_, run.new_tokens, max_gamma, run.kv_type)) {}
 
   double mean_context() const { return mean_length(prompts_); }
 

@@ -142,8 +142,8 @@ void run_bench(const BenchArgs &a) {
   const vegas_model_info &info = loaded.info;
   const auto prompts = PromptSource(r, loaded, "vegas bench").get(a.context, a.batch);
   if (a.replay.requests > 0) {  // an editing session on the first prompt
-    const vegas_session_options base =
-        session_options(info, {prompts.at(0)}, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : 6);
+    const vegas_session_options base = session_options(
+        info, {prompts.at(0)}, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : 6, r.kv_type);
     vegas_session_options so = base;
     if (vegas_mode) so = speculative_options(base, r.spec);
     if (a.mode == "auto") so.mode = VEGAS_MODE_AUTO;
@@ -161,8 +161,8 @@ void run_bench(const BenchArgs &a) {
   for (const auto &p : prompts) total_prompt += static_cast<int64_t>(p.size());
   const SpecSettings &spec = r.spec;
   // γ auto (0) may grow a sequence's drafts up to VEGAS_MAX_GAMMA.
-  const vegas_session_options so =
-      session_options(info, prompts, r.new_tokens, spec.gamma > 0 ? spec.gamma : VEGAS_MAX_GAMMA);
+  const vegas_session_options so = session_options(
+      info, prompts, r.new_tokens, spec.gamma > 0 ? spec.gamma : VEGAS_MAX_GAMMA, r.kv_type);
   vegas_session_options vso = speculative_options(so, spec);
   if (a.mode == "auto") vso.mode = VEGAS_MODE_AUTO;
 

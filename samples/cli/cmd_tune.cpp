@@ -188,7 +188,7 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   nlohmann::json sweep_buckets = nlohmann::json::array();
   for (const Job &job : jobs) {
     const vegas_session_options base =
-        session_options(model.info, job.prompts, a.run.new_tokens, max_gamma);
+        session_options(model.info, job.prompts, a.run.new_tokens, max_gamma, a.run.kv_type);
     const int32_t batch = static_cast<int32_t>(job.prompts.size());
     const Measured vanilla =
         measure(model.model.get(), base, a.run.sampling, a.run.new_tokens, job.prompts);

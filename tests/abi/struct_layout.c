@@ -90,6 +90,7 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, schedule, 80);
   PIN_OFFSET(vegas_session_options, profile_path, 88);
   PIN_OFFSET(vegas_session_options, prefix_cache, 96);
+  PIN_OFFSET(vegas_session_options, kv_type, 100);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);

@@ -81,7 +81,7 @@ class NullBackend final : public BackendModel {
   BackendKind kind() const override { return BackendKind::kCuda; }
   const ModelConfig &config() const override { return config_; }
   uint64_t weight_bytes() const override { return 0; }
-  uint64_t kv_bytes_per_token() const override { return 64; }
+  uint64_t kv_bytes_per_token(bool) const override { return 64; }
   std::unique_ptr<BackendContext> create_context(const ContextParams &) override {
     return std::make_unique<NullContext>(config_.vocab_size, picks_candidates);
   }

@@ -95,14 +95,16 @@ struct Row {
 // sparse_ratio > 0: a sparse draft step instead (DESIGN §3): every layer of
 // every sequence attends to ceil(ratio * context) (at least 256) positions
 // spread over its context, plus its own row, through a host sparse record.
+// kv_fp8: the fp8 KV cache (ContextParams::kv_fp8).
 Row bench_decode(BackendModel &model, const std::string &name, int context, int batch,
-                 double bandwidth, double sparse_ratio = 0.0) {
+                 double bandwidth, double sparse_ratio = 0.0, bool kv_fp8 = false) {
   const int page = 16;
   const int pages_per_seq = (context + 1 + page - 1) / page;
   ContextParams p;
   p.page_size = page;
   p.num_pages = pages_per_seq * batch;
   p.max_rows = std::max(batch, 64);
+  p.kv_fp8 = kv_fp8;
   auto ctx = model.create_context(p);
   auto *cctx = dynamic_cast<cuda::CudaContext *>(ctx.get());
   cctx->randomize_kv(1234);
@@ -137,11 +139,20 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
     ctx->forward_sample(b, rows.data(), out.data());
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  Row row{selected > 0 ? name + " draft" : name, context, batch, median(t), 0, 0, 0, 0, 0};
+  Row row{name + (selected > 0 ? " draft" : "") + (kv_fp8 ? " fp8-kv" : ""),
+          context,
+          batch,
+          median(t),
+          0,
+          0,
+          0,
+          0,
+          0};
   row.device_s = cctx->replay_seconds(b, 60);
   row.tok_s = batch / row.step_s;
   const int keys = selected > 0 ? selected + 1 : context + 1;
-  row.bytes = double(model.weight_bytes()) + double(batch) * keys * model.kv_bytes_per_token();
+  row.bytes =
+      double(model.weight_bytes()) + double(batch) * keys * model.kv_bytes_per_token(kv_fp8);
   row.floor_s = row.bytes / bandwidth;
   row.fraction = row.floor_s / row.step_s;
   return row;
@@ -200,7 +211,8 @@ void report_prefill(BackendModel &model, const std::string &name, double peak) {
 
 }  // namespace
 
-// The shapes VEGAS_BENCH_SHAPES asks for, as "CxB" / "CxBd"; empty when unset.
+// The shapes VEGAS_BENCH_SHAPES asks for, as "CxB" and suffixes d (a sparse
+// draft step) and f (the fp8 KV cache), e.g. "16384x16f"; empty when unset.
 std::vector<std::string> requested_shapes() {
   std::vector<std::string> out;
   const char *env = std::getenv("VEGAS_BENCH_SHAPES");
@@ -229,16 +241,19 @@ int main(int argc, char **argv) {
       std::printf("device-to-device bandwidth %.0f GB/s, cuBLASLt bf16 GEMM %.0f TFLOP/s\n",
                   bw / 1e9, peak / 1e12);
       for (const std::string &shape : only) {
-        int context = 0, batch = 0;
-        char draft = 0;
-        if (std::sscanf(shape.c_str(), "%dx%d%c", &context, &batch, &draft) < 2 || context < 1 ||
-            batch < 1) {
+        int context = 0, batch = 0, used = 0;
+        const bool parsed = std::sscanf(shape.c_str(), "%dx%d%n", &context, &batch, &used) == 2;
+        const std::string suffix = parsed ? shape.substr(size_t(used)) : "";
+        if (!parsed || context < 1 || batch < 1 ||
+            suffix.find_first_not_of("df") != std::string::npos) {
           std::fprintf(stderr, "bench_cuda_decode: bad shape '%s' in VEGAS_BENCH_SHAPES\n",
                        shape.c_str());
           return 1;
         }
+        const bool draft = suffix.find('d') != std::string::npos;
+        const bool fp8 = suffix.find('f') != std::string::npos;
         rows.push_back(bench_decode(*model, "vegas-code-22m", context, batch, bw,
-                                    draft == 'd' ? kDraftRatio : 0.0));
+                                    draft ? kDraftRatio : 0.0, fp8));
       }
       if (only.empty()) {
         for (int context : {2048, 8192})
@@ -247,6 +262,7 @@ int main(int argc, char **argv) {
             std::fflush(stdout);
           }
         rows.push_back(bench_decode(*model, "vegas-code-22m", 16384, 16, bw));
+        rows.push_back(bench_decode(*model, "vegas-code-22m", 16384, 16, bw, 0.0, true));
         for (int context : {8192, 16384})
           rows.push_back(bench_decode(*model, "vegas-code-22m", context, 16, bw, kDraftRatio));
         report_prefill(*model, "vegas-code-22m", peak);

@@ -214,7 +214,7 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   std::vector<RowSampling> rules(B, RowSampling{&greedy, 0});
   std::vector<int32_t> out(B);
   const int reps = 30;
-  const double kv_token = static_cast<double>(model.kv_bytes_per_token());
+  const double kv_token = static_cast<double>(model.kv_bytes_per_token(false));
   const double weights = static_cast<double>(model.weight_bytes());
 
   if (const char *only = std::getenv("VEGAS_PHASE_PROFILE")) {

@@ -52,13 +52,15 @@ struct Scored {
 };
 
 // Runs `tokens` through a fresh context in chunks, every row's logits kept.
-Scored score(BackendModel &backend, const std::vector<int32_t> &tokens, int32_t chunk) {
+Scored score(BackendModel &backend, const std::vector<int32_t> &tokens, int32_t chunk,
+             bool kv_fp8) {
   const int32_t vocab = backend.config().vocab_size;
   const int32_t len = static_cast<int32_t>(tokens.size());
   ContextParams p;
   p.page_size = 16;
   p.num_pages = (len + 15) / 16;
   p.max_rows = chunk;
+  p.kv_fp8 = kv_fp8;
   auto ctx = backend.create_context(p);
   std::vector<int32_t> table(static_cast<size_t>(p.num_pages));
   for (int32_t i = 0; i < p.num_pages; ++i) table[static_cast<size_t>(i)] = i;
@@ -102,8 +104,8 @@ double resident_mb() {
   return -1.0;
 }
 
-nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts, int32_t n_tokens,
-                        int32_t chunk, Reference *ref) {
+nlohmann::json evaluate(const std::string &path, bool kv_fp8, const std::vector<Text> &texts,
+                        int32_t n_tokens, int32_t chunk, Reference *ref) {
   ModelLoadOptions options;
   const double rss_before = resident_mb();
   const auto model = Model::load(path, options);
@@ -115,7 +117,7 @@ nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts,
   for (size_t t = 0; t < texts.size(); ++t) {
     std::vector<int32_t> ids = model->tokenizer().encode(texts[t].text, false, true);
     if (static_cast<int32_t>(ids.size()) > n_tokens) ids.resize(static_cast<size_t>(n_tokens));
-    const Scored s = score(model->backend(), ids, chunk);
+    const Scored s = score(model->backend(), ids, chunk, kv_fp8);
     nll += s.nll;
     n += s.n;
     if (is_reference) {
@@ -131,6 +133,7 @@ nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts,
   }
   nlohmann::json out;
   out["model"] = path;
+  out["kv_type"] = kv_fp8 ? "fp8" : "default";
   out["texts"] = texts.size();
   out["scored_tokens"] = n;
   out["perplexity"] = std::exp(nll / static_cast<double>(std::max<int64_t>(n, 1)));
@@ -146,7 +149,10 @@ nlohmann::json evaluate(const std::string &path, const std::vector<Text> &texts,
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"Perplexity of models on a prompts file (the first model is the reference)"};
+  CLI::App app{
+      "Perplexity of models on a prompts file, each with each KV type (the first pair is the "
+      "reference)"};
+  std::vector<std::string> kv_types{"default"};
   std::vector<std::string> models;
   std::string prompts;
   int limit = 8;
@@ -156,12 +162,15 @@ int main(int argc, char **argv) {
   app.add_option("--limit", limit, "texts to score (0: all)");
   app.add_option("--tokens", n_tokens, "tokens per text")->check(CLI::Range(2, 1 << 20));
   app.add_option("--chunk", chunk, "rows per forward pass")->check(CLI::Range(1, 4096));
+  app.add_option("--kv-types", kv_types, "KV caches to score each model with: default, fp8")
+      ->check(CLI::IsMember({"default", "fp8"}));
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Text> texts = read_texts(prompts, limit);
     Reference ref;
     for (const std::string &m : models)
-      std::printf("%s\n", evaluate(m, texts, n_tokens, chunk, &ref).dump().c_str());
+      for (const std::string &kv : kv_types)
+        std::printf("%s\n", evaluate(m, kv == "fp8", texts, n_tokens, chunk, &ref).dump().c_str());
   } catch (const std::exception &e) {
     std::fprintf(stderr, "vegas_perplexity: %s\n", e.what());
     return 1;

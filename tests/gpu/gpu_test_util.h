@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/bf16.h"
+#include "common/kv_fp8.h"
 
 namespace vegas::test {
 
@@ -49,6 +50,34 @@ class Dev {
   void *p_ = nullptr;
   size_t n_;
 };
+
+// A cache of heads of head_dim bf16 values as the fp8 KV cache stores it
+// (kernels/kv_fp8.cuh): e4m3 codes, one power-of-two scale per head, and the
+// bf16 values they stand for (exact: code value times scale).
+struct Fp8Cache {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<uint16_t> values;
+};
+inline Fp8Cache to_fp8_cache(const std::vector<uint16_t> &cache, int head_dim) {
+  Fp8Cache c;
+  c.codes.resize(cache.size());
+  c.values.resize(cache.size());
+  std::vector<float> head(static_cast<size_t>(head_dim));
+  for (size_t h0 = 0; h0 < cache.size(); h0 += size_t(head_dim)) {
+    float amax = 0.0f;
+    for (int d = 0; d < head_dim; ++d)
+      amax = std::max(amax, std::fabs(head[size_t(d)] = bf16_to_f32(cache[h0 + size_t(d)])));
+    const int e = fp8_scale_exponent(amax);
+    c.scales.push_back(std::ldexp(1.0f, e));
+    for (int d = 0; d < head_dim; ++d) {
+      const float r = round_to_e4m3(std::ldexp(head[size_t(d)], -e));
+      c.codes[h0 + size_t(d)] = encode_e4m3(r);
+      c.values[h0 + size_t(d)] = f32_to_bf16(std::ldexp(r, e));
+    }
+  }
+  return c;
+}
 
 // n bf16 values uniform in [-scale, scale), and their exact float values.
 inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937 &rng, float scale = 1.0f,

@@ -7,7 +7,9 @@
 // under 5e-3. Sparse drafting rows (random selected sets below a prefix, several layers' records)
 // and score capture (logits and log-sum-exp of full rows, f32 outputs) are checked the same way;
 // captured values are f32 dot products of exact inputs, so they must match the float64 reference to
-// 1e-4 relative (plus 1e-4 absolute).
+// 1e-4 relative (plus 1e-4 absolute). Every case runs twice: with bf16 caches and with fp8 caches
+// (e4m3 codes and per-head scales), the reference then computed from the values the codes stand
+// for, which every kernel must expand exactly.
 #include <algorithm>
 #include <numeric>
 
@@ -63,7 +65,10 @@ std::vector<int32_t> add_sparse_record(const SeqSpec &s, std::mt19937 &rng,
   return mine;
 }
 
-void run_case(const Case &c, uint32_t seed) {
+// fp8: the caches in fp8 (kernels/kv_fp8.cuh), the reference on the values
+// they stand for; the kernels expand them to exactly those bf16 values, so
+// the bound is the same.
+void run_case_as(const Case &c, uint32_t seed, bool fp8) {
   std::mt19937 rng(seed);
   const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   // Page tables: a shuffled pool so sequences' pages interleave.
@@ -95,7 +100,7 @@ void run_case(const Case &c, uint32_t seed) {
     max_rows = std::max(max_rows, s.n_rows);
   }
   const size_t cache_n = size_t(total_pages) * c.page_size * c.n_kv_heads * hd;
-  const auto kh = random_bf16(cache_n, rng);
+  auto kh = random_bf16(cache_n, rng);
   auto vh = random_bf16(cache_n, rng);
   // Each row's own key (written by the step itself: after the PDL wait under
   // read_ahead) gets V 16x larger, so a kernel that drops it or reads it from
@@ -109,6 +114,14 @@ void run_case(const Case &c, uint32_t seed) {
         vh[d] = f32_to_bf16(16.0f * bf16_to_f32(vh[d]));
     }
   const auto qh = random_bf16(size_t(rows) * c.n_heads * hd, rng, 2.0f);
+  const Fp8Cache k8 = to_fp8_cache(fp8 ? kh : std::vector<uint16_t>{}, hd);
+  const Fp8Cache v8 = to_fp8_cache(fp8 ? vh : std::vector<uint16_t>{}, hd);
+  if (fp8) {
+    kh = k8.values;
+    vh = v8.values;
+  }
+  Dev<uint8_t> k8d(k8.codes), v8d(v8.codes);
+  Dev<float> k8s(k8.scales), v8s(v8.scales);
   Dev<uint16_t> k(kh), v(vh), q(qh), out(size_t(rows) * c.n_heads * hd);
   Dev<int32_t> dt(table), dpo(page_off), drs(row_start), dnr(n_rows), dsp(start_pos);
   Dev<float> po(size_t(c.n_splits) * rows * c.n_heads * hd),
@@ -122,8 +135,10 @@ void run_case(const Case &c, uint32_t seed) {
   kernels::PagedAttentionParams p;
   p.q = q.as<kernels::bf16>();
   p.out = out.as<kernels::bf16>();
-  p.k_cache = k.as<kernels::bf16>();
-  p.v_cache = v.as<kernels::bf16>();
+  p.k_cache = fp8 ? k8d.as<kernels::bf16>() : k.as<kernels::bf16>();
+  p.v_cache = fp8 ? v8d.as<kernels::bf16>() : v.as<kernels::bf16>();
+  p.k_scale = fp8 ? k8s.get() : nullptr;
+  p.v_scale = fp8 ? v8s.get() : nullptr;
   p.page_table = dt.get();
   p.seq_page_off = dpo.get();
   p.seq_row_start = drs.get();
@@ -213,8 +228,15 @@ void run_case(const Case &c, uint32_t seed) {
     }
   }
   const auto got = bf16_vec_to_float(out.download());
-  EXPECT_LT(rel_l2(got, ref), 5e-3) << "splits " << c.n_splits << " head_dim " << hd;
+  EXPECT_LT(rel_l2(got, ref), 5e-3)
+      << "splits " << c.n_splits << " head_dim " << hd << (fp8 ? " fp8 cache" : "");
   EXPECT_EQ(cap_bad, 0);
+}
+
+// Every case with the bf16 cache and with the fp8 cache.
+void run_case(const Case &c, uint32_t seed) {
+  run_case_as(c, seed, false);
+  run_case_as(c, seed, true);
 }
 
 class Attention : public ::testing::Test {

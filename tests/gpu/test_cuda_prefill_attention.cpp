@@ -37,6 +37,9 @@ struct SeqSpec {
 
 struct Shape {
   int n_heads, n_kv_heads, head_dim, page_size;
+  // fp8 caches (kernels/kv_fp8.cuh), the host's K/V the values their codes
+  // stand for: the kernels expand them exactly, so the bounds are the same.
+  bool fp8 = false;
 };
 
 // A batch on the device with its host copy; out is poisoned (NaN) by reset().
@@ -48,6 +51,8 @@ struct Batch {
   std::vector<uint16_t> kh, vh, qh;
   int rows = 0, max_rows = 0;
   std::unique_ptr<Dev<uint16_t>> k, v, q, out;
+  std::unique_ptr<Dev<uint8_t>> k8, v8;  // sh.fp8: the codes
+  std::unique_ptr<Dev<float>> k8s, v8s;  // sh.fp8: the scales
   std::unique_ptr<Dev<int32_t>> dt, dpo, drs, dnr, dsp, dsd, dso;
   std::unique_ptr<Dev<float>> po, pl;  // split workspace for up to kMaxSplits
 
@@ -98,6 +103,15 @@ struct Batch {
     kh = random_bf16(cache_n, rng);
     vh = random_bf16(cache_n, rng);
     qh = random_bf16(out_size(), rng, 2.0f);
+    if (sh.fp8) {
+      const Fp8Cache kc = to_fp8_cache(kh, sh.head_dim), vc = to_fp8_cache(vh, sh.head_dim);
+      kh = kc.values;
+      vh = vc.values;
+      k8 = std::make_unique<Dev<uint8_t>>(kc.codes);
+      v8 = std::make_unique<Dev<uint8_t>>(vc.codes);
+      k8s = std::make_unique<Dev<float>>(kc.scales);
+      v8s = std::make_unique<Dev<float>>(vc.scales);
+    }
     k = std::make_unique<Dev<uint16_t>>(kh);
     v = std::make_unique<Dev<uint16_t>>(vh);
     q = std::make_unique<Dev<uint16_t>>(qh);
@@ -119,8 +133,10 @@ struct Batch {
     kernels::PagedAttentionParams p;
     p.q = q->as<kernels::bf16>();
     p.out = out->as<kernels::bf16>();
-    p.k_cache = k->as<kernels::bf16>();
-    p.v_cache = v->as<kernels::bf16>();
+    p.k_cache = sh.fp8 ? k8->as<kernels::bf16>() : k->as<kernels::bf16>();
+    p.v_cache = sh.fp8 ? v8->as<kernels::bf16>() : v->as<kernels::bf16>();
+    p.k_scale = sh.fp8 ? k8s->get() : nullptr;
+    p.v_scale = sh.fp8 ? v8s->get() : nullptr;
     p.page_table = dt->get();
     p.seq_page_off = dpo->get();
     p.seq_row_start = drs->get();
@@ -206,7 +222,8 @@ double rel_l2_rows(const Batch &b, const std::vector<float> &got, const std::vec
 
 std::string describe(const Shape &sh) {
   return "heads " + std::to_string(sh.n_heads) + "/" + std::to_string(sh.n_kv_heads) +
-         " head_dim " + std::to_string(sh.head_dim) + " page " + std::to_string(sh.page_size);
+         " head_dim " + std::to_string(sh.head_dim) + " page " + std::to_string(sh.page_size) +
+         (sh.fp8 ? " fp8 cache" : "");
 }
 
 // The three ways to run a batch, each against the reference:
@@ -215,7 +232,7 @@ std::string describe(const Shape &sh) {
 //  2. the prefill kernel alone on a poisoned output: the rows of the
 //     sequences it takes, and no write anywhere else;
 //  3. the paged kernel alone (every sequence), compared with run 1 too.
-void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+void check_batch_as(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
   SCOPED_TRACE(describe(sh));
   Batch b(sh, seqs, seed);
   CUDA_OK(kernels::paged_attention_init());
@@ -267,6 +284,14 @@ void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t see
               describe(sh).c_str(), rel_l2(paged, ref), e_vs_paged);
   EXPECT_LT(rel_l2(paged, ref), 5e-3);
   EXPECT_LT(e_vs_paged, 7e-3);
+}
+
+// Every batch with bf16 caches and with fp8 caches.
+void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+  check_batch_as(sh, seqs, seed);
+  Shape fp8 = sh;
+  fp8.fp8 = true;
+  check_batch_as(fp8, seqs, seed);
 }
 
 class PrefillAttention : public ::testing::Test {

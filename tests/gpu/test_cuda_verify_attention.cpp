@@ -49,11 +49,15 @@ struct SeqSpec {
 
 struct Shape {
   int n_heads, n_kv_heads, head_dim, page_size;
+  // fp8 caches (kernels/kv_fp8.cuh), the host's K/V the values their codes
+  // stand for: the kernels expand them exactly, so the bounds are the same.
+  bool fp8 = false;
 };
 
 std::string describe(const Shape &sh) {
   return "heads " + std::to_string(sh.n_heads) + "/" + std::to_string(sh.n_kv_heads) +
-         " head_dim " + std::to_string(sh.head_dim) + " page " + std::to_string(sh.page_size);
+         " head_dim " + std::to_string(sh.head_dim) + " page " + std::to_string(sh.page_size) +
+         (sh.fp8 ? " fp8 cache" : "");
 }
 
 bool is_poison(float x) {
@@ -74,6 +78,8 @@ struct Batch {
   std::vector<uint16_t> kh, vh, qh;
   int rows = 0, max_rows = 0, cap_slots = 0, cap_stride = 0;
   std::unique_ptr<Dev<uint16_t>> k, v, q, out;
+  std::unique_ptr<Dev<uint8_t>> k8, v8;  // sh.fp8: the codes
+  std::unique_ptr<Dev<float>> k8s, v8s;  // sh.fp8: the scales
   std::unique_ptr<Dev<int32_t>> dt, dpo, drs, dnr, dsp, dsd, dso, dcc, drc;
   std::unique_ptr<Dev<float>> po, pl, clse;
   std::unique_ptr<Dev<uint16_t>> clog;  // fp16 scores
@@ -134,6 +140,15 @@ struct Batch {
     kh = random_bf16(cache_n, rng);
     vh = random_bf16(cache_n, rng);
     qh = random_bf16(out_size(), rng, 2.0f);
+    if (sh.fp8) {
+      const Fp8Cache kc = to_fp8_cache(kh, sh.head_dim), vc = to_fp8_cache(vh, sh.head_dim);
+      kh = kc.values;
+      vh = vc.values;
+      k8 = std::make_unique<Dev<uint8_t>>(kc.codes);
+      v8 = std::make_unique<Dev<uint8_t>>(vc.codes);
+      k8s = std::make_unique<Dev<float>>(kc.scales);
+      v8s = std::make_unique<Dev<float>>(vc.scales);
+    }
     k = std::make_unique<Dev<uint16_t>>(kh);
     v = std::make_unique<Dev<uint16_t>>(vh);
     q = std::make_unique<Dev<uint16_t>>(qh);
@@ -170,8 +185,10 @@ struct Batch {
     if (counters) p.split_counters = split_counters->get();
     p.q = q->as<kernels::bf16>();
     p.out = out->as<kernels::bf16>();
-    p.k_cache = k->as<kernels::bf16>();
-    p.v_cache = v->as<kernels::bf16>();
+    p.k_cache = sh.fp8 ? k8->as<kernels::bf16>() : k->as<kernels::bf16>();
+    p.v_cache = sh.fp8 ? v8->as<kernels::bf16>() : v->as<kernels::bf16>();
+    p.k_scale = sh.fp8 ? k8s->get() : nullptr;
+    p.v_scale = sh.fp8 ? v8s->get() : nullptr;
     p.page_table = dt->get();
     p.seq_page_off = dpo->get();
     p.seq_row_start = drs->get();
@@ -442,13 +459,21 @@ void check_kernel(const Batch &b, const Batch::Ref &ref, const NamedKernel &kern
 //  2. the verify kernel alone (splits 1) on poisoned buffers: no write to
 //     rows of sequences it does not take;
 //  3. the paged kernel alone, compared with run 1 (output and capture).
-void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+void check_batch_as(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
   Batch b(sh, seqs, seed);
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::verify_attention_init());
   const auto ref = b.reference_all();
   for (const NamedKernel &k : verify_kernels(b.params(kernels::kVerifyMaxRows, 1, true)))
     check_kernel(b, ref, k);
+}
+
+// Every batch with bf16 caches and with fp8 caches.
+void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+  check_batch_as(sh, seqs, seed);
+  Shape fp8 = sh;
+  fp8.fp8 = true;
+  check_batch_as(fp8, seqs, seed);
 }
 
 class VerifyAttention : public ::testing::Test {

@@ -36,9 +36,10 @@ struct SpeculativeRun {
 
 class SharedPrefixRunner {
  public:
-  // `max_new` bounds max_tokens of later runs and `max_gamma` their gamma (KV room).
+  // `max_new` bounds max_tokens of later runs and `max_gamma` their gamma (KV
+  // room); kv_fp8: the fp8 KV cache (ContextParams::kv_fp8).
   SharedPrefixRunner(const Model &model, std::vector<int32_t> prompt, int32_t max_new,
-                     int32_t max_gamma = 8, int32_t prefill_chunk = 512)
+                     int32_t max_gamma = 8, int32_t prefill_chunk = 512, bool kv_fp8 = false)
       : model_(model), prompt_(std::move(prompt)) {
     if (prompt_.size() < 2) throw std::invalid_argument("SharedPrefixRunner: prompt too short");
     const int32_t n = static_cast<int32_t>(prompt_.size());
@@ -48,6 +49,7 @@ class SharedPrefixRunner {
     cp.num_pages = static_cast<int32_t>((slots + kPageSize - 1) / kPageSize) + 1;
     cp.max_rows = std::max(prefill_chunk, max_gamma + 1);
     cp.key_bounds = true;  // for quest; the other policies never read the bounds
+    cp.kv_fp8 = kv_fp8;
     context_ = model_.backend().create_context(cp);
     kv_ = std::make_unique<SequenceKv>(cp.num_pages, kPageSize, /*prefix_cache=*/false);
     max_context_ = cp.num_pages * kPageSize;

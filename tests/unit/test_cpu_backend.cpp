@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_context.h"
 #include "common/error.h"
+#include "common/kv_fp8.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/weight_store.h"
@@ -146,6 +147,56 @@ TEST_F(EmbeddedModel, PrefillEqualsChunkedAndDecodeAcrossPagings) {
   const Rows single_slots =
       run_chunks(*backend_, params(64, 1), tokens, ones_then_rest, shuffled_pages(45, 64, 11));
   EXPECT_LE(max_abs_diff(whole, single_slots), 1e-4);
+}
+
+// The fp8 KV cache on the CPU (ContextParams::kv_fp8): every stored K and V
+// head lies on the fp8 grid of its own scale (rounding it again changes
+// nothing), the cache differs from the f32 run's, and the logits stay close
+// to the f32 cache's (e4m3 keeps 3 mantissa bits: the model's outputs move,
+// its top choices mostly do not).
+TEST_F(EmbeddedModel, Fp8KvCacheRoundsTheStoredValues) {
+  const std::vector<int32_t> tokens = random_tokens(40, config_->vocab_size, 17);
+  const std::vector<int32_t> table = {0, 1, 2};
+  ContextParams p = params(3, 16);
+  const Rows f32 = run_chunks(*backend_, p, tokens, {40}, table);
+  p.kv_fp8 = true;
+  auto ctx = backend_->create_context(p);
+  ForwardBatch batch;
+  SeqRows s;
+  s.tokens = tokens.data();
+  s.n_tokens = 40;
+  s.page_table = table.data();
+  s.n_pages = 3;
+  s.logits = SeqRows::Logits::kAll;
+  batch.seqs.push_back(s);
+  const float *logits = ctx->forward(batch);
+  const auto &cpu = dynamic_cast<const CpuContext &>(*ctx);
+  const int32_t hd = config_->head_dim;
+  int64_t changed = 0;
+  for (int32_t l = 0; l < config_->n_layers; ++l)
+    for (const std::vector<float> *cache : {&cpu.k_cache(l), &cpu.v_cache(l)})
+      for (int32_t t = 0; t < 40; ++t)
+        for (int32_t h = 0; h < config_->n_kv_heads; ++h) {
+          const float *head = cache->data() + (int64_t{t} * config_->n_kv_heads + h) * hd;
+          std::vector<float> again(head, head + hd);
+          round_head_to_fp8(again.data(), hd);
+          ASSERT_EQ(again, std::vector<float>(head, head + hd)) << "layer " << l << " token " << t;
+        }
+  const auto f32_ctx = backend_->create_context(params(3, 16));
+  f32_ctx->forward(batch);
+  const auto &plain = dynamic_cast<const CpuContext &>(*f32_ctx);
+  for (size_t i = 0; i < plain.k_cache(0).size(); ++i)
+    changed += plain.k_cache(0)[i] != cpu.k_cache(0)[i];
+  EXPECT_GT(changed, 40 * hd) << "the fp8 cache holds the f32 values";
+  int agree = 0;
+  const int32_t vocab = config_->vocab_size;
+  for (int32_t r = 0; r < 40; ++r) {
+    const float *row = logits + int64_t{r} * vocab;
+    agree +=
+        std::max_element(row, row + vocab) - row ==
+        std::max_element(f32[size_t(r)].begin(), f32[size_t(r)].end()) - f32[size_t(r)].begin();
+  }
+  EXPECT_GE(agree, 36) << "top-1 of the fp8 cache's logits against the f32 cache's, of 40 rows";
 }
 
 // Proves batching: two sequences decoded together, with mixed prefill chunks,

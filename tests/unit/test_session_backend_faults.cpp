@@ -46,7 +46,7 @@ class FaultyBackend final : public BackendModel {
   BackendKind kind() const override { return inner_->kind(); }
   const ModelConfig &config() const override { return inner_->config(); }
   uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
-  uint64_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
+  uint64_t kv_bytes_per_token(bool fp8) const override { return inner_->kv_bytes_per_token(fp8); }
   std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
     return std::make_unique<FaultyContext>(inner_->create_context(params));
   }

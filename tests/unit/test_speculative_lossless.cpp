@@ -33,8 +33,11 @@ std::shared_ptr<Model> &shared_model() {
 }
 
 // Plain decoding through a Session: the reference.
-std::vector<int32_t> vanilla_tokens(const std::vector<int32_t> &prompt, int32_t max_tokens) {
-  return test::session_tokens(shared_model(), SessionParams{}, prompt, max_tokens);
+std::vector<int32_t> vanilla_tokens(const std::vector<int32_t> &prompt, int32_t max_tokens,
+                                    bool kv_fp8 = false) {
+  SessionParams sp;
+  sp.kv_fp8 = kv_fp8;
+  return test::session_tokens(shared_model(), sp, prompt, max_tokens);
 }
 
 // A user policy through the C vtable: the candidates whose score is at least
@@ -150,6 +153,38 @@ TEST(SpeculativeLossless, GreedyEqualsVanillaOnLongPublicPromptsForEveryPolicy) 
   if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or public prompts absent";
   for (const char *suffix : {"-8k", "-16k"}) check_every_policy(suffix);
 }
+
+// With the fp8 KV cache (VEGAS_KV_FP8; the CPU rounds its cache to the fp8
+// values) Vegas stays lossless against vanilla of the same cache, for the
+// policies that read the cache in different ways (scores, streaming windows,
+// quest's page bounds, full verification). That the CPU really rounds its
+// cache is test_cpu_backend's (Fp8KvCacheRoundsTheStoredValues).
+class Fp8LosslessShard : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(Fp8LosslessShard, GreedyEqualsVanillaWithTheFp8KvCache) {
+  if (!test::have_model_and_prompts()) GTEST_SKIP() << "embedded model or public prompts absent";
+  const auto all = test::load_public_prompts(shared_model()->tokenizer(), "-2k");
+  ASSERT_GE(all.size(), 4u);
+  int64_t differs_from_default = 0, rejected = 0;
+  for (size_t i = GetParam(); i < all.size(); i += 2) {
+    const auto &prompt = all[i];
+    const std::vector<int32_t> reference = vanilla_tokens(prompt.ids, kNewTokens, true);
+    differs_from_default += reference != vanilla_tokens(prompt.ids, kNewTokens, false);
+    test::SharedPrefixRunner runner(*shared_model(), prompt.ids, kNewTokens, 8, 512, true);
+    for (const char *policy : {"vegas", "streaming", "quest", "full"}) {
+      SpeculativeParams params;
+      params.policy = policy;
+      params.gamma = 6;
+      const test::SpeculativeRun run = runner.run(params, SamplingParams{}, kNewTokens);
+      EXPECT_EQ(run.generated, reference) << prompt.id << " policy " << policy;
+      rejected += run.stats.drafted - run.stats.accepted;
+    }
+  }
+  EXPECT_GT(rejected, 0) << "no sparse draft was ever rejected";
+  std::printf("[ fp8 KV ] greedy output differs from the f32 cache's on %lld prompts\n",
+              static_cast<long long>(differs_from_default));
+}
+INSTANTIATE_TEST_SUITE_P(Prompts, Fp8LosslessShard, ::testing::Range<size_t>(0, 2));
 
 }  // namespace
 }  // namespace vegas

@@ -83,6 +83,7 @@ namespace Vegas
             public int schedule;
             public IntPtr profile_path;
             public int prefix_cache;
+            public int kv_type;
         }
 
         [StructLayout(LayoutKind.Sequential)]

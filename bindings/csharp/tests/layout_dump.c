@@ -65,6 +65,7 @@ int main(void) {
   FIELD(vegas_session_options, schedule);
   FIELD(vegas_session_options, profile_path);
   FIELD(vegas_session_options, prefix_cache);
+  FIELD(vegas_session_options, kv_type);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);

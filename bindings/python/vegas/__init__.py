@@ -3,7 +3,7 @@ decoding. Start with `vegas.Model(path)`; see the package README for a tour."""
 from ._lib import lib as _load_library
 from .errors import Status, VegasError
 from .model import Model, ModelInfo, quantize
-from .options import Backend, FinishReason, Mode, Sampling, Schedule, ScoreKind
+from .options import Backend, FinishReason, KvType, Mode, Sampling, Schedule, ScoreKind
 from .policy import SelectInput, SelectPolicy
 from .session import (Completion, SequenceInfo, Session, SessionStats, Switch, Token,
                       TokenLogprobs)
@@ -25,7 +25,7 @@ def status_name(status: int) -> str:
 
 
 __version__ = "0.1.0"
-__all__ = ["Backend", "Completion", "Detokenizer", "FinishReason", "Mode", "Model", "ModelInfo",
+__all__ = ["Backend", "Completion", "Detokenizer", "FinishReason", "KvType", "Mode", "Model", "ModelInfo",
            "Sampling", "Schedule", "ScoreKind", "SelectInput", "SelectPolicy", "SequenceInfo",
            "Session", "SessionStats", "SpecialTokens", "Status", "Switch", "Token",
            "TokenLogprobs", "Tokenizer", "VegasError",

@@ -84,7 +84,8 @@ class SessionOptions(ctypes.Structure):
                 ("sink", ctypes.c_int32), ("top_p_mass", ctypes.c_float),
                 ("select_policy", ctypes.POINTER(SelectPolicyStruct)),
                 ("schedule", ctypes.c_int32), ("profile_path", ctypes.c_char_p),
-                ("prefix_cache", ctypes.c_int32)]
+                ("prefix_cache", ctypes.c_int32),
+                ("kv_type", ctypes.c_int32)]
 
 
 class SamplingOptions(ctypes.Structure):

@@ -30,6 +30,11 @@ class Schedule(enum.IntEnum):
     PREFILL_FIRST = 1  # nobody decodes while a prompt is still being prefilled
 
 
+class KvType(enum.IntEnum):
+    DEFAULT = 0  # the backend's own precision: bf16 on CUDA, f32 on the CPU
+    FP8 = 1      # e4m3 with a power-of-two scale per token and KV head
+
+
 class FinishReason(enum.IntEnum):
     NONE = 0
     EOS = 1
@@ -74,11 +79,11 @@ class Sampling:
         return s
 
 
-# Session option names and how each is converted; "mode", "score_kind" and "schedule" take
-# enum names too.
+# Session option names and how each is converted; "mode", "score_kind", "schedule" and
+# "kv_type" take enum names too.
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
-                  "top_p_mass", "schedule", "profile_path", "prefix_cache")
+                  "top_p_mass", "schedule", "profile_path", "prefix_cache", "kv_type")
 
 
 def session_struct(lib, options: dict):
@@ -98,6 +103,8 @@ def session_struct(lib, options: dict):
             value = int(to_enum(ScoreKind, value))
         elif name == "schedule":
             value = int(to_enum(Schedule, value))
+        elif name == "kv_type":
+            value = int(to_enum(KvType, value))
         elif name in ("policy", "profile_path"):
             value = str(value).encode("utf-8")
             keep.append(value)

@@ -56,7 +56,8 @@ CpuBackendModel::CpuBackendModel(const ModelConfig &config, const ModelWeights &
   weights_ = convert_weights(config_, weights, options.progress);
 }
 
-uint64_t CpuBackendModel::kv_bytes_per_token() const {
+uint64_t CpuBackendModel::kv_bytes_per_token(bool fp8) const {
+  (void)fp8;  // the CPU keeps f32 either way (ContextParams::kv_fp8)
   return uint64_t{2} * static_cast<uint64_t>(config_.n_layers) *
          static_cast<uint64_t>(config_.kv_dim()) * sizeof(float);
 }

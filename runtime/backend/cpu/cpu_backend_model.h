@@ -18,7 +18,7 @@ class CpuBackendModel final : public BackendModel {
   BackendKind kind() const override { return BackendKind::kCpu; }
   const ModelConfig &config() const override { return config_; }
   uint64_t weight_bytes() const override { return weights_.bytes(); }
-  uint64_t kv_bytes_per_token() const override;
+  uint64_t kv_bytes_per_token(bool fp8) const override;
   std::unique_ptr<BackendContext> create_context(const ContextParams &params) override;
   double measure_copy_bandwidth() const override;
 

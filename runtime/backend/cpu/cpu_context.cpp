@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/forward_batch_check.h"
 #include "common/error.h"
+#include "common/kv_fp8.h"
 
 namespace vegas {
 namespace {
@@ -65,7 +66,7 @@ CpuContext::CpuContext(const CpuBackendModel &model, const ContextParams &params
   check_params(params_);
   const ModelConfig &c = model_.config();
   const int64_t slots = int64_t{params_.num_pages} * params_.page_size;
-  check_fits_memory(model_.kv_bytes_per_token() * static_cast<uint64_t>(slots));
+  check_fits_memory(model_.kv_bytes_per_token(params_.kv_fp8) * static_cast<uint64_t>(slots));
   k_cache_.resize(static_cast<size_t>(c.n_layers));
   v_cache_.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
@@ -152,6 +153,10 @@ void CpuContext::run_layer(int layer, int64_t n) {
   }
   cpu_rope(q_.data(), n, c.n_heads, c.head_dim, rope_, nt);
   cpu_rope(k_.data(), n, c.n_kv_heads, c.head_dim, rope_, nt);
+  if (params_.kv_fp8)  // the values CUDA's fp8 cache holds (common/kv_fp8.h)
+    for (float *kv : {k_.data(), v_.data()})
+      for (int64_t h = 0; h < n * c.n_kv_heads; ++h)
+        round_head_to_fp8(kv + h * c.head_dim, c.head_dim);
   // Every new row's K/V goes into its slot before any row attends, so rows of
   // one sequence see each other causally.
   float *kc = k_cache_[static_cast<size_t>(layer)].data();

@@ -66,8 +66,9 @@ void CudaBackendModel::activate() const {
   check(cudaSetDevice(options_.device_index), "cudaSetDevice");
 }
 
-uint64_t CudaBackendModel::kv_bytes_per_token() const {
-  return static_cast<uint64_t>(config_.n_layers) * 2 * static_cast<uint64_t>(config_.kv_dim()) * 2;
+uint64_t CudaBackendModel::kv_bytes_per_token(bool fp8) const {
+  return DeviceKvCache::bytes_per_token(config_.n_layers, config_.n_kv_heads, config_.head_dim,
+                                        fp8);
 }
 
 std::unique_ptr<BackendContext> CudaBackendModel::create_context(const ContextParams &params) {

@@ -214,10 +214,13 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   model_.activate();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   const ModelConfig &c = model_.config();
-  layer_stride_ = slots * c.kv_dim();
-  const size_t kv_bytes = static_cast<size_t>(layer_stride_) * c.n_layers * sizeof(bf16);
-  k_cache_.allocate(kv_bytes, "the K cache");
-  v_cache_.allocate(kv_bytes, "the V cache");
+  if (params_.kv_fp8 && c.head_dim % 16 != 0)
+    fail(VEGAS_ERR_UNSUPPORTED,
+         "CUDA context: an fp8 KV cache needs a head_dim that is a multiple "
+         "of 16 (the model's is " +
+             std::to_string(c.head_dim) + ")");
+  kv_ =
+      std::make_unique<DeviceKvCache>(slots, c.n_layers, c.n_kv_heads, c.head_dim, params_.kv_fp8);
 
   const int64_t r = params_.max_rows;
   // Page tables plus room for one sequence's sparse record at up to 32K
@@ -405,8 +408,11 @@ void CudaContext::enqueue_quest_bounds(const int32_t *pages, int32_t n_listed) {
   if (!params_.key_bounds) return;
   const ModelConfig &c = model_.config();
   kernels::QuestBoundsParams bp;
-  bp.k_cache = as<bf16>(k_cache_);
-  bp.k_layer_stride = layer_stride_;
+  bp.k_cache = kv_->k(0);
+  bp.k_layer_stride = kv_->layer_elements();
+  bp.k_scale = kv_->k_scale(0);
+  bp.k_scale_layer_stride = kv_->scale_layer_stride();
+  bp.head_dim = c.head_dim;
   bp.key_min = as<bf16>(key_min_);
   bp.key_max = as<bf16>(key_max_);
   bp.num_pages = params_.num_pages;
@@ -920,8 +926,10 @@ void CudaContext::enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l) {
   rp.bias = bf(w.bqkv);
   rp.q_norm = bf(w.q_norm);
   rp.k_norm = bf(w.k_norm);
-  rp.k_cache = as<bf16>(k_cache_) + l * layer_stride_;
-  rp.v_cache = as<bf16>(v_cache_) + l * layer_stride_;
+  rp.k_cache = kv_->k(l);
+  rp.v_cache = kv_->v(l);
+  rp.k_scale = kv_->k_scale(l);
+  rp.v_scale = kv_->v_scale(l);
   if (ablation().qkv) return;
   if (L.fused_qkv) {
     small_gemm_input(L.sg, as<float>(residual_), bf(w.attn_norm), nullptr, w.wqkv, H);
@@ -943,6 +951,7 @@ void CudaContext::enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l) {
 void CudaContext::enqueue_attention(LayerLaunch &L, const Step &s, int32_t l) {
   if (s.quest) {
     L.quest.k_cache = L.rope.k_cache;
+    L.quest.k_scale = L.rope.k_scale;
     L.quest.key_min = as<bf16>(key_min_) + l * L.bounds_layer;
     L.quest.key_max = as<bf16>(key_max_) + l * L.bounds_layer;
     L.quest.layer = l;
@@ -951,6 +960,8 @@ void CudaContext::enqueue_attention(LayerLaunch &L, const Step &s, int32_t l) {
   kernels::PagedAttentionParams &ap = L.attn;
   ap.k_cache = L.rope.k_cache;
   ap.v_cache = L.rope.v_cache;
+  ap.k_scale = L.rope.k_scale;
+  ap.v_scale = L.rope.v_scale;
   ap.layer = l;
   ap.cap_logits =
       s.cap_slots ? as<kernels::f16>(cap_logits_) + l * L.cap_layer * s.cap_stride : nullptr;
@@ -1493,15 +1504,7 @@ void CudaContext::synchronize() {
 
 void CudaContext::randomize_kv(uint64_t seed) {
   model_.activate();
-  kernels::RandomFillParams r;
-  r.n = layer_stride_ * model_.config().n_layers;
-  r.scale = 1.0f;
-  r.seed = seed;
-  r.out = as<bf16>(k_cache_);
-  check(kernels::random_fill(r, stream_), "random_fill");
-  r.seed = seed + 1;
-  r.out = as<bf16>(v_cache_);
-  check(kernels::random_fill(r, stream_), "random_fill");
+  kv_->randomize(seed, stream_);
   enqueue_quest_bounds(nullptr, 0);  // every page's bounds follow its new keys
   check(cudaStreamSynchronize(stream_), "randomize_kv");
 }

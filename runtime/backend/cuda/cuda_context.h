@@ -1,6 +1,6 @@
-// One session's state on the GPU: the paged KV pool (bf16, per layer K and V
-// [num_pages][page_size][n_kv_heads][head_dim]), activation scratch sized for
-// ContextParams::max_rows, a stream, cuBLASLt plans and the decode graphs.
+// One session's state on the GPU: the paged KV pool (DeviceKvCache: bf16 or
+// fp8, per layer K and V [num_pages][page_size][n_kv_heads][head_dim]), activation scratch sized
+// for ContextParams::max_rows, a stream, cuBLASLt plans and the decode graphs.
 //
 // A forward call stages every index the kernels need (tokens, positions, KV
 // slots, per-sequence row ranges and page tables) in one pinned buffer, copies
@@ -23,6 +23,7 @@
 #include "backend/cuda/device_acceptance.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_draft_chain.h"
+#include "backend/cuda/device_kv_cache.h"
 #include "backend/cuda/device_row_sampler.h"
 #include "backend/cuda/device_selection_sets.h"
 #include "backend/cuda/lt_gemm.h"
@@ -194,8 +195,7 @@ class CudaContext : public BackendContext {
   LtGemm gemm_;
   DeviceGraphs graphs_;
 
-  DeviceBuffer k_cache_, v_cache_;  // [n_layers][slots][kv_dim] each
-  int64_t layer_stride_ = 0;        // elements per layer in k_cache_/v_cache_
+  std::unique_ptr<DeviceKvCache> kv_;
   DeviceBuffer meta_dev_;
   PinnedBuffer meta_host_;
   int64_t page_capacity_ = 0;

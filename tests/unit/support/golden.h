@@ -140,13 +140,15 @@ class GoldenModel {
   // `max_tokens`: the longest sequence; `scatter_pages`: interleave the
   // sequence's pages with a spacer's, so a page-table lookup that assumes
   // contiguous pages reads the wrong K/V.
+  // `kv_fp8`: the fp8 KV cache (ContextParams::kv_fp8).
   GoldenModel(const std::string &dir, int32_t max_tokens, int32_t max_rows, bool scatter_pages,
-              const BackendFactory &make_backend = make_cpu)
+              const BackendFactory &make_backend = make_cpu, bool kv_fp8 = false)
       : GoldenModel(load_model_config(dir + "/config.json"), WeightStore::open(dir), max_tokens,
-                    max_rows, scatter_pages, make_backend) {}
+                    max_rows, scatter_pages, make_backend, kv_fp8) {}
   // A model from another source (a GGUF file's config and tensors).
   GoldenModel(ModelConfig config, std::unique_ptr<WeightStore> store, int32_t max_tokens,
-              int32_t max_rows, bool scatter_pages, const BackendFactory &make_backend = make_cpu)
+              int32_t max_rows, bool scatter_pages, const BackendFactory &make_backend = make_cpu,
+              bool kv_fp8 = false)
       : config_(std::move(config)),
         store_(std::move(store)),
         weights_(bind_model_weights(config_, *store_)),
@@ -158,6 +160,7 @@ class GoldenModel {
     params.num_pages = pool_.num_pages();
     params.page_size = kPageSize;
     params.max_rows = max_rows;
+    params.kv_fp8 = kv_fp8;
     context_ = backend_->create_context(params);
     reset();
   }

@@ -46,6 +46,10 @@ pub type vegas_schedule = c_int;
 pub const VEGAS_SCHEDULE_INTERLEAVE: vegas_schedule = 0;
 pub const VEGAS_SCHEDULE_PREFILL_FIRST: vegas_schedule = 1;
 
+pub type vegas_kv_type = c_int;
+pub const VEGAS_KV_DEFAULT: vegas_kv_type = 0;
+pub const VEGAS_KV_FP8: vegas_kv_type = 1;
+
 pub type vegas_finish_reason = c_int;
 pub const VEGAS_FINISH_NONE: vegas_finish_reason = 0;
 pub const VEGAS_FINISH_EOS: vegas_finish_reason = 1;
@@ -157,6 +161,7 @@ pub struct vegas_session_options {
     pub schedule: i32,
     pub profile_path: *const c_char,
     pub prefix_cache: i32,
+    pub kv_type: i32,
 }
 
 #[repr(C)]

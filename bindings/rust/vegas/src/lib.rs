@@ -31,7 +31,7 @@ mod tokenizer;
 pub use error::{Error, Result, Status};
 pub use model::{GenerateOptions, Model, ModelInfo};
 pub use options::{
-    Backend, FinishReason, Mode, ModelOptions, Request, Sampling, Schedule, ScoreKind,
+    Backend, FinishReason, KvType, Mode, ModelOptions, Request, Sampling, Schedule, ScoreKind,
     SessionOptions,
 };
 pub use policy::{SelectInput, SelectPolicy};

@@ -66,6 +66,15 @@ impl Schedule {
     }
 }
 
+/// How a session stores its KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvType {
+    /// The backend's own precision: bf16 on CUDA, f32 on the CPU (the default).
+    Default,
+    /// e4m3 with a power-of-two scale per token and KV head: half of bf16's bytes on CUDA.
+    Fp8,
+}
+
 /// What the score-driven selection policies rank by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScoreKind {
@@ -188,6 +197,7 @@ pub struct SessionOptions {
     pub sink: i32,
     pub top_p_mass: f32,
     pub schedule: Schedule,
+    pub kv_type: KvType,
 }
 
 impl Default for SessionOptions {
@@ -212,6 +222,7 @@ impl Default for SessionOptions {
             sink: c.sink,
             top_p_mass: c.top_p_mass,
             schedule: Schedule::from_raw(c.schedule),
+            kv_type: if c.kv_type == sys::VEGAS_KV_FP8 { KvType::Fp8 } else { KvType::Default },
         }
     }
 }
@@ -238,6 +249,10 @@ impl SessionOptions {
         c.sink = self.sink;
         c.top_p_mass = self.top_p_mass;
         c.schedule = self.schedule.raw();
+        c.kv_type = match self.kv_type {
+            KvType::Default => sys::VEGAS_KV_DEFAULT,
+            KvType::Fp8 => sys::VEGAS_KV_FP8,
+        };
         c
     }
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -78,6 +79,23 @@ inline Fp8Cache to_fp8_cache(const std::vector<uint16_t> &cache, int head_dim) {
   }
   return c;
 }
+
+// fp8 caches on the device made from bf16 ones (to_fp8_cache): make()
+// replaces the host's K and V by the values the codes stand for (the
+// references then use those) and uploads the codes and scales.
+struct Fp8DeviceCache {
+  std::unique_ptr<Dev<uint8_t>> k, v;
+  std::unique_ptr<Dev<float>> k_scale, v_scale;
+  void make(std::vector<uint16_t> &kh, std::vector<uint16_t> &vh, int head_dim) {
+    const Fp8Cache kc = to_fp8_cache(kh, head_dim), vc = to_fp8_cache(vh, head_dim);
+    kh = kc.values;
+    vh = vc.values;
+    k = std::make_unique<Dev<uint8_t>>(kc.codes);
+    v = std::make_unique<Dev<uint8_t>>(vc.codes);
+    k_scale = std::make_unique<Dev<float>>(kc.scales);
+    v_scale = std::make_unique<Dev<float>>(vc.scales);
+  }
+};
 
 // n bf16 values uniform in [-scale, scale), and their exact float values.
 inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937 &rng, float scale = 1.0f,

@@ -114,14 +114,8 @@ void run_case_as(const Case &c, uint32_t seed, bool fp8) {
         vh[d] = f32_to_bf16(16.0f * bf16_to_f32(vh[d]));
     }
   const auto qh = random_bf16(size_t(rows) * c.n_heads * hd, rng, 2.0f);
-  const Fp8Cache k8 = to_fp8_cache(fp8 ? kh : std::vector<uint16_t>{}, hd);
-  const Fp8Cache v8 = to_fp8_cache(fp8 ? vh : std::vector<uint16_t>{}, hd);
-  if (fp8) {
-    kh = k8.values;
-    vh = v8.values;
-  }
-  Dev<uint8_t> k8d(k8.codes), v8d(v8.codes);
-  Dev<float> k8s(k8.scales), v8s(v8.scales);
+  Fp8DeviceCache f8;
+  if (fp8) f8.make(kh, vh, hd);
   Dev<uint16_t> k(kh), v(vh), q(qh), out(size_t(rows) * c.n_heads * hd);
   Dev<int32_t> dt(table), dpo(page_off), drs(row_start), dnr(n_rows), dsp(start_pos);
   Dev<float> po(size_t(c.n_splits) * rows * c.n_heads * hd),
@@ -135,10 +129,10 @@ void run_case_as(const Case &c, uint32_t seed, bool fp8) {
   kernels::PagedAttentionParams p;
   p.q = q.as<kernels::bf16>();
   p.out = out.as<kernels::bf16>();
-  p.k_cache = fp8 ? k8d.as<kernels::bf16>() : k.as<kernels::bf16>();
-  p.v_cache = fp8 ? v8d.as<kernels::bf16>() : v.as<kernels::bf16>();
-  p.k_scale = fp8 ? k8s.get() : nullptr;
-  p.v_scale = fp8 ? v8s.get() : nullptr;
+  p.k_cache = fp8 ? f8.k->as<kernels::bf16>() : k.as<kernels::bf16>();
+  p.v_cache = fp8 ? f8.v->as<kernels::bf16>() : v.as<kernels::bf16>();
+  p.k_scale = fp8 ? f8.k_scale->get() : nullptr;
+  p.v_scale = fp8 ? f8.v_scale->get() : nullptr;
   p.page_table = dt.get();
   p.seq_page_off = dpo.get();
   p.seq_row_start = drs.get();

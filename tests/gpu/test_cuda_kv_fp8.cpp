@@ -59,6 +59,25 @@ struct Fp8Out {
   }
 };
 
+// rope_kv's parameters for `rows` rows of the shape above (q and k normed
+// with `norm`, full rotary), the qkv input and outputs left to the caller.
+kernels::RopeKvParams rope_params(const Dev<uint16_t> &norm, const Dev<float> &inv_freq,
+                                  const Dev<int32_t> &positions, const Dev<int32_t> &slots,
+                                  int rows) {
+  kernels::RopeKvParams r;
+  r.q_norm = norm.as<kernels::bf16>();
+  r.k_norm = norm.as<kernels::bf16>();
+  r.positions = positions.get();
+  r.slots = slots.get();
+  r.inv_freq = inv_freq.get();
+  r.rot_dim = kHd;
+  r.rows = rows;
+  r.n_heads = kHeads;
+  r.n_kv_heads = kKvHeads;
+  r.head_dim = kHd;
+  return r;
+}
+
 // Row r's qkv: random bf16 heads, each scaled by its own power of two, and
 // row 0's V heads special (zeros; ties; a maximum of 448 * 2^-3).
 std::vector<uint16_t> make_qkv(std::mt19937 &rng) {
@@ -97,18 +116,8 @@ TEST(KvFp8, RopeKvWritesTheHostsFp8Values) {
   Dev<uint16_t> dqkv(qkv), dkn(kn);
   Dev<float> dinv(inv);
   Dev<int32_t> dpos(pos), dslots(slots);
-  kernels::RopeKvParams r;
+  kernels::RopeKvParams r = rope_params(dkn, dinv, dpos, dslots, kRows);
   r.qkv = dqkv.as<kernels::bf16>();
-  r.q_norm = dkn.as<kernels::bf16>();
-  r.k_norm = dkn.as<kernels::bf16>();
-  r.positions = dpos.get();
-  r.slots = dslots.get();
-  r.inv_freq = dinv.get();
-  r.rot_dim = kHd;
-  r.rows = kRows;
-  r.n_heads = kHeads;
-  r.n_kv_heads = kKvHeads;
-  r.head_dim = kHd;
   Dev<uint16_t> q_bf(size_t(kRows) * kHeads * kHd), k_bf(size_t(kSlots) * kKvHeads * kHd),
       v_bf(size_t(kSlots) * kKvHeads * kHd);
   r.q_out = q_bf.as<kernels::bf16>();
@@ -183,18 +192,8 @@ TEST(KvFp8, FusedQkvRopeWritesTheSameFp8Cache) {
   g.x_bf16 = dx.as<kernels::bf16>();
   g.epilogue = kernels::SmallGemmParams::Epilogue::kStoreBf16;
   g.y_bf16 = qkv.as<kernels::bf16>();
-  kernels::RopeKvParams r;
+  kernels::RopeKvParams r = rope_params(dkn, dinv, dpos, dslots, 16);
   r.qkv = qkv.as<kernels::bf16>();
-  r.q_norm = dkn.as<kernels::bf16>();
-  r.k_norm = dkn.as<kernels::bf16>();
-  r.positions = dpos.get();
-  r.slots = dslots.get();
-  r.inv_freq = dinv.get();
-  r.rot_dim = kHd;
-  r.rows = 16;
-  r.n_heads = kHeads;
-  r.n_kv_heads = kKvHeads;
-  r.head_dim = kHd;
   Fp8Out split, fused;
   split.into(r);
   CUDA_OK(kernels::small_gemm(g, nullptr));

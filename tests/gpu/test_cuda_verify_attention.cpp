@@ -78,8 +78,7 @@ struct Batch {
   std::vector<uint16_t> kh, vh, qh;
   int rows = 0, max_rows = 0, cap_slots = 0, cap_stride = 0;
   std::unique_ptr<Dev<uint16_t>> k, v, q, out;
-  std::unique_ptr<Dev<uint8_t>> k8, v8;  // sh.fp8: the codes
-  std::unique_ptr<Dev<float>> k8s, v8s;  // sh.fp8: the scales
+  Fp8DeviceCache fp8;  // sh.fp8: the caches the kernels read
   std::unique_ptr<Dev<int32_t>> dt, dpo, drs, dnr, dsp, dsd, dso, dcc, drc;
   std::unique_ptr<Dev<float>> po, pl, clse;
   std::unique_ptr<Dev<uint16_t>> clog;  // fp16 scores
@@ -140,15 +139,7 @@ struct Batch {
     kh = random_bf16(cache_n, rng);
     vh = random_bf16(cache_n, rng);
     qh = random_bf16(out_size(), rng, 2.0f);
-    if (sh.fp8) {
-      const Fp8Cache kc = to_fp8_cache(kh, sh.head_dim), vc = to_fp8_cache(vh, sh.head_dim);
-      kh = kc.values;
-      vh = vc.values;
-      k8 = std::make_unique<Dev<uint8_t>>(kc.codes);
-      v8 = std::make_unique<Dev<uint8_t>>(vc.codes);
-      k8s = std::make_unique<Dev<float>>(kc.scales);
-      v8s = std::make_unique<Dev<float>>(vc.scales);
-    }
+    if (sh.fp8) fp8.make(kh, vh, sh.head_dim);
     k = std::make_unique<Dev<uint16_t>>(kh);
     v = std::make_unique<Dev<uint16_t>>(vh);
     q = std::make_unique<Dev<uint16_t>>(qh);
@@ -185,10 +176,10 @@ struct Batch {
     if (counters) p.split_counters = split_counters->get();
     p.q = q->as<kernels::bf16>();
     p.out = out->as<kernels::bf16>();
-    p.k_cache = sh.fp8 ? k8->as<kernels::bf16>() : k->as<kernels::bf16>();
-    p.v_cache = sh.fp8 ? v8->as<kernels::bf16>() : v->as<kernels::bf16>();
-    p.k_scale = sh.fp8 ? k8s->get() : nullptr;
-    p.v_scale = sh.fp8 ? v8s->get() : nullptr;
+    p.k_cache = sh.fp8 ? fp8.k->as<kernels::bf16>() : k->as<kernels::bf16>();
+    p.v_cache = sh.fp8 ? fp8.v->as<kernels::bf16>() : v->as<kernels::bf16>();
+    p.k_scale = sh.fp8 ? fp8.k_scale->get() : nullptr;
+    p.v_scale = sh.fp8 ? fp8.v_scale->get() : nullptr;
     p.page_table = dt->get();
     p.seq_page_off = dpo->get();
     p.seq_row_start = drs->get();

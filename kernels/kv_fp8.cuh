@@ -11,9 +11,10 @@
 // bf16 (row stride >= head_dim + 8 elements): the head_dim bytes at byte
 // head_dim of the row, a group of four scales at byte 2 head_dim (the
 // padding), and one thread then expands the row in place to head_dim bf16
-// (expand_staged_row). Scale arrays are 16-byte aligned with a multiple of
-// four entries (whole groups).
-// The tensor-core code after it is the bf16 code, unchanged.
+// (expand_staged_row; the tensor-core code after it is the bf16 code), or to
+// unscaled f16 for kernels that apply the scales themselves
+// (expand_staged_row_f16). Scale arrays are 16-byte aligned with a multiple
+// of four entries (whole groups).
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -26,7 +27,6 @@
 
 namespace vegas::kernels {
 
-constexpr float kFp8Max = 448.0f;  // e4m3's largest finite value
 // Scale exponents are kept within +-kFp8MaxExponent so that 1 / scale is a
 // normal float (rows below 448 * 2^-100 quantize to zeros and subnormals).
 constexpr int kFp8MaxExponent = 100;
@@ -47,10 +47,17 @@ __device__ __forceinline__ unsigned char to_e4m3(float x) {
   return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
 
-// Two e4m3 bytes (low byte first) times `scale` as a bf16 pair.
-__device__ __forceinline__ uint32_t expand_pair(uint32_t two, float scale) {
+// Two e4m3 bytes (low byte first) as an f16 pair, exact (every e4m3 number
+// is an f16 number): one hardware conversion.
+__device__ __forceinline__ uint32_t e4m3_pair_to_f16(uint32_t two) {
   const __half2_raw h =
       __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  return uint32_t{h.x} | uint32_t{h.y} << 16;
+}
+
+// Two e4m3 bytes (low byte first) times `scale` as a bf16 pair.
+__device__ __forceinline__ uint32_t expand_pair(uint32_t two, float scale) {
+  const uint32_t h = e4m3_pair_to_f16(two);
   const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h));
   const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
   return *reinterpret_cast<const uint32_t *>(&b);
@@ -71,16 +78,22 @@ __device__ __forceinline__ uint4 expand8(uint2 in, float scale) {
   return out;
 }
 
+// The scale of a staged fp8 row: of the four at byte 2 HD, the one the int
+// at byte 0 names (stage_piece).
+template <int HD>
+__device__ __forceinline__ float staged_scale(const unsigned char *row) {
+  return reinterpret_cast<const float *>(row + 2 * HD)[*reinterpret_cast<const int *>(row)];
+}
+
 // A staged fp8 row (see above) expanded in place, by one thread. Chunks go
 // front to back: chunk c's bf16 land on bytes [32 c, 32 c + 32), which hold
 // only source bytes of chunks <= c, each read before it is overwritten; the
-// scale (of the four at byte 2 HD, the one the int at byte 0 names) is read first.
+// scale is read first.
 template <int HD>
 __device__ __forceinline__ void expand_staged_row(bf16 *row) {
   static_assert(HD % 16 == 0, "16-byte fp8 chunks");
   unsigned char *b = reinterpret_cast<unsigned char *>(row);
-  const float scale =
-      reinterpret_cast<const float *>(b + 2 * HD)[*reinterpret_cast<const int *>(b)];
+  const float scale = staged_scale<HD>(b);
 #pragma unroll
   for (int c = 0; c < HD / 16; ++c) {
     const uint4 in = *reinterpret_cast<const uint4 *>(b + HD + 16 * c);
@@ -98,21 +111,15 @@ template <int HD>
 __device__ __forceinline__ float expand_staged_row_f16(bf16 *row) {
   static_assert(HD % 16 == 0, "16-byte fp8 chunks");
   unsigned char *b = reinterpret_cast<unsigned char *>(row);
-  const float scale =
-      reinterpret_cast<const float *>(b + 2 * HD)[*reinterpret_cast<const int *>(b)];
-  auto f16_pair = [](uint32_t two) {
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-    return uint32_t{h.x} | uint32_t{h.y} << 16;
-  };
+  const float scale = staged_scale<HD>(b);
 #pragma unroll
   for (int c = 0; c < HD / 16; ++c) {
     const uint4 in = *reinterpret_cast<const uint4 *>(b + HD + 16 * c);
     uint4 *out = reinterpret_cast<uint4 *>(row + 16 * c);
-    out[0] = make_uint4(f16_pair(in.x & 0xffffu), f16_pair(in.x >> 16), f16_pair(in.y & 0xffffu),
-                        f16_pair(in.y >> 16));
-    out[1] = make_uint4(f16_pair(in.z & 0xffffu), f16_pair(in.z >> 16), f16_pair(in.w & 0xffffu),
-                        f16_pair(in.w >> 16));
+    out[0] = make_uint4(e4m3_pair_to_f16(in.x & 0xffffu), e4m3_pair_to_f16(in.x >> 16),
+                        e4m3_pair_to_f16(in.y & 0xffffu), e4m3_pair_to_f16(in.y >> 16));
+    out[1] = make_uint4(e4m3_pair_to_f16(in.z & 0xffffu), e4m3_pair_to_f16(in.z >> 16),
+                        e4m3_pair_to_f16(in.w & 0xffffu), e4m3_pair_to_f16(in.w >> 16));
   }
   return scale;
 }

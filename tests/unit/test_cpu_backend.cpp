@@ -157,10 +157,6 @@ TEST_F(EmbeddedModel, PrefillEqualsChunkedAndDecodeAcrossPagings) {
 TEST_F(EmbeddedModel, Fp8KvCacheRoundsTheStoredValues) {
   const std::vector<int32_t> tokens = random_tokens(40, config_->vocab_size, 17);
   const std::vector<int32_t> table = {0, 1, 2};
-  ContextParams p = params(3, 16);
-  const Rows f32 = run_chunks(*backend_, p, tokens, {40}, table);
-  p.kv_fp8 = true;
-  auto ctx = backend_->create_context(p);
   ForwardBatch batch;
   SeqRows s;
   s.tokens = tokens.data();
@@ -169,6 +165,14 @@ TEST_F(EmbeddedModel, Fp8KvCacheRoundsTheStoredValues) {
   s.n_pages = 3;
   s.logits = SeqRows::Logits::kAll;
   batch.seqs.push_back(s);
+  const int32_t vocab = config_->vocab_size;
+  const auto f32_ctx = backend_->create_context(params(3, 16));
+  const float *f32_rows = f32_ctx->forward(batch);
+  const std::vector<float> f32(f32_rows, f32_rows + int64_t{40} * vocab);
+  const auto &plain = dynamic_cast<const CpuContext &>(*f32_ctx);
+  ContextParams p = params(3, 16);
+  p.kv_fp8 = true;
+  auto ctx = backend_->create_context(p);
   const float *logits = ctx->forward(batch);
   const auto &cpu = dynamic_cast<const CpuContext &>(*ctx);
   const int32_t hd = config_->head_dim;
@@ -182,19 +186,13 @@ TEST_F(EmbeddedModel, Fp8KvCacheRoundsTheStoredValues) {
           round_head_to_fp8(again.data(), hd);
           ASSERT_EQ(again, std::vector<float>(head, head + hd)) << "layer " << l << " token " << t;
         }
-  const auto f32_ctx = backend_->create_context(params(3, 16));
-  f32_ctx->forward(batch);
-  const auto &plain = dynamic_cast<const CpuContext &>(*f32_ctx);
   for (size_t i = 0; i < plain.k_cache(0).size(); ++i)
     changed += plain.k_cache(0)[i] != cpu.k_cache(0)[i];
   EXPECT_GT(changed, 40 * hd) << "the fp8 cache holds the f32 values";
   int agree = 0;
-  const int32_t vocab = config_->vocab_size;
   for (int32_t r = 0; r < 40; ++r) {
-    const float *row = logits + int64_t{r} * vocab;
-    agree +=
-        std::max_element(row, row + vocab) - row ==
-        std::max_element(f32[size_t(r)].begin(), f32[size_t(r)].end()) - f32[size_t(r)].begin();
+    const float *row = logits + int64_t{r} * vocab, *ref = f32.data() + int64_t{r} * vocab;
+    agree += std::max_element(row, row + vocab) - row == std::max_element(ref, ref + vocab) - ref;
   }
   EXPECT_GE(agree, 36) << "top-1 of the fp8 cache's logits against the f32 cache's, of 40 rows";
 }

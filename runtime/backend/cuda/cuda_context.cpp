@@ -214,11 +214,6 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   model_.activate();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   const ModelConfig &c = model_.config();
-  if (params_.kv_fp8 && c.head_dim % 16 != 0)
-    fail(VEGAS_ERR_UNSUPPORTED,
-         "CUDA context: an fp8 KV cache needs a head_dim that is a multiple "
-         "of 16 (the model's is " +
-             std::to_string(c.head_dim) + ")");
   kv_ =
       std::make_unique<DeviceKvCache>(slots, c.n_layers, c.n_kv_heads, c.head_dim, params_.kv_fp8);
 

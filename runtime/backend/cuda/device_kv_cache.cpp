@@ -1,5 +1,8 @@
 #include "backend/cuda/device_kv_cache.h"
 
+#include <string>
+
+#include "common/error.h"
 #include "random_fill.cuh"
 
 namespace vegas::cuda {
@@ -11,6 +14,11 @@ DeviceKvCache::DeviceKvCache(int64_t slots, int32_t n_layers, int32_t n_kv_heads
       layer_elements_(slots * n_kv_heads * head_dim),
       heads_(slots * n_kv_heads),
       scale_stride_((heads_ + 3) / 4 * 4) {
+  if (fp8 && head_dim % 16 != 0)  // the kernels stage fp8 rows in 16-byte chunks
+    fail(VEGAS_ERR_UNSUPPORTED,
+         "CUDA context: an fp8 KV cache needs a head_dim that is a multiple of 16 (the model's "
+         "is " +
+             std::to_string(head_dim) + ")");
   const size_t bytes = static_cast<size_t>(layer_elements_ * n_layers * element_bytes());
   k_.allocate(bytes, "the K cache");
   v_.allocate(bytes, "the V cache");

@@ -16,7 +16,8 @@ namespace vegas::cuda {
 
 class DeviceKvCache {
  public:
-  // Throws OUT_OF_MEMORY when the caches cannot be allocated.
+  // Throws OUT_OF_MEMORY when the caches cannot be allocated, UNSUPPORTED for
+  // an fp8 cache of a head_dim that is not a multiple of 16.
   DeviceKvCache(int64_t slots, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, bool fp8);
 
   bool fp8() const { return fp8_; }

@@ -25,6 +25,10 @@ heavy+='|PrefixCache\.(SecondRequestPrefillsOnlyTheDifference|EvictionNeverTouch
 # The chi-square tests of speculative sampling (2.5 minutes of arithmetic under
 # ASan): AcceptSampledLossless runs the same acceptance code on fewer draws.
 heavy+='|SpeculativeSampling\.'
+# The fp8 cache's lossless check on the 2K prompts (past the 15-minute timeout
+# under ASan on the CI machine): Fp8KvCacheRoundsTheStoredValues and test_kv_fp8
+# run the fp8 rounding, and the lossless shards the same round code.
+heavy+='|Fp8LosslessShard\.'
 configure() {  # build dir, sanitizers, then more cmake arguments
   local dir=$1 san=$2
   shift 2

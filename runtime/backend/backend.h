@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
@@ -69,6 +70,21 @@ struct QuestDraft {
   int32_t budget = 0;  // >= 0; prefix or more keeps every candidate
 };
 
+// A token tree of drafts (LongSpec's tree verification, DESIGN §3): node i
+// of the tree sits in KV slot base + i and at RoPE position base + depth(i),
+// where depth(0) = 0 and depth(i) = depth(parents[i]) + 1. Nodes are in level
+// order: parents[0] = -1 (the root follows the cache's [0, base)) and
+// parents[i] < i. A tree row attends to [0, base) (a drafting row: to its
+// sparse set below sparse->prefix and to [prefix, base)) and to the slots of
+// its ancestors and itself, so sibling branches never see each other. With a
+// tree, SeqRows' start_pos counts slots: its rows are the nodes
+// start_pos - base .. start_pos - base + n_tokens - 1.
+struct TokenTree {
+  int32_t base = 0;
+  const int32_t *parents = nullptr;  // [n_nodes]
+  int32_t n_nodes = 0;
+};
+
 // New rows of one sequence in a forward batch.
 struct SeqRows {
   const int32_t *tokens = nullptr;  // n_tokens ids
@@ -90,6 +106,17 @@ struct SeqRows {
   // (selected + positions after the selection point); sizes the launch only.
   int32_t device_sparse_span = 0;
   const QuestDraft *quest = nullptr;  // optional: query-aware drafting (needs key_bounds)
+  const TokenTree *tree = nullptr;    // optional: the rows are nodes of a tree (token_trees())
+};
+
+// K and V of one sequence copied within its slots (BackendContext::move_kv):
+// position from[i] to to[i] in every layer, in order i = 0, 1, ...
+struct KvMove {
+  const int32_t *page_table = nullptr;  // covers every listed position
+  int32_t n_pages = 0;
+  const int32_t *from = nullptr;
+  const int32_t *to = nullptr;
+  int32_t n = 0;
 };
 
 struct ForwardBatch {
@@ -271,6 +298,17 @@ class BackendContext {
     (void)tokens_out;
     (void)cands;
     return false;
+  }
+
+  // Whether SeqRows::tree and move_kv are supported (token-tree rounds).
+  virtual bool token_trees() const { return false; }
+  // Optional (with token_trees()): copies K and V as `move` lists, so that a
+  // tree's accepted path, verified in the slots of its nodes, lands in the
+  // slots of its positions. Throws INVALID_ARGUMENT for a position outside the
+  // table or a bad table entry.
+  virtual void move_kv(const KvMove &move) {
+    (void)move;
+    fail(VEGAS_ERR_UNSUPPORTED, "this backend has no token trees (move_kv)");
   }
 
   // Whether SeqRows::device_select / device_sparse_key are supported.

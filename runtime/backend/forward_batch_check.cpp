@@ -91,6 +91,33 @@ void check_quest(size_t i, const SeqRows &s, const QuestDraft &q, const ContextP
     bad_seq(i, "quest drafting with a sparse set, score capture or device selection");
 }
 
+// Tree rows: nodes of a level-ordered tree that the rows lie in; they attend
+// to the cache before the tree's base, so a sparse prefix or capture
+// candidates reach no further; no query-aware or device-selected drafting.
+void check_tree(size_t i, const SeqRows &s, const TokenTree &t) {
+  if (t.base < 0 || t.n_nodes <= 0 || t.parents == nullptr)
+    bad_seq(i, "token tree base " + std::to_string(t.base) + ", " + std::to_string(t.n_nodes) +
+                   " nodes or NULL parents");
+  if (s.start_pos < t.base || int64_t{s.start_pos} + s.n_tokens > int64_t{t.base} + t.n_nodes)
+    bad_seq(i, "rows at slots [" + std::to_string(s.start_pos) + ", " +
+                   std::to_string(int64_t{s.start_pos} + s.n_tokens) +
+                   ") outside the token tree's [" + std::to_string(t.base) + ", " +
+                   std::to_string(int64_t{t.base} + t.n_nodes) + ")");
+  if (t.parents[0] != -1) bad_seq(i, "token tree root's parent is not -1");
+  for (int32_t n = 1; n < t.n_nodes; ++n)
+    if (t.parents[n] < 0 || t.parents[n] >= n)
+      bad_seq(i, "token tree node " + std::to_string(n) + " has parent " +
+                     std::to_string(t.parents[n]) + ", not an earlier node");
+  if (s.sparse != nullptr && s.sparse->prefix > t.base)
+    bad_seq(i, "sparse prefix " + std::to_string(s.sparse->prefix) +
+                   " past the token tree's base " + std::to_string(t.base));
+  if (s.capture != nullptr && s.capture->n_candidates > int64_t{t.base} + 1)
+    bad_seq(i, "capture of " + std::to_string(s.capture->n_candidates) +
+                   " candidates past the token tree's root");
+  if (s.quest != nullptr || s.device_select != nullptr || s.device_sparse_key >= 0)
+    bad_seq(i, "token tree with quest drafting or device selection");
+}
+
 }  // namespace
 
 int64_t pages_needed(const SeqRows &s, const ContextParams &params) {
@@ -157,6 +184,7 @@ void check_forward_batch(const ForwardBatch &batch, const ModelConfig &config,
     if (s.capture != nullptr) check_capture(i, s, *s.capture);
     if (s.device_select != nullptr) check_device_select(i, s, *s.device_select);
     if (s.quest != nullptr) check_quest(i, s, *s.quest, params);
+    if (s.tree != nullptr) check_tree(i, s, *s.tree);
     if (s.device_sparse_key >= 0 && s.sparse != nullptr)
       bad_seq(i, "both a host sparse set and a device set (device_sparse_key)");
     total += s.n_tokens;

@@ -11,7 +11,8 @@ namespace vegas {
 // Throws INVALID_ARGUMENT (empty batch, rows <= 0 or over params.max_rows in
 // total, NULL pointers, negative start_pos, a page table that does not cover
 // start_pos + n_tokens slots or names a page outside [0, num_pages), a sparse
-// set, score capture or quest draft that is inconsistent with the rows) or
+// set, score capture, quest draft or token tree that is inconsistent with
+// the rows) or
 // TOKEN_OUT_OF_RANGE (an id outside [0, vocab_size)).
 // kCallerChecks leaves the page-table entries to check_page_entries, which
 // a backend that keeps tables it already checked (the CUDA one) calls on the

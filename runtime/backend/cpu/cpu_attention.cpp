@@ -10,19 +10,27 @@ namespace vegas {
 namespace {
 
 // The keys a row attends to, in order: the selected positions of a sparse
-// row (all below `range_start`), then every position in [range_start, position].
+// row (all below `range_start`), then every position in [range_start, end),
+// then a tree row's listed positions (end is then the tree's base).
 struct KeyList {
   const int32_t *selected = nullptr;
   int64_t n_selected = 0;
   int64_t range_start = 0;
-  int64_t end = 0;  // position + 1
+  int64_t end = 0;  // position + 1, or the tree's base
+  const int32_t *listed = nullptr;
+  int64_t n_listed = 0;
 
-  int64_t size() const { return n_selected + (end - range_start); }
+  int64_t size() const { return n_selected + (end - range_start) + n_listed; }
 };
 
 KeyList key_list(const AttentionRow &row, int64_t layer) {
   KeyList keys;
   keys.end = int64_t{row.position} + 1;
+  if (row.tree_keys != nullptr) {
+    keys.end = row.tree_base;
+    keys.listed = row.tree_keys;
+    keys.n_listed = row.n_tree_keys;
+  }
   if (row.sparse != nullptr) {
     keys.selected = row.sparse->positions + layer * row.sparse->stride;
     keys.n_selected = row.sparse->counts[layer];
@@ -46,6 +54,10 @@ inline void for_each_key(const KeyList &keys, const int32_t *page_table, int64_t
     const int64_t count = std::min(ps - offset, keys.end - p0);
     for (int64_t o = 0; o < count; ++o) fn(j++, base + offset + o);
     p0 += count;
+  }
+  for (int64_t l = 0; l < keys.n_listed; ++l) {
+    const int64_t pos = keys.listed[l];
+    fn(j++, int64_t{page_table[pos / ps]} * ps + pos % ps);
   }
 }
 

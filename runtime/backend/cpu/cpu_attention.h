@@ -15,8 +15,14 @@ struct AttentionRow {
   const int32_t *page_table = nullptr;
   int32_t position = 0;                     // the row's own position; causal: keys up to it
   const SparseAttention *sparse = nullptr;  // null = every position in [0, position]
-  const ScoreCapture *capture = nullptr;    // null = this row's scores are not captured
-  int32_t capture_index = 0;                // the row's index in capture->rows
+  // A token tree's row (TokenTree): the keys up to the tree's base, then these
+  // positions (its ancestors' and its own slots, ascending) instead of
+  // (base, position].
+  const int32_t *tree_keys = nullptr;
+  int32_t n_tree_keys = 0;
+  int32_t tree_base = 0;
+  const ScoreCapture *capture = nullptr;  // null = this row's scores are not captured
+  int32_t capture_index = 0;              // the row's index in capture->rows
 };
 
 struct AttentionShape {

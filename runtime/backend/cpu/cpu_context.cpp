@@ -104,6 +104,7 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
   slots_.resize(static_cast<size_t>(n));
   attention_rows_.resize(static_cast<size_t>(n));
   written_pages_.clear();
+  tree_keys_.resize(static_cast<size_t>(n));
   const int32_t ps = params_.page_size;
   size_t r = 0;
   for (const SeqRows &s : batch.seqs) {
@@ -123,6 +124,7 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
       a.position = pos;
       a.sparse = s.sparse;
     }
+    if (s.tree != nullptr) prepare_tree_rows(s, first);
     if (s.capture != nullptr) {
       for (int32_t c = 0; c < s.capture->n_rows; ++c) {
         AttentionRow &a = attention_rows_[first + static_cast<size_t>(s.capture->rows[c])];
@@ -133,6 +135,62 @@ void CpuContext::prepare_rows(const ForwardBatch &batch) {
   }
   quest_rows_.prepare(batch, quest_shape_);
   quest_rows_.attach(attention_rows_);
+}
+
+void CpuContext::prepare_tree_rows(const SeqRows &s, size_t first) {
+  const TokenTree &t = *s.tree;
+  tree_depths_.resize(static_cast<size_t>(t.n_nodes));
+  tree_depths_[0] = 0;
+  for (int32_t i = 1; i < t.n_nodes; ++i)
+    tree_depths_[static_cast<size_t>(i)] = tree_depths_[static_cast<size_t>(t.parents[i])] + 1;
+  for (int32_t i = 0; i < s.n_tokens; ++i) {
+    const int32_t node = s.start_pos - t.base + i;
+    const size_t r = first + static_cast<size_t>(i);
+    positions_[r] = t.base + tree_depths_[static_cast<size_t>(node)];
+    std::vector<int32_t> &keys = tree_keys_[r];
+    keys.clear();
+    for (int32_t a = node; a >= 0; a = t.parents[a]) keys.push_back(t.base + a);
+    std::reverse(keys.begin(), keys.end());
+    AttentionRow &a = attention_rows_[r];
+    a.tree_keys = keys.data();
+    a.n_tree_keys = static_cast<int32_t>(keys.size());
+    a.tree_base = t.base;
+  }
+}
+
+void CpuContext::move_kv(const KvMove &move) {
+  const int32_t ps = params_.page_size;
+  const int64_t kv_dim = model_.config().kv_dim();
+  auto slot_of = [&](int32_t pos) {
+    const int64_t page = pos < 0 ? -1 : pos / ps;
+    if (page < 0 || page >= move.n_pages || move.page_table[page] < 0 ||
+        move.page_table[page] >= params_.num_pages)
+      fail(VEGAS_ERR_INVALID_ARGUMENT,
+           "move_kv: position " + std::to_string(pos) + " outside the page table or its pool");
+    return int64_t{move.page_table[page]} * ps + pos % ps;
+  };
+  if (move.n < 0 ||
+      (move.n > 0 && (move.page_table == nullptr || move.from == nullptr || move.to == nullptr)))
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "move_kv: NULL lists or a negative count");
+  std::vector<std::pair<int64_t, int64_t>> slots;
+  written_pages_.clear();
+  for (int32_t i = 0; i < move.n; ++i) {
+    slots.emplace_back(slot_of(move.from[i]), slot_of(move.to[i]));
+    written_pages_.push_back(move.page_table[move.to[i] / ps]);
+  }
+  std::sort(written_pages_.begin(), written_pages_.end());  // each page once
+  written_pages_.erase(std::unique(written_pages_.begin(), written_pages_.end()),
+                       written_pages_.end());
+  const int nt = model_.n_threads();
+  for (int layer = 0; layer < model_.config().n_layers; ++layer) {
+    for (std::vector<float> *cache :
+         {&k_cache_[static_cast<size_t>(layer)], &v_cache_[static_cast<size_t>(layer)]})
+      for (const auto &[from, to] : slots)
+        std::memmove(cache->data() + to * kv_dim, cache->data() + from * kv_dim,
+                     sizeof(float) * static_cast<size_t>(kv_dim));
+    if (key_bounds_.enabled())
+      key_bounds_.update(layer, k_cache_[static_cast<size_t>(layer)].data(), written_pages_, nt);
+  }
 }
 
 void CpuContext::run_layer(int layer, int64_t n) {

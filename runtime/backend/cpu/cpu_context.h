@@ -21,6 +21,8 @@ class CpuContext final : public BackendContext {
   CpuContext(const CpuBackendModel &model, const ContextParams &params);
 
   const float *forward(const ForwardBatch &batch) override;
+  bool token_trees() const override { return true; }
+  void move_kv(const KvMove &move) override;
   // The quest selection inside draft passes (SeqRows::quest).
   double take_select_seconds() override;
 
@@ -38,6 +40,9 @@ class CpuContext final : public BackendContext {
 
  private:
   void prepare_rows(const ForwardBatch &batch);
+  // A tree sequence's rows (first at attention_rows_[first]): RoPE positions
+  // by depth, and each row's ancestors and itself as its listed keys.
+  void prepare_tree_rows(const SeqRows &s, size_t first);
   void run_layer(int layer, int64_t n_rows);
   void compute_logits(const ForwardBatch &batch);
 
@@ -50,6 +55,9 @@ class CpuContext final : public BackendContext {
   std::vector<int64_t> slots_;
   std::vector<AttentionRow> attention_rows_;
   std::vector<int32_t> written_pages_;  // KV pages the pass writes, each once
+  // The tree rows' listed keys, one list per row (AttentionRow::tree_keys).
+  std::vector<std::vector<int32_t>> tree_keys_;
+  std::vector<int32_t> tree_depths_;
   RopeTables rope_;
 
   // Quest drafting (ContextParams::key_bounds).

@@ -551,6 +551,9 @@ struct CudaContext::StagingCursor {
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_, PageEntries::kCallerChecks);
+  for (const SeqRows &s : batch.seqs)
+    if (s.tree != nullptr)
+      fail(VEGAS_ERR_UNSUPPORTED, "forward batch: the CUDA backend has no token trees yet");
   int64_t pages = 0, extra = 0, quest_extra = 0;
   int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;

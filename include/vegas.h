@@ -448,6 +448,21 @@ typedef struct vegas_session_options {
    * K/V values, up to the backend's arithmetic). 0: off. */
   int32_t prefix_cache;
   int32_t kv_type; /* vegas_kv_type, default DEFAULT */
+  /* Token trees (VEGAS mode; LongSpec): each round drafts a tree instead of a
+   * chain. Each of the first tree_depth draft levels branches into
+   * tree_branches drafts (greedy: the draft's top tokens; sampling: draws
+   * without replacement), then every branch goes on as a chain to depth
+   * gamma; one verify pass checks every node (each attends to its own
+   * ancestors only) and the longest accepted path is kept, so a round commits
+   * what a chain would at least as often, for more draft rows. The output is
+   * still distributed exactly as vanilla's (recursive rejection sampling over
+   * the branches). tree_branches in [1, 8], default 1 (a chain); tree_depth
+   * >= 0, default 0; a tree of more than 256 nodes at the session's largest
+   * gamma, a policy that selects inside draft passes (quest) or drafts by
+   * lookup, and a backend without tree attention (CUDA, for now) are refused
+   * at vegas_session_create. */
+  int32_t tree_branches;
+  int32_t tree_depth;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
 static inline void vegas_session_options_init(vegas_session_options *options) {

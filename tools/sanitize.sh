@@ -29,6 +29,9 @@ heavy+='|SpeculativeSampling\.'
 # under ASan on the CI machine): Fp8KvCacheRoundsTheStoredValues and test_kv_fp8
 # run the fp8 rounding, and the lossless shards the same round code.
 heavy+='|Fp8LosslessShard\.'
+# Likewise the token trees' lossless shards: TreeAttention, TreeSampling and
+# TreeSession run the same tree code on short prompts.
+heavy+='|TreeLosslessShard\.'
 configure() {  # build dir, sanitizers, then more cmake arguments
   local dir=$1 san=$2
   shift 2

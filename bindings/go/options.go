@@ -61,6 +61,10 @@ type SessionOptions struct {
 	TopPMass     float32 // policy "topp": attention mass to cover
 	Schedule     Schedule
 	KVType       KVType
+	// Token trees: the first TreeDepth draft levels branch into TreeBranches
+	// drafts (1 = a chain, the default); the CPU backend only, for now.
+	TreeBranches int32
+	TreeDepth    int32
 }
 
 // DefaultSessionOptions are the library's defaults.
@@ -79,6 +83,7 @@ func DefaultSessionOptions() SessionOptions {
 		Ratio: float32(c.ratio), MinTokens: int32(c.min_tokens), WindowShare: float32(c.window_share),
 		ScoreKind: int32(c.score_kind), Sink: int32(c.sink), TopPMass: float32(c.top_p_mass),
 		Schedule: Schedule(c.schedule), KVType: KVType(c.kv_type),
+		TreeBranches: int32(c.tree_branches), TreeDepth: int32(c.tree_depth),
 	}
 }
 
@@ -109,6 +114,8 @@ func (o *SessionOptions) toC(a *cArena) (*C.vegas_session_options, error) {
 	c.top_p_mass = C.float(o.TopPMass)
 	c.schedule = C.int32_t(o.Schedule)
 	c.kv_type = C.int32_t(o.KVType)
+	c.tree_branches = C.int32_t(o.TreeBranches)
+	c.tree_depth = C.int32_t(o.TreeDepth)
 	return c, nil
 }
 

@@ -80,6 +80,8 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
       vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "unknown score_kind " + std::to_string(o.score_kind));
     sel.score_kind = static_cast<vegas::ScoreKind>(o.score_kind);
     sel.user = o.select_policy;
+    p.spec.tree.branches = o.tree_branches;
+    p.spec.tree.branch_depth = o.tree_depth;
     if (p.spec.policy == "user" && o.select_policy == nullptr)
       vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "policy \"user\" needs select_policy");
   }
@@ -170,6 +172,8 @@ VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, 
   o.profile_path = nullptr;
   o.prefix_cache = 1;
   o.kv_type = VEGAS_KV_DEFAULT;
+  o.tree_branches = 1;
+  o.tree_depth = 0;
   vegas::abi::init_struct(o, options, size);
 }
 

@@ -121,12 +121,16 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     params_.spec.selection.quest_page_size = params_.page_size;
     spec_ = std::make_unique<SpeculativeDecoder>(
         model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
-    // A verification pass carries gamma + 1 rows per sequence.
-    cp.max_rows = std::max(cp.max_rows, params_.max_batch * (spec_->max_gamma() + 1));
-    cp.warm_rows = params_.max_batch * (spec_->max_gamma() + 1);
+    // A verification pass carries gamma + 1 rows per sequence, or a tree's nodes.
+    cp.max_rows = std::max(cp.max_rows, params_.max_batch * spec_->max_verify_rows());
+    cp.warm_rows = params_.max_batch * spec_->max_verify_rows();
     cp.key_bounds = spec_->policy().needs().page_bounds;
   }
   context_ = model_->backend().create_context(cp);
+  if (spec_ && spec_->trees() && !context_->token_trees())
+    fail(VEGAS_ERR_UNSUPPORTED,
+         "token trees (tree_branches > 1, tree_depth > 0): this backend "
+         "has no tree attention yet; the CPU backend has");
   if (spec_) spec_->use_device_selection(context_->device_selection());
 }
 

@@ -80,6 +80,8 @@ std::vector<Sequence *> StepScheduler::reserve_round(std::vector<RoundSeq> &roun
   // The chain's extra drafts only where every position fits: one that does
   // not leaves its sequence drafting pass by pass (and so the whole round).
   for (RoundSeq &r : kept) r.chain_room = try_reserve(*r.seq, r.chain_reserve);
+  // Likewise a tree: one that does not fit drafts a chain.
+  for (RoundSeq &r : kept) r.tree_room = try_reserve(*r.seq, r.tree_reserve);
   round = std::move(kept);
   return full;
 }

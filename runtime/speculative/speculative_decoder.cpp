@@ -13,6 +13,7 @@
 #include "common/parallel_rows.h"
 #include "sampling/speculative_accept.h"
 #include "speculative/prompt_lookup.h"
+#include "speculative/round_state.h"
 
 namespace vegas {
 
@@ -93,89 +94,17 @@ std::vector<int32_t> verify_capture_rows(ScoreRows score_rows, int32_t gamma) {
   return rows;
 }
 
-// The logit rows of one pass as candidates (sampling.h): the backend's when
-// it picks them where the logits are, else cut down here from the whole rows,
-// one row at a time when it is first needed (verify rows after a rejection
-// never are). Rows may be read from several threads, each row by one.
-class PassCandidates {
- public:
-  // `meanwhile` (may be empty; it must not use `context`) runs while the
-  // pass runs on a backend that can begin it and wait later, else before it.
-  void run(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
-           int32_t vocab, const std::function<void()> &meanwhile = {}) {
-    k_ = std::move(k);
-    vocab_ = vocab;
-    logits_ = nullptr;
-    bool picked = false;
-    if (meanwhile && context.begin_candidates(batch, k_.data())) {
-      end_begun(context, meanwhile);
-      picked = true;
-    } else {
-      if (meanwhile) meanwhile();
-      picked = context.forward_candidates(batch, k_.data(), &cands_);
-    }
-    if (!picked) logits_ = context.forward(batch);
-    cands_.resize(k_.size());
-    ready_.assign(k_.size(), picked ? 1 : 0);
-    picked_ = picked;
-  }
-  // run() with the batch's tokens fed on the device (begin_candidates' `fed`)
-  // and `meanwhile` run while it runs; false, having done nothing, when the
-  // backend cannot begin such a pass.
-  // `accept` (may be null): the acceptance to run on the device behind the
-  // pass (BackendContext::begin_accept); accept_begun() tells whether it was.
-  bool run_fed(BackendContext &context, const ForwardBatch &batch, std::vector<int32_t> k,
-               int32_t vocab, const int32_t *fed,
-               const std::vector<BackendContext::AcceptOnDevice> *accept,
-               const std::function<void()> &meanwhile) {
-    k_ = std::move(k);
-    vocab_ = vocab;
-    logits_ = nullptr;
-    accept_begun_ = false;
-    if (!context.begin_candidates(batch, k_.data(), fed)) return false;
-    accept_begun_ = accept != nullptr && context.begin_accept(*accept);
-    end_begun(context, meanwhile);
-    cands_.resize(k_.size());
-    ready_.assign(k_.size(), 1);
-    picked_ = true;
-    return true;
-  }
-  // Whether the backend picked them: the rows are then cheap (~0.3 us a
-  // distribution), not worth waking threads for.
-  bool picked() const { return picked_; }
-  bool accept_begun() const { return accept_begun_; }
-  const LogitCandidates &row(size_t i) {
-    if (!ready_[i]) {
-      extract_candidates(logits_ + static_cast<int64_t>(i) * vocab_, vocab_, k_[i], &cands_[i]);
-      ready_[i] = 1;
-    }
-    return cands_[i];
-  }
+FixedKnobs fixed_knobs(const SpeculativeParams &p) {
+  FixedKnobs f;
+  f.policy = p.policy;
+  f.gamma = p.gamma;
+  f.ratio = p.selection.ratio;
+  f.window_share = p.selection.window_share;
+  f.min_tokens = p.selection.min_tokens;
+  return f;
+}
 
- private:
-  std::vector<int32_t> k_;
-  int32_t vocab_ = 0;
-  const float *logits_ = nullptr;
-  std::vector<LogitCandidates> cands_;
-  std::vector<char> ready_;
-  bool picked_ = false;
-  bool accept_begun_ = false;
-
-  // A begun pass: `meanwhile`, then its candidates. The pass is ended even
-  // when `meanwhile` throws (its results then dropped).
-  void end_begun(BackendContext &context, const std::function<void()> &meanwhile) {
-    try {
-      meanwhile();
-    } catch (...) {
-      try {
-        context.end_candidates(&cands_);
-      } catch (...) {  // the first error is the one to report
-      }
-      throw;
-    }
-    context.end_candidates(&cands_);
-  }
-};
+}  // namespace
 
 // Rows built from picked candidates cost ~0.3 us each: threads pay only from
 // this many sequences on (a round of 64 builds ~830 distributions; at 16 the
@@ -189,18 +118,6 @@ size_t threaded_round_seqs() {
   }();
   return n;
 }
-
-FixedKnobs fixed_knobs(const SpeculativeParams &p) {
-  FixedKnobs f;
-  f.policy = p.policy;
-  f.gamma = p.gamma;
-  f.ratio = p.selection.ratio;
-  f.window_share = p.selection.window_share;
-  f.min_tokens = p.selection.min_tokens;
-  return f;
-}
-
-}  // namespace
 
 SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                                        int32_t max_context)
@@ -235,6 +152,7 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_NOT_BUILT, "policy '" + params_.policy +
                                   "' selects every draft step but has no query-aware form "
                                   "for the backends' draft passes");
+  check_tree_shape();
   totals_.accepted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
   totals_.drafted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
 }
@@ -243,7 +161,7 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ = !lookup_ && backend_supports && policy_->device_plan(1, &plan);
+  device_ = !lookup_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -519,25 +437,6 @@ void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
   }
 }
 
-// What the phases of one round share: how the passes return their rows,
-// the chain begun for the drafts, the device's acceptance records.
-struct SpeculativeDecoder::RoundState {
-  // When every rule reads only the top of its logit rows (greedy, or top-k
-  // up to kMaxCandidateTopK, no penalties), the draft and verify passes
-  // return those candidates instead of the vocabulary rows: on a GPU, a few
-  // pairs per row cross to the host instead of the row, and the host builds
-  // each distribution from them.
-  bool by_candidates = true;
-  PassCandidates cands;
-  std::vector<int32_t> cand_k;
-  const float *vlogits = nullptr;  // the verify rows, when not by candidates
-  ChainedDrafts chain;
-  bool chain_begun = false, chain_read = false;
-  std::vector<BackendContext::AcceptedOnDevice> accepted;  // empty: the host accepts
-  std::vector<int64_t> row_base;                           // each sequence's first verify row
-  std::vector<std::vector<int32_t>> verify_tokens;
-};
-
 std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &seqs,
                                                int32_t page_size) {
   std::vector<RoundSeq> planned;
@@ -564,6 +463,12 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
     }
     planned.push_back(r);
   }
+  // A tree round reserves the tree where it fits.
+  for (RoundSeq &r : planned)
+    r.tree_reserve =
+        trees() && r.gamma > 0
+            ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_tree_nodes(params_.tree, r.gamma))
+            : r.reserve;
   // Only a chained round (device selection, no penalties) drafts past a
   // sequence's own γ.
   for (RoundSeq &r : planned)
@@ -587,6 +492,8 @@ std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
                 {},
                 {}};
     w.chain_room = r.chain_room;
+    w.in_tree = trees();
+    if (r.tree_room) w.shape = params_.tree;  // else a chain: a tree of one branch
     w.drafts.resize(static_cast<size_t>(w.gamma));
     w.q.resize(static_cast<size_t>(w.gamma));
     work.push_back(std::move(w));
@@ -690,18 +597,26 @@ ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, Roun
   for (size_t i = 0; i < work.size(); ++i) {
     RoundWork &w = work[i];
     w.verified = w.gamma;
-    if (i > 0) rs.row_base[i] = rs.row_base[i - 1] + work[i - 1].gamma + 1;
+    if (i > 0) rs.row_base[i] = rs.row_base[i - 1] + work[i - 1].verify_rows();
     std::vector<int32_t> &vt = rs.verify_tokens[i];
-    vt.push_back(w.seq->tokens.back());
-    vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());  // zeros for fed chain draws
+    std::vector<int32_t> rows = verify_capture_rows(score_rows, w.gamma);
     SeqRows r;
+    if (w.in_tree) {  // every node; the rows the policy reads are the main path's
+      vt.assign(w.tree.tokens(), w.tree.tokens() + w.tree.n_nodes());
+      const std::vector<int32_t> main = w.tree.main_path();
+      for (int32_t &row : rows) row = main[static_cast<size_t>(row)];
+      w.rows = TokenTree{w.seq->kv_len, w.tree.parents(), w.tree.n_nodes()};
+      r.tree = &w.rows;
+    } else {
+      vt.push_back(w.seq->tokens.back());
+      vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());  // zeros for fed chain draws
+    }
     r.tokens = vt.data();
     r.n_tokens = static_cast<int32_t>(vt.size());
     r.start_pos = w.seq->kv_len;
     r.page_table = w.seq->page_table.data();
     r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
     r.logits = SeqRows::Logits::kAll;
-    const std::vector<int32_t> rows = verify_capture_rows(score_rows, w.gamma);
     if (device_) {
       setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
     } else if (score_rows != ScoreRows::kNone) {
@@ -723,7 +638,7 @@ void SpeculativeDecoder::run_verify(std::vector<RoundWork> &work, const ForwardB
   const int32_t vocab = config_.vocab_size;
   rs.cand_k.clear();
   for (const RoundWork &w : work)
-    rs.cand_k.insert(rs.cand_k.end(), static_cast<size_t>(w.gamma) + 1, w.k);
+    rs.cand_k.insert(rs.cand_k.end(), static_cast<size_t>(w.verify_rows()), w.k);
   if (!rs.chain_begun) {
     rs.cands.run(context, verify, rs.cand_k, vocab);
     return;
@@ -768,6 +683,7 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
         if (!rs.accepted.empty() &&
             take_device_acceptance(w, rs.accepted[static_cast<size_t>(wi)], rs.chain, &result))
           return;
+        if (w.in_tree) return accept_tree(w, rs, base, &result);
         std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
         std::vector<int32_t> history;
         auto target = [&](int32_t row) -> const TokenDistribution & {
@@ -810,8 +726,10 @@ std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundSe
   for (size_t i = 0; i < work.size(); ++i) {
     const RoundWork &w = work[i];
     const AcceptResult &result = results[i];
+    // A tree drafts its nodes but the root; a chain its γ.
+    const int32_t drafted = w.in_tree ? w.tree.n_nodes() - 1 : w.gamma;
     totals_.rounds += 1;
-    totals_.drafted += w.gamma;
+    totals_.drafted += drafted;
     totals_.accepted += result.n_accepted;
     totals_.longest_gamma = std::max(totals_.longest_gamma, w.gamma);
     for (int32_t k = 0; k < w.gamma; ++k) {
@@ -822,15 +740,18 @@ std::vector<RoundOutcome> SpeculativeDecoder::outcomes(const std::vector<RoundSe
     o.seq = seqs[i].seq;
     o.tokens = result.tokens;
     // Token r was drawn from verify row r (an accepted draft, then the
-    // correction or bonus token).
-    for (size_t r = 0; r < result.tokens.size(); ++r)
-      o.rows.push_back(rs.by_candidates
-                           ? nullptr
-                           : rs.vlogits + (rs.row_base[i] + static_cast<int64_t>(r)) * vocab);
+    // correction or bonus token); in a tree, from the row of the r-th node
+    // of the accepted path (the root first).
+    for (size_t r = 0; r < result.tokens.size(); ++r) {
+      const int64_t row = !w.in_tree ? static_cast<int64_t>(r)
+                          : r == 0   ? 0
+                                     : w.tree_result.path[r - 1];
+      o.rows.push_back(rs.by_candidates ? nullptr : rs.vlogits + (rs.row_base[i] + row) * vocab);
+    }
     // t0 and the accepted drafts hold exact K/V; the rest is rolled back.
     o.kv_len = w.seq->kv_len + 1 + result.n_accepted;
     o.rng_counter = w.rng.counter();
-    o.drafted = w.gamma;
+    o.drafted = drafted;
     o.accepted = result.n_accepted;
   }
   return out;
@@ -869,6 +790,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
                                  ModeChooser::Kind::kVanilla);
   if (pending->lookup_round) {
     draft_by_lookup(work);
+  } else if (trees()) {
+    draft_trees(work, max_gamma, context, rs);
   } else {
     rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
     if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
@@ -905,6 +828,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   cost.verify_rows = verify.total_rows();
   std::vector<AcceptResult> results;
   accept_round(work, rs, &results);
+  if (trees()) compact_trees(work, context);
   trace.mark("accept");
 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
@@ -951,7 +875,17 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     if (query_aware_ || lookup_) continue;  // the next round's draft passes select, or none
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
-    const int32_t last_row = score_rows == ScoreRows::kAll ? n_accepted : (w.gamma > 0 ? 1 : 0);
+    // A tree's captured rows are its main path: the last accepted of them.
+    int32_t on_main = n_accepted;
+    if (w.in_tree) {
+      const std::vector<int32_t> main = w.tree.main_path();
+      const std::vector<int32_t> &path = w.tree_result.path;
+      on_main = 0;
+      while (on_main < static_cast<int32_t>(path.size()) &&
+             path[static_cast<size_t>(on_main)] == main[static_cast<size_t>(on_main) + 1])
+        ++on_main;
+    }
+    const int32_t last_row = score_rows == ScoreRows::kAll ? on_main : (w.gamma > 0 ? 1 : 0);
     // The candidates were the positions before this round's first token
     // (RoundOutcome::kv_len counts it and the accepted drafts).
     select(seq, *w.st, outcomes[i].kv_len - n_accepted, last_row);

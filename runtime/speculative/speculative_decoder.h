@@ -22,7 +22,9 @@
 #include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
+#include "speculative/draft_tree.h"
 #include "speculative/prompt_lookup.h"
+#include "speculative/tree_accept.h"
 
 namespace vegas {
 
@@ -30,6 +32,9 @@ struct SpeculativeParams {
   std::string policy = "vegas";
   int32_t gamma = 6;
   SelectionOptions selection;
+  // Branching drafts (draft_tree.h): a round drafts and verifies a tree of up
+  // to max_tree_nodes(tree, γ) nodes. The default is the chain.
+  DraftTreeShape tree;
   // Automatic knobs (the ABI's gamma 0, ratio 0, policy "auto"): they start
   // from `profile` (null: the built-in table) and γ and the ratio are refined
   // per sequence at run time with `refinement`'s constants (auto_tuning.h).
@@ -77,6 +82,10 @@ struct RoundSeq {
   // the scheduler could reserve them (else the round drafts pass by pass).
   int64_t chain_reserve = 0;
   bool chain_room = false;
+  // A tree round: [0, tree_reserve) hold the whole tree, and tree_room says
+  // whether the scheduler could reserve them (else the sequence drafts a chain).
+  int64_t tree_reserve = 0;
+  bool tree_room = false;
 };
 
 // What a round did to one sequence, for the caller to apply (the decoder
@@ -110,6 +119,11 @@ class SpeculativeDecoder {
   // The longest γ a sequence may use (a verify pass has up to max_gamma + 1
   // rows per sequence).
   int32_t max_gamma() const { return tuning_.max_gamma(); }
+  // The most verify rows one sequence may have in a round: max_gamma() + 1,
+  // or a whole tree's nodes.
+  int32_t max_verify_rows() const;
+  // Whether rounds draft trees (the backend must have token_trees()).
+  bool trees() const { return !params_.tree.chain(); }
   // vegas_session_stats.gamma: the fixed γ, or with γ auto the longest used.
   int32_t reported_gamma() const {
     return params_.autos.gamma ? totals_.longest_gamma : params_.gamma;
@@ -184,6 +198,17 @@ class SpeculativeDecoder {
     int32_t verified = 0;      // draft rows in its verification (gamma, unless drafts were dropped)
     int32_t chain_index = -1;  // its place in the round's draft chain, -1 when not chained
     bool chain_room = false;   // RoundSeq::chain_room
+    // A tree round (trees()): every sequence drafts a tree, the shape's where
+    // RoundSeq::tree_room, else a chain; node_q[n] is the distribution node
+    // n's children were drawn from, `rows` the backend's view of the tree.
+    bool in_tree = false;
+    DraftTreeShape shape = {};
+    DraftTree tree = DraftTree(0);
+    std::vector<TokenDistribution> node_q = {};
+    TokenTree rows = {};
+    TreeAcceptResult tree_result = {};
+    // Verify rows of the sequence: γ + 1, or the tree's nodes.
+    int32_t verify_rows() const { return in_tree ? tree.n_nodes() : gamma + 1; }
   };
   // The drafts of one forward_draft_chain call: the chained sequences, the
   // draws [pass][sequence] and their candidates, and pass 0's input tokens.
@@ -203,6 +228,23 @@ class SpeculativeDecoder {
   // The drafts one pass at a time, drawn on the host (no chain on the device).
   void draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
                           RoundState &rs);
+  // INVALID_ARGUMENT for a tree shape out of bounds or a policy that cannot
+  // draft trees.
+  void check_tree_shape() const;
+  // A tree round's draft passes (speculative_tree_round.cpp): pass j runs
+  // level j of every sequence's tree and draws level j + 1.
+  void draft_trees(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                   RoundState &rs);
+  // Level j + 1 of w's tree from the rows of level j (its candidates or logits).
+  void grow_tree_level(RoundWork &w, int32_t level, RoundState &rs, const float *logits,
+                       size_t first_row);
+  // The tree acceptance of one sequence, its rows from `base` on.
+  void accept_tree(RoundWork &w, RoundState &rs, int64_t base, AcceptResult *result);
+  // Moves each tree's accepted path into the slots of its positions.
+  void compact_trees(const std::vector<RoundWork> &work, BackendContext &context);
+  // The penalties' history of a tree node: the sequence's tokens, then the
+  // drafts on the path to the node.
+  static void tree_history(const RoundWork &w, int32_t node, std::vector<int32_t> *out);
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);

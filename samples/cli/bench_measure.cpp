@@ -261,6 +261,8 @@ vegas_session_options speculative_options(const vegas_session_options &base,
   so.window_share = spec.window_share;
   so.sink = spec.sink;
   so.score_kind = spec.score_kind == "logit" ? VEGAS_SCORE_LOGIT : VEGAS_SCORE_WEIGHT;
+  so.tree_branches = spec.tree_branches;
+  so.tree_depth = spec.tree_depth;
   return so;
 }
 

@@ -63,6 +63,8 @@ struct SpecSettings {
   int32_t min_tokens = 256;
   int32_t sink = 16;
   std::string score_kind = "weight";
+  int32_t tree_branches = 1;  // token trees (vegas_session_options.tree_*)
+  int32_t tree_depth = 0;
 };
 // Parses "policy" or "policy:window_share" (e.g. "vegas:0.25") into the label,
 // policy and window share of `base` (the rest is kept). Fails with a message.

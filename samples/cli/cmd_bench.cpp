@@ -241,6 +241,8 @@ void run_bench(const BenchArgs &a) {
     v["window_share"] = spec.window_share;
     v["sink"] = spec.sink;
     v["score_kind"] = spec.score_kind;
+    v["tree_branches"] = spec.tree_branches;
+    v["tree_depth"] = spec.tree_depth;
     const double vegas_tps = vegas.mean_tokens_per_s();
     v["decode_tokens_per_s"] = vegas_tps;
     v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;

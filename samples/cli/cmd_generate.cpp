@@ -30,6 +30,8 @@ struct GenerateArgs {
   std::string policy = "vegas";
   int32_t gamma = 6;
   float ratio = 0.07f;
+  int32_t tree_branches = 1;  // token trees (vegas_session_options.tree_*)
+  int32_t tree_depth = 0;
   float window_share = 0.5f;
   std::vector<std::string> stop;
   bool ignore_eos = false;
@@ -60,6 +62,8 @@ void run_generate(const GenerateArgs &a) {
   so.policy = a.policy.c_str();
   so.gamma = a.gamma;
   so.ratio = a.ratio;
+  so.tree_branches = a.tree_branches;
+  so.tree_depth = a.tree_depth;
   so.window_share = a.window_share;
   // Enough KV for the prompt and the completion (plus a page of slack per speculative round).
   vegas_model_info info;
@@ -195,6 +199,9 @@ void add_generate_command(CLI::App &app) {
   cmd->add_option("--policy", args->policy, "Selection policy for --mode vegas");
   cmd->add_option("--gamma", args->gamma, "Draft length for --mode vegas");
   cmd->add_option("--ratio", args->ratio, "Selected share of the KV for --mode vegas");
+  cmd->add_option("--tree-branches", args->tree_branches,
+                  "Token trees for --mode vegas: drafts per branching level (1 = a chain)");
+  cmd->add_option("--tree-depth", args->tree_depth, "Token trees: draft levels that branch");
   cmd->add_option("--window-share", args->window_share,
                   "Share of the budget kept for recent tokens");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable)");

@@ -26,6 +26,11 @@ void add_run_options(CLI::App *cmd, RunArgs &r) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--score-kind", r.spec.score_kind, "weight or logit")
       ->check(CLI::IsMember({"weight", "logit"}));
+  cmd->add_option("--tree-branches", r.spec.tree_branches,
+                  "Token trees (speculative runs): drafts per branching level, 1 = a chain")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tree-depth", r.spec.tree_depth, "Token trees: draft levels that branch")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-type", r.kv_type, "KV cache: default (bf16 on CUDA) or fp8")
       ->check(CLI::IsMember({"default", "fp8"}));
 }

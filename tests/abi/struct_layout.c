@@ -71,7 +71,7 @@ int main(void) {
   PIN_OFFSET(vegas_model_info, weight_bytes, 48);
   PIN_OFFSET(vegas_model_info, kv_bytes_per_token, 56);
   PIN_OFFSET(vegas_model_info, architecture, 64);
-  PIN_SIZE(vegas_session_options, 104);
+  PIN_SIZE(vegas_session_options, 112);
   PIN_OFFSET(vegas_session_options, struct_size, 0);
   PIN_OFFSET(vegas_session_options, kv_bytes, 8);
   PIN_OFFSET(vegas_session_options, page_size, 16);
@@ -91,6 +91,8 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, profile_path, 88);
   PIN_OFFSET(vegas_session_options, prefix_cache, 96);
   PIN_OFFSET(vegas_session_options, kv_type, 100);
+  PIN_OFFSET(vegas_session_options, tree_branches, 104);
+  PIN_OFFSET(vegas_session_options, tree_depth, 108);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);

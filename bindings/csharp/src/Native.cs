@@ -84,6 +84,8 @@ namespace Vegas
             public IntPtr profile_path;
             public int prefix_cache;
             public int kv_type;
+            public int tree_branches;
+            public int tree_depth;
         }
 
         [StructLayout(LayoutKind.Sequential)]

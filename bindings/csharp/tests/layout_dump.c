@@ -66,6 +66,8 @@ int main(void) {
   FIELD(vegas_session_options, profile_path);
   FIELD(vegas_session_options, prefix_cache);
   FIELD(vegas_session_options, kv_type);
+  FIELD(vegas_session_options, tree_branches);
+  FIELD(vegas_session_options, tree_depth);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);

@@ -83,7 +83,8 @@ class Sampling:
 # "kv_type" take enum names too.
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
-                  "top_p_mass", "schedule", "profile_path", "prefix_cache", "kv_type")
+                  "top_p_mass", "schedule", "profile_path", "prefix_cache", "kv_type",
+                  "tree_branches", "tree_depth")
 
 
 def session_struct(lib, options: dict):

@@ -162,6 +162,8 @@ pub struct vegas_session_options {
     pub profile_path: *const c_char,
     pub prefix_cache: i32,
     pub kv_type: i32,
+    pub tree_branches: i32,
+    pub tree_depth: i32,
 }
 
 #[repr(C)]

@@ -198,6 +198,10 @@ pub struct SessionOptions {
     pub top_p_mass: f32,
     pub schedule: Schedule,
     pub kv_type: KvType,
+    /// Token trees: the first `tree_depth` draft levels branch into
+    /// `tree_branches` drafts (1 = a chain, the default); CPU backend only, for now.
+    pub tree_branches: i32,
+    pub tree_depth: i32,
 }
 
 impl Default for SessionOptions {
@@ -223,6 +227,8 @@ impl Default for SessionOptions {
             top_p_mass: c.top_p_mass,
             schedule: Schedule::from_raw(c.schedule),
             kv_type: if c.kv_type == sys::VEGAS_KV_FP8 { KvType::Fp8 } else { KvType::Default },
+            tree_branches: c.tree_branches,
+            tree_depth: c.tree_depth,
         }
     }
 }
@@ -253,6 +259,8 @@ impl SessionOptions {
             KvType::Default => sys::VEGAS_KV_DEFAULT,
             KvType::Fp8 => sys::VEGAS_KV_FP8,
         };
+        c.tree_branches = self.tree_branches;
+        c.tree_depth = self.tree_depth;
         c
     }
 }

@@ -463,6 +463,21 @@ typedef struct vegas_session_options {
    * at vegas_session_create. */
   int32_t tree_branches;
   int32_t tree_depth;
+  /* A separate draft model (VEGAS and AUTO modes; LongSpec): when not NULL,
+   * rounds draft with this model (a smaller one of the same tokenizer: the
+   * same vocabulary, checked) instead of the model's sparse passes, then the
+   * model verifies as usual, so the output is still distributed exactly as
+   * vanilla's. No KV selection is made (policy is not used; "lookup" and
+   * "P+lookup" are refused, as are token trees). The session keeps the draft
+   * model alive, gives it a KV store of its own with the pool's slots (memory
+   * beyond kv_bytes: the draft's bytes per token times the pool's tokens),
+   * and catches it up on the tokens it has not seen at the start of each
+   * round (the prompt in the first round). Default NULL. */
+  const vegas_model *draft_model;
+  /* With draft_model: > 0 makes its draft passes attend to the first `sink`
+   * tokens and the last draft_window ones only (a sliding window); 0
+   * (default): every token. */
+  int32_t draft_window;
 } vegas_session_options;
 VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, size_t size);
 static inline void vegas_session_options_init(vegas_session_options *options) {

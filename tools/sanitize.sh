@@ -32,6 +32,9 @@ heavy+='|Fp8LosslessShard\.'
 # Likewise the token trees' lossless shards: TreeAttention, TreeSampling and
 # TreeSession run the same tree code on short prompts.
 heavy+='|TreeLosslessShard\.'
+# The draft model's 2K-prompt run: the other DraftModel tests run its code on a
+# short prompt.
+heavy+='|DraftModel\.LayerSkipDraftEqualsVanillaOnAPublicPrompt'
 configure() {  # build dir, sanitizers, then more cmake arguments
   local dir=$1 san=$2
   shift 2

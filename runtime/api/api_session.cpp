@@ -82,6 +82,13 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
     sel.user = o.select_policy;
     p.spec.tree.branches = o.tree_branches;
     p.spec.tree.branch_depth = o.tree_depth;
+    if (o.draft_model != nullptr) {
+      if (!o.draft_model->impl)
+        vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "draft_model is not a loaded model");
+      p.draft_model = o.draft_model->impl;
+      p.spec.draft_model = true;
+    }
+    p.spec.draft_window = o.draft_window;
     if (p.spec.policy == "user" && o.select_policy == nullptr)
       vegas::fail(VEGAS_ERR_INVALID_ARGUMENT, "policy \"user\" needs select_policy");
   }
@@ -174,6 +181,8 @@ VEGAS_API void vegas_session_options_init_sized(vegas_session_options *options, 
   o.kv_type = VEGAS_KV_DEFAULT;
   o.tree_branches = 1;
   o.tree_depth = 0;
+  o.draft_model = nullptr;
+  o.draft_window = 0;
   vegas::abi::init_struct(o, options, size);
 }
 

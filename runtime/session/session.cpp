@@ -132,9 +132,35 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
          "token trees (tree_branches > 1, tree_depth > 0): this backend "
          "has no tree attention yet; the CPU backend has");
   if (spec_) spec_->use_device_selection(context_->device_selection());
+  if (spec_ && params_.spec.draft_model) make_draft_context(cp);
 }
 
 Session::~Session() = default;
+
+void Session::make_draft_context(const ContextParams &target) {
+  if (!params_.draft_model)
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "a draft-model session without a draft model");
+  const Model &draft = *params_.draft_model;
+  const int32_t vocab = model_->config().vocab_size;
+  if (draft.config().vocab_size != vocab)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "the draft model's vocabulary has " + std::to_string(draft.config().vocab_size) +
+             " ids, the model's " + std::to_string(vocab) + ": it must be the same tokenizer's");
+  if (model_->has_tokenizer() && draft.has_tokenizer() &&
+      draft.tokenizer().vocab_size() != model_->tokenizer().vocab_size())
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "the draft model's tokenizer has " + std::to_string(draft.tokenizer().vocab_size()) +
+             " tokens, the model's " + std::to_string(model_->tokenizer().vocab_size()));
+  ContextParams dp;
+  dp.num_pages = target.num_pages;  // the same page ids, its own storage
+  dp.page_size = target.page_size;
+  dp.kv_fp8 = target.kv_fp8;
+  dp.logit_limit = target.logit_limit;
+  // A draft pass has a row per sequence; the catch-up runs prefill chunks.
+  dp.max_rows = std::max(params_.prefill_chunk, params_.max_batch);
+  draft_context_ = draft.backend().create_context(dp);
+  spec_->use_draft_context(draft_context_.get(), dp.max_rows);
+}
 
 int32_t Session::submit(SequenceRequest request) {
   if (in_callback_) fail(VEGAS_ERR_WRONG_STATE, "vegas_session_submit called from a callback");

@@ -42,6 +42,9 @@ struct SessionParams {
   // paid once per chain. 1 = a step at a time.
   int32_t vanilla_chain = 4;
   SpeculativeParams spec;
+  // With spec.draft_model: the model that drafts (same vocabulary), with a
+  // context of its own whose KV slots mirror the pool's pages.
+  std::shared_ptr<Model> draft_model;
 };
 
 class Session {
@@ -72,6 +75,8 @@ class Session {
   int64_t chained_steps() const { return chained_steps_; }
 
  private:
+  // The draft model's context (params_.draft_model), checked against the model.
+  void make_draft_context(const ContextParams &target);
   Sequence &find(int32_t seq_id);
   void apply_cancellations();
   void finish(Sequence &seq, vegas_finish_reason reason, vegas_status status);
@@ -120,6 +125,7 @@ class Session {
   SequenceKv kv_;            // the one writer of the sequences' KV state
   StepScheduler scheduler_;  // the one decider of its reservations and roll-backs
   std::unique_ptr<BackendContext> context_;
+  std::unique_ptr<BackendContext> draft_context_;  // params_.draft_model's
   std::unique_ptr<SpeculativeDecoder> spec_;
   ModeChooser chooser_;  // auto_mode
   std::map<int32_t, std::unique_ptr<Sequence>> sequences_;

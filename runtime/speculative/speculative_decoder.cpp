@@ -144,7 +144,17 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   lookup_ = base == "lookup";
   if (hybrid_ && lookup_)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy 'lookup+lookup': the hybrid needs a sparse policy");
-  policy_ = make_selection_policy(lookup_ ? "full" : base, params_.selection, shape);
+  model_drafter_ = params_.draft_model;
+  if (model_drafter_ && (lookup_ || hybrid_))
+    fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
+                                         "' drafts by prompt lookup; a session with a draft "
+                                         "model drafts with the model");
+  if (params_.draft_window < 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
+  // Lookup and a draft model select nothing: policy "full" (no scores, no set).
+  policy_ =
+      make_selection_policy(lookup_ || model_drafter_ ? "full" : base, params_.selection, shape);
   const SelectionNeeds needs = policy_->needs();
   QueryAwarePlan plan;
   query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
@@ -161,7 +171,8 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ = !lookup_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
+  device_ =
+      !lookup_ && !model_drafter_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -790,6 +801,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
                                  ModeChooser::Kind::kVanilla);
   if (pending->lookup_round) {
     draft_by_lookup(work);
+  } else if (model_drafter_) {
+    draft_by_model(work, max_gamma, rs);
   } else if (trees()) {
     draft_trees(work, max_gamma, context, rs);
   } else {
@@ -829,6 +842,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<AcceptResult> results;
   accept_round(work, rs, &results);
   if (trees()) compact_trees(work, context);
+  if (model_drafter_)
+    for (size_t i = 0; i < work.size(); ++i) settle_draft(work[i], results[i].n_accepted);
   trace.mark("accept");
 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
@@ -872,7 +887,8 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
       if (w.st->device_select.deferred) deferred.push_back({seq.id, n_accepted});
       continue;
     }
-    if (query_aware_ || lookup_) continue;  // the next round's draft passes select, or none
+    // The next round's draft passes select, or nothing is selected.
+    if (query_aware_ || lookup_ || model_drafter_) continue;
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     // A tree's captured rows are its main path: the last accepted of them.
@@ -897,7 +913,9 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   int32_t max_gamma = 0;
   for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
   pending->trace.finish(pending->work.size(), max_gamma,
-                        pending->lookup_round ? "lookup" : "sparse");
+                        pending->lookup_round ? "lookup"
+                        : model_drafter_      ? "model"
+                                              : "sparse");
 }
 
 }  // namespace vegas

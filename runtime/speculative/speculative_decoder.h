@@ -35,6 +35,12 @@ struct SpeculativeParams {
   // Branching drafts (draft_tree.h): a round drafts and verifies a tree of up
   // to max_tree_nodes(tree, γ) nodes. The default is the chain.
   DraftTreeShape tree;
+  // A separate draft model (same vocabulary) drafts instead of the target's
+  // sparse passes (use_draft_model gives its context); no selection is made.
+  // draft_window > 0: its draft passes attend to the first `selection.sink`
+  // positions and the last draft_window ones (LongSpec's sliding window).
+  bool draft_model = false;
+  int32_t draft_window = 0;
   // Automatic knobs (the ABI's gamma 0, ratio 0, policy "auto"): they start
   // from `profile` (null: the built-in table) and γ and the ratio are refined
   // per sequence at run time with `refinement`'s constants (auto_tuning.h).
@@ -139,6 +145,13 @@ class SpeculativeDecoder {
   // whether device selection is on.
   bool use_device_selection(bool backend_supports);
   bool device_selection() const { return device_; }
+  // params().draft_model: the draft model's context (KV slots at the target's
+  // page tables' pages, its own storage), which rounds draft with. Kept, not owned.
+  // `max_rows`: the most rows one of its forward calls may carry.
+  void use_draft_context(BackendContext *draft, int32_t max_rows) {
+    draft_context_ = draft;
+    draft_max_rows_ = max_rows;
+  }
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
@@ -181,6 +194,11 @@ class SpeculativeDecoder {
     bool has_selection = false;
     SequenceTuning tuning;  // its γ, ratio, window share (and their controller)
     bool tuned = false;
+    // With a draft model: positions [0, draft_len) of the draft's KV hold the
+    // sequence's tokens; its window set (draft_window).
+    int32_t draft_len = 0;
+    std::vector<int32_t> window_positions, window_counts;
+    SparseAttention window;
   };
 
   // One sequence's share of a round: how many drafts, its rule's candidate
@@ -245,6 +263,16 @@ class SpeculativeDecoder {
   // The penalties' history of a tree node: the sequence's tokens, then the
   // drafts on the path to the node.
   static void tree_history(const RoundWork &w, int32_t node, std::vector<int32_t> *out);
+  // A draft model's passes (draft_model_round.cpp): each sequence's tokens
+  // the draft's KV lacks, then γ single-row passes, drawn on the host.
+  void draft_by_model(std::vector<RoundWork> &work, int32_t max_gamma, RoundState &rs);
+  // Runs tokens [draft_len, kv_len) of w's sequence through the draft model.
+  void catch_up_draft(RoundWork &w);
+  // The draft rows' sliding window (params().draft_window) for w's round.
+  const SparseAttention *draft_window(RoundWork &w);
+  // After acceptance: the draft's KV holds the round's first token and the
+  // accepted drafts it ran.
+  static void settle_draft(RoundWork &w, int32_t n_accepted);
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);
@@ -327,6 +355,10 @@ class SpeculativeDecoder {
   // Policy "lookup": drafts from the context, no draft pass and no selection
   // (its policy_ is "full", which selects nothing).
   bool lookup_ = false;
+  // A draft model drafts (params().draft_model; policy_ "full" as for lookup).
+  bool model_drafter_ = false;
+  BackendContext *draft_context_ = nullptr;
+  int32_t draft_max_rows_ = 0;
   // Policy "P+lookup": each round drafts by lookup or by P's sparse passes,
   // whichever has committed more tokens per second of round in this batch
   // bucket (a ModeChooser: its kRound is the sparse drafter, kVanilla the

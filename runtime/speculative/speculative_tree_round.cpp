@@ -48,6 +48,9 @@ void SpeculativeDecoder::check_tree_shape() const {
                                          " levels: branches must be in [1, " +
                                          std::to_string(kMaxTreeBranches) + "], levels in [0, 32]");
   if (!trees()) return;
+  if (model_drafter_)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "token trees are drafted by the model's own sparse passes, not by a draft model (yet)");
   if (lookup_ || hybrid_)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "': token trees are drafted by the model's sparse "

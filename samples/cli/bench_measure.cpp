@@ -263,6 +263,8 @@ vegas_session_options speculative_options(const vegas_session_options &base,
   so.score_kind = spec.score_kind == "logit" ? VEGAS_SCORE_LOGIT : VEGAS_SCORE_WEIGHT;
   so.tree_branches = spec.tree_branches;
   so.tree_depth = spec.tree_depth;
+  so.draft_model = spec.draft_model;
+  so.draft_window = spec.draft_window;
   return so;
 }
 

@@ -65,6 +65,11 @@ struct SpecSettings {
   std::string score_kind = "weight";
   int32_t tree_branches = 1;  // token trees (vegas_session_options.tree_*)
   int32_t tree_depth = 0;
+  // --draft-model: a model of the same tokenizer drafts (vegas_session_options
+  // .draft_model); the command loads it into draft_model, which it keeps alive.
+  std::string draft_model_dir;
+  const vegas_model *draft_model = nullptr;
+  int32_t draft_window = 0;
 };
 // Parses "policy" or "policy:window_share" (e.g. "vegas:0.25") into the label,
 // policy and window share of `base` (the rest is kept). Fails with a message.

@@ -167,6 +167,10 @@ void add_report_options(CLI::App *cmd, ReportArgs &r) {
 }
 
 void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
+  if (!run.spec.draft_model_dir.empty()) {
+    std::fprintf(stderr, "vegas bench --report: --draft-model is not among its sweeps yet\n");
+    throw CLI::RuntimeError(2);
+  }
   if (r.plot && r.no_plot) {
     std::fprintf(stderr, "%s: --plot and --no-plot contradict each other\n", kCommand);
     throw CLI::RuntimeError(2);

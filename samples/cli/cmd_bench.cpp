@@ -125,7 +125,7 @@ struct BenchArgs {
 };
 
 void run_bench(const BenchArgs &a) {
-  const RunArgs &r = a.run;
+  RunArgs r = a.run;  // with the draft model it loads
   if (!r.model.synthetic.empty() && !r.prompts_file.empty()) {
     std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");
     throw CLI::RuntimeError(2);
@@ -139,6 +139,14 @@ void run_bench(const BenchArgs &a) {
   }
   const LoadedModel loaded = load_model(r.model);
   vegas_model *model = loaded.model.get();
+  LoadedModel draft;  // --draft-model, on the model's backend
+  if (!r.spec.draft_model_dir.empty()) {
+    ModelArgs draft_args = r.model;
+    draft_args.model_dir = r.spec.draft_model_dir;
+    draft_args.synthetic.clear();
+    draft = load_model(draft_args);
+    r.spec.draft_model = draft.model.get();
+  }
   const vegas_model_info &info = loaded.info;
   const auto prompts = PromptSource(r, loaded, "vegas bench").get(a.context, a.batch);
   if (a.replay.requests > 0) {  // an editing session on the first prompt
@@ -243,6 +251,8 @@ void run_bench(const BenchArgs &a) {
     v["score_kind"] = spec.score_kind;
     v["tree_branches"] = spec.tree_branches;
     v["tree_depth"] = spec.tree_depth;
+    v["draft_model"] = spec.draft_model_dir;
+    v["draft_window"] = spec.draft_window;
     const double vegas_tps = vegas.mean_tokens_per_s();
     v["decode_tokens_per_s"] = vegas_tps;
     v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;

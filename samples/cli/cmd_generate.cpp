@@ -32,6 +32,8 @@ struct GenerateArgs {
   float ratio = 0.07f;
   int32_t tree_branches = 1;  // token trees (vegas_session_options.tree_*)
   int32_t tree_depth = 0;
+  std::string draft_model_dir;  // vegas_session_options.draft_model
+  int32_t draft_window = 0;
   float window_share = 0.5f;
   std::vector<std::string> stop;
   bool ignore_eos = false;
@@ -65,6 +67,14 @@ void run_generate(const GenerateArgs &a) {
   so.tree_branches = a.tree_branches;
   so.tree_depth = a.tree_depth;
   so.window_share = a.window_share;
+  vegas_model *draft = nullptr;  // the session keeps it alive: freed here at once
+  if (!a.draft_model_dir.empty()) {
+    const vegas_status ds = vegas_model_load(a.draft_model_dir.c_str(), &mo, &draft);
+    if (ds != VEGAS_OK) vegas_model_free(model);
+    check(ds, "loading the draft model");
+    so.draft_model = draft;
+    so.draft_window = a.draft_window;
+  }
   // Enough KV for the prompt and the completion (plus a page of slack per speculative round).
   vegas_model_info info;
   info.struct_size = sizeof(info);
@@ -81,6 +91,7 @@ void run_generate(const GenerateArgs &a) {
   if (so.kv_bytes < (64ull << 20)) so.kv_bytes = 64ull << 20;
   vegas_session *session = nullptr;
   const vegas_status st = vegas_session_create(model, &so, &session);
+  vegas_model_free(draft);
   if (st != VEGAS_OK) vegas_model_free(model);
   check(st, "creating the session");
 
@@ -202,6 +213,10 @@ void add_generate_command(CLI::App &app) {
   cmd->add_option("--tree-branches", args->tree_branches,
                   "Token trees for --mode vegas: drafts per branching level (1 = a chain)");
   cmd->add_option("--tree-depth", args->tree_depth, "Token trees: draft levels that branch");
+  cmd->add_option("--draft-model", args->draft_model_dir,
+                  "--mode vegas: a smaller model of the same tokenizer drafts (directory)");
+  cmd->add_option("--draft-window", args->draft_window,
+                  "--draft-model: its draft passes see the last N tokens (0 = all)");
   cmd->add_option("--window-share", args->window_share,
                   "Share of the budget kept for recent tokens");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable)");

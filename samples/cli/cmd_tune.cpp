@@ -175,6 +175,8 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   check_writable_dir(parent_dir(a.out), kCommand, "the profile (--out)");
   if (!a.sweep_json.empty()) check_writable_dir(parent_dir(a.sweep_json), kCommand, "--sweep-json");
 
+  if (!a.run.spec.draft_model_dir.empty())
+    usage_error("--draft-model is not among the tuned candidates yet (vegas bench measures it)");
   const LoadedModel model = load_model(a.run.model);
   const PromptSource source(a.run, model, kCommand);
   const int32_t max_gamma =

@@ -31,6 +31,11 @@ void add_run_options(CLI::App *cmd, RunArgs &r) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tree-depth", r.spec.tree_depth, "Token trees: draft levels that branch")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--draft-model", r.spec.draft_model_dir,
+                  "Speculative runs: a smaller model of the same tokenizer drafts (directory)");
+  cmd->add_option("--draft-window", r.spec.draft_window,
+                  "--draft-model: its draft passes see the last N tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-type", r.kv_type, "KV cache: default (bf16 on CUDA) or fp8")
       ->check(CLI::IsMember({"default", "fp8"}));
 }

@@ -71,7 +71,7 @@ int main(void) {
   PIN_OFFSET(vegas_model_info, weight_bytes, 48);
   PIN_OFFSET(vegas_model_info, kv_bytes_per_token, 56);
   PIN_OFFSET(vegas_model_info, architecture, 64);
-  PIN_SIZE(vegas_session_options, 112);
+  PIN_SIZE(vegas_session_options, 128);
   PIN_OFFSET(vegas_session_options, struct_size, 0);
   PIN_OFFSET(vegas_session_options, kv_bytes, 8);
   PIN_OFFSET(vegas_session_options, page_size, 16);
@@ -93,6 +93,8 @@ int main(void) {
   PIN_OFFSET(vegas_session_options, kv_type, 100);
   PIN_OFFSET(vegas_session_options, tree_branches, 104);
   PIN_OFFSET(vegas_session_options, tree_depth, 108);
+  PIN_OFFSET(vegas_session_options, draft_model, 112);
+  PIN_OFFSET(vegas_session_options, draft_window, 120);
   PIN_SIZE(vegas_sampling_options, 48);
   PIN_OFFSET(vegas_sampling_options, struct_size, 0);
   PIN_OFFSET(vegas_sampling_options, temperature, 4);

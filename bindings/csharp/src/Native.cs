@@ -86,6 +86,8 @@ namespace Vegas
             public int kv_type;
             public int tree_branches;
             public int tree_depth;
+            public IntPtr draft_model;
+            public int draft_window;
         }
 
         [StructLayout(LayoutKind.Sequential)]

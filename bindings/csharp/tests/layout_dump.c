@@ -68,6 +68,8 @@ int main(void) {
   FIELD(vegas_session_options, kv_type);
   FIELD(vegas_session_options, tree_branches);
   FIELD(vegas_session_options, tree_depth);
+  FIELD(vegas_session_options, draft_model);
+  FIELD(vegas_session_options, draft_window);
 
   SIZE(vegas_sampling_options);
   FIELD(vegas_sampling_options, temperature);

@@ -139,6 +139,20 @@ def test_vegas_mode_reports_speculative_stats(model):
     assert done.info.rounds > 0
 
 
+# Token trees and a draft model through the binding: greedy output stays
+# vanilla's; the model drafting for itself has every draft accepted.
+def test_token_trees_and_a_draft_model_keep_the_greedy_tokens(model):
+    with model.session() as s:
+        ref = s.generate(PROMPT, max_tokens=24, ignore_eos=True).tokens
+    with model.session(mode="vegas", tree_branches=2, tree_depth=2) as s:
+        assert s.generate(PROMPT, max_tokens=24, ignore_eos=True).tokens == ref
+    with model.session(mode="vegas", draft_model=model, draft_window=64) as s:
+        done = s.generate(PROMPT, max_tokens=24, ignore_eos=True)
+        stats = s.stats()
+    assert done.tokens == ref
+    assert stats.rounds > 0 and stats.accepted == stats.drafted
+
+
 # The prefix cache through the binding: the second generation of a prompt
 # prefills only its last pages (cache_stats), with the same tokens; off, none.
 def test_prefix_cache_stats(model):

@@ -86,7 +86,8 @@ class SessionOptions(ctypes.Structure):
                 ("schedule", ctypes.c_int32), ("profile_path", ctypes.c_char_p),
                 ("prefix_cache", ctypes.c_int32),
                 ("kv_type", ctypes.c_int32),
-                ("tree_branches", ctypes.c_int32), ("tree_depth", ctypes.c_int32)]
+                ("tree_branches", ctypes.c_int32), ("tree_depth", ctypes.c_int32),
+                ("draft_model", ctypes.c_void_p), ("draft_window", ctypes.c_int32)]
 
 
 class SamplingOptions(ctypes.Structure):

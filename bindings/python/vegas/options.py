@@ -84,7 +84,7 @@ class Sampling:
 SESSION_FIELDS = ("kv_bytes", "page_size", "max_batch", "prefill_chunk", "mode", "policy",
                   "gamma", "ratio", "min_tokens", "window_share", "score_kind", "sink",
                   "top_p_mass", "schedule", "profile_path", "prefix_cache", "kv_type",
-                  "tree_branches", "tree_depth")
+                  "tree_branches", "tree_depth", "draft_model", "draft_window")
 
 
 def session_struct(lib, options: dict):
@@ -106,6 +106,8 @@ def session_struct(lib, options: dict):
             value = int(to_enum(Schedule, value))
         elif name == "kv_type":
             value = int(to_enum(KvType, value))
+        elif name == "draft_model":  # a Model; the library keeps it alive from create on
+            value = value._ptr()
         elif name in ("policy", "profile_path"):
             value = str(value).encode("utf-8")
             keep.append(value)

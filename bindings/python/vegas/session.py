@@ -97,7 +97,10 @@ class Session:
     Drive it from one thread at a time; `cancel` may be called from any thread.
     Options: kv_bytes, page_size, max_batch, prefill_chunk, mode ("vanilla"/"vegas"/"auto"),
     policy, gamma, ratio, min_tokens, window_share, score_kind, sink, top_p_mass, schedule
-    ("interleave"/"prefill_first"), and select_policy (a SelectPolicy, with policy="user")."""
+    ("interleave"/"prefill_first"), profile_path, prefix_cache, kv_type ("default"/"fp8"),
+    tree_branches and tree_depth (token trees), draft_model (a Model of the same tokenizer
+    that drafts; the library keeps it alive) and draft_window, and select_policy (a
+    SelectPolicy, with policy="user")."""
 
     def __init__(self, model: "Model", select_policy: Optional[SelectPolicy] = None,
                  **options):

@@ -164,6 +164,8 @@ pub struct vegas_session_options {
     pub kv_type: i32,
     pub tree_branches: i32,
     pub tree_depth: i32,
+    pub draft_model: *const vegas_model,
+    pub draft_window: i32,
 }
 
 #[repr(C)]

@@ -9,7 +9,7 @@ fn struct_sizes_match_the_c_header() {
     assert_eq!(size_of::<vegas_special_tokens>(), 44);
     assert_eq!(size_of::<vegas_model_options>(), 32);
     assert_eq!(size_of::<vegas_model_info>(), 128);
-    assert_eq!(size_of::<vegas_session_options>(), 112);
+    assert_eq!(size_of::<vegas_session_options>(), 128);
     assert_eq!(size_of::<vegas_sampling_options>(), 48);
     assert_eq!(size_of::<vegas_request>(), 96);
     assert_eq!(size_of::<vegas_token_logprobs>(), 176);

@@ -457,7 +457,7 @@ typedef struct vegas_session_options {
    * what a chain would at least as often, for more draft rows. The output is
    * still distributed exactly as vanilla's (recursive rejection sampling over
    * the branches). tree_branches in [1, 8], default 1 (a chain); tree_depth
-   * >= 0, default 0; a tree of more than 256 nodes at the session's largest
+   * in [0, 32], default 0; a tree of more than 256 nodes at the session's largest
    * gamma, a policy that selects inside draft passes (quest) or drafts by
    * lookup, and a backend without tree attention (CUDA, for now) are refused
    * at vegas_session_create. */

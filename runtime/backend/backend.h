@@ -304,8 +304,8 @@ class BackendContext {
   virtual bool token_trees() const { return false; }
   // Optional (with token_trees()): copies K and V as `move` lists, so that a
   // tree's accepted path, verified in the slots of its nodes, lands in the
-  // slots of its positions. Throws INVALID_ARGUMENT for a position outside the
-  // table or a bad table entry.
+  // slots of its positions. The last forward's logits stay valid. Throws
+  // INVALID_ARGUMENT for a position outside the table or a bad table entry.
   virtual void move_kv(const KvMove &move) {
     (void)move;
     fail(VEGAS_ERR_UNSUPPORTED, "this backend has no token trees (move_kv)");

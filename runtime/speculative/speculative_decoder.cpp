@@ -305,7 +305,9 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
   r.page_table = w.seq->page_table.data();
   r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
   r.logits = SeqRows::Logits::kLast;
-  if (device_) {
+  if (model_drafter_) {  // the draft model's own KV: every position, or its window
+    if (params_.draft_window > 0) r.sparse = &w.st->window;
+  } else if (device_) {
     const DeviceSelection &ds = w.st->device_select;
     r.device_sparse_key = w.seq->id;
     r.device_sparse_span =

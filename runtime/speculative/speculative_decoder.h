@@ -147,10 +147,12 @@ class SpeculativeDecoder {
   bool device_selection() const { return device_; }
   // params().draft_model: the draft model's context (KV slots at the target's
   // page tables' pages, its own storage), which rounds draft with. Kept, not owned.
-  // `max_rows`: the most rows one of its forward calls may carry.
-  void use_draft_context(BackendContext *draft, int32_t max_rows) {
+  // `max_rows`: the most rows one of its forward calls may carry; `n_layers`:
+  // the draft model's (its window sets have one entry per layer).
+  void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers) {
     draft_context_ = draft;
     draft_max_rows_ = max_rows;
+    draft_layers_ = n_layers;
   }
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
@@ -268,8 +270,9 @@ class SpeculativeDecoder {
   void draft_by_model(std::vector<RoundWork> &work, int32_t max_gamma, RoundState &rs);
   // Runs tokens [draft_len, kv_len) of w's sequence through the draft model.
   void catch_up_draft(RoundWork &w);
-  // The draft rows' sliding window (params().draft_window) for w's round.
-  const SparseAttention *draft_window(RoundWork &w);
+  // The draft rows' sliding window (params().draft_window) for w's round, in
+  // its SeqState::window (draft_row reads it).
+  void set_draft_window(RoundWork &w);
   // After acceptance: the draft's KV holds the round's first token and the
   // accepted drafts it ran.
   static void settle_draft(RoundWork &w, int32_t n_accepted);
@@ -359,6 +362,7 @@ class SpeculativeDecoder {
   bool model_drafter_ = false;
   BackendContext *draft_context_ = nullptr;
   int32_t draft_max_rows_ = 0;
+  int32_t draft_layers_ = 0;
   // Policy "P+lookup": each round drafts by lookup or by P's sparse passes,
   // whichever has committed more tokens per second of round in this batch
   // bucket (a ModeChooser: its kRound is the sparse drafter, kVanilla the

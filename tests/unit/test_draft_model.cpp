@@ -173,6 +173,28 @@ TEST(DraftModel, SampledRunsAreReproducible) {
   EXPECT_EQ(runs[0].size(), 40u);
 }
 
+// Proves a draft deeper than the model works with a window (its window sets
+// have one entry per draft layer): a random 10-layer draft of the same
+// vocabulary, 32 wide, rejects nearly everything and the output is vanilla's.
+TEST(DraftModel, ADeeperRandomDraftWithAWindow) {
+  const std::string dir = ::testing::TempDir() + "vegas-deep-draft";
+  std::filesystem::create_directories(dir);
+  nlohmann::json config = test::tiny_config_json("Qwen3ForCausalLM");
+  config["vocab_size"] = shared_model()->config().vocab_size;
+  config["num_hidden_layers"] = 10;
+  test::write_tiny_model(dir, config, 3);
+  std::filesystem::copy_file(test::embedded_model_dir() + "/tokenizer.json",
+                             dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::vector<int32_t> prompt = test::fibonacci_prompt(*shared_model());
+  const std::vector<int32_t> reference =
+      test::session_tokens(shared_model(), SessionParams{}, prompt, 24);
+  SequenceStats stats;
+  EXPECT_EQ(test::session_tokens(shared_model(), with_draft(load_cpu(dir), 8), prompt, 24, &stats),
+            reference);
+  EXPECT_GT(stats.rounds, 0);
+}
+
 vegas_status create_with_draft(vegas_model *model, vegas_model *draft, const char *policy,
                                int32_t tree_branches, int32_t window, std::string *message) {
   vegas_session_options o;

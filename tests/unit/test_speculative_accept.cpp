@@ -12,6 +12,7 @@
 
 #include "chi_square.h"
 #include "common/error.h"
+#include "markov_model.h"
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 
@@ -173,50 +174,20 @@ TEST(AcceptSampled, SameSeedSameResult) {
 
 // ---------------------------------------------------------------- losslessness
 //
-// A 6-token Markov "model": the target's next-token distribution P[prev] and
-// the draft's Q[prev] depend on the previous token. P rows use top-k 4 (so the
-// draft proposes tokens the target never emits) and Q rows use top-p 0.9 (so
-// the target has tokens only the residual can produce). Speculative decoding
-// with γ = 3 from context token 0 must commit tokens distributed exactly as
-// plain sampling from P: y1 ~ P[0], y2 ~ P[y1].
+// The Markov model of markov_model.h: speculative decoding with γ = 3 from
+// context token 0 must commit tokens distributed exactly as plain sampling
+// from P.
 
-constexpr int32_t kVocab = 6;
+using test::MarkovModel;
+constexpr int32_t kVocab = test::kMarkovVocab;
 constexpr int32_t kGamma = 3;
 constexpr int kTrials = 200000;
-
-struct MarkovModel {
-  std::vector<TokenDistribution> target, draft;  // indexed by the previous token
-};
-
-TokenDistribution random_row(uint64_t seed, const SamplingParams &sp) {
-  Rng rng(seed);
-  std::vector<float> logits(kVocab);
-  for (float &x : logits) x = static_cast<float>(3.0 * rng.uniform() - 1.5);
-  TokenDistribution d;
-  build_distribution(logits.data(), kVocab, sp, {}, &d);
-  return d;
-}
-
-MarkovModel make_model() {
-  SamplingParams target_params, draft_params;
-  target_params.temperature = draft_params.temperature = 1.0f;
-  target_params.top_k = 4;
-  draft_params.top_p = 0.9f;
-  MarkovModel m;
-  for (int32_t a = 0; a < kVocab; ++a) {
-    m.target.push_back(random_row(1000 + a, target_params));
-    m.draft.push_back(random_row(2000 + a, draft_params));
-  }
-  return m;
-}
 
 using AcceptRule =
     std::function<void(const int32_t *drafts, const TokenDistribution *q, int32_t gamma,
                        const TokenDistribution *p, Rng &rng, AcceptResult *out)>;
 
-struct Committed {
-  std::vector<int64_t> first = std::vector<int64_t>(kVocab, 0);
-  std::vector<int64_t> pairs = std::vector<int64_t>(kVocab * kVocab, 0);
+struct Committed : test::MarkovCounts {
   std::vector<int64_t> n_accepted = std::vector<int64_t>(kGamma + 1, 0);  // rounds by outcome
 };
 
@@ -255,22 +226,6 @@ Committed simulate(const MarkovModel &m, const AcceptRule &rule) {
   return c;
 }
 
-struct Verdict {
-  test::ChiSquare first, pairs;
-};
-
-Verdict judge(const MarkovModel &m, const Committed &c) {
-  std::vector<double> first(kVocab), pairs(kVocab * kVocab);
-  for (int32_t a = 0; a < kVocab; ++a) {
-    first[a] = m.target[0].prob_of(a);
-    for (int32_t b = 0; b < kVocab; ++b)
-      pairs[a * kVocab + b] = m.target[0].prob_of(a) * m.target[a].prob_of(b);
-  }
-  for (double e : pairs)  // the chi-square approximation needs >= 5 expected per cell
-    if (e > 0.0 && e * kTrials < 5.0) throw std::logic_error("test model has a tiny cell");
-  return Verdict{test::chi_square(c.first, first), test::chi_square(c.pairs, pairs)};
-}
-
 const AcceptRule kCorrectRule = [](const int32_t *drafts, const TokenDistribution *q, int32_t gamma,
                                    const TokenDistribution *p, Rng &rng, AcceptResult *out) {
   accept_sampled(drafts, q, gamma, p, rng, out);
@@ -280,14 +235,14 @@ const AcceptRule kCorrectRule = [](const int32_t *drafts, const TokenDistributio
 // the first two committed tokens follow the target chain (chi-square, alpha =
 // 1e-3, deterministic seeds), and no token the target forbids is ever committed.
 TEST(AcceptSampledLossless, CommittedTokensFollowTheTarget) {
-  const MarkovModel m = make_model();
+  const MarkovModel m = test::make_markov_model();
   const Committed c = simulate(m, kCorrectRule);
   // Every outcome (rejection at each row, and all drafts kept + bonus) is exercised often.
   for (int32_t k = 0; k <= kGamma; ++k) {
     std::printf("rounds accepting %d drafts: %lld\n", k, static_cast<long long>(c.n_accepted[k]));
     EXPECT_GT(c.n_accepted[k], 1000);
   }
-  const Verdict v = judge(m, c);
+  const test::MarkovVerdict v = test::judge_markov(m, c);
   std::printf("correct rule: first chi2 %.2f (df %d, p %.3g); pairs chi2 %.2f (df %d, p %.3g)\n",
               v.first.statistic, v.first.df, v.first.p_value, v.pairs.statistic, v.pairs.df,
               v.pairs.p_value);
@@ -328,9 +283,9 @@ AcceptRule broken_rule(Defect defect) {
 // instead of norm(max(0, p - q)), or accepting with min(1, q/p), is detected
 // at the same alpha by the same simulation and statistic.
 TEST(AcceptSampledLossless, StatisticDetectsBrokenRules) {
-  const MarkovModel m = make_model();
+  const MarkovModel m = test::make_markov_model();
   for (Defect d : {Defect::kResidualFromTarget, Defect::kInvertedRatio}) {
-    const Verdict v = judge(m, simulate(m, broken_rule(d)));
+    const test::MarkovVerdict v = test::judge_markov(m, simulate(m, broken_rule(d)));
     std::printf("broken rule %d: first chi2 %.1f (p %.3g); pairs chi2 %.1f (p %.3g)\n",
                 static_cast<int>(d), v.first.statistic, v.first.p_value, v.pairs.statistic,
                 v.pairs.p_value);

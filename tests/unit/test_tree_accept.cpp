@@ -10,6 +10,7 @@
 
 #include "chi_square.h"
 #include "common/error.h"
+#include "markov_model.h"
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "speculative/draft_tree.h"
@@ -176,45 +177,15 @@ TEST(AcceptTreeSampled, BadDraftsAreErrors) {
 
 // ---------------------------------------------------------------- losslessness
 //
-// The Markov "model" of test_speculative_accept: 6 tokens, the target P[prev]
-// with top-k 4 (the draft proposes tokens the target never emits), the draft
-// Q[prev] with top-p 0.9 (the target has tokens only a residual produces).
-// Each round drafts a tree from the last committed token: two draws without
-// replacement at each of the first two levels, then a chain, 3 levels deep.
-// The first two committed tokens must follow y1 ~ P[0], y2 ~ P[y1].
+// The Markov model of markov_model.h. Each round drafts a tree from the last committed token: two
+// draws without replacement at each of the first two levels, then a chain, 3 levels deep. The first
+// two committed tokens must follow y1 ~ P[0], y2 ~ P[y1].
 
-constexpr int32_t kVocab = 6;
+using test::MarkovModel;
+constexpr int32_t kVocab = test::kMarkovVocab;
 constexpr int kTrials = 200000;
 
-struct MarkovModel {
-  std::vector<TokenDistribution> target, draft;
-};
-
-TokenDistribution random_row(uint64_t seed, const SamplingParams &sp) {
-  Rng rng(seed);
-  std::vector<float> logits(kVocab);
-  for (float &x : logits) x = static_cast<float>(3.0 * rng.uniform() - 1.5);
-  TokenDistribution d;
-  build_distribution(logits.data(), kVocab, sp, {}, &d);
-  return d;
-}
-
-MarkovModel make_model() {
-  SamplingParams target_params, draft_params;
-  target_params.temperature = draft_params.temperature = 1.0f;
-  target_params.top_k = 4;
-  draft_params.top_p = 0.9f;
-  MarkovModel m;
-  for (int32_t a = 0; a < kVocab; ++a) {
-    m.target.push_back(random_row(1000 + a, target_params));
-    m.draft.push_back(random_row(2000 + a, draft_params));
-  }
-  return m;
-}
-
-struct Committed {
-  std::vector<int64_t> first = std::vector<int64_t>(kVocab, 0);
-  std::vector<int64_t> pairs = std::vector<int64_t>(kVocab * kVocab, 0);
+struct Committed : test::MarkovCounts {
   int64_t second_sibling = 0;  // rounds whose path took a node's second child
   std::vector<int64_t> n_accepted = std::vector<int64_t>(4, 0);
 };
@@ -294,26 +265,12 @@ Committed simulate(const MarkovModel &m, TreeRule rule) {
   return c;
 }
 
-struct Verdict {
-  test::ChiSquare first, pairs;
-};
-
-Verdict judge(const MarkovModel &m, const Committed &c) {
-  std::vector<double> first(kVocab), pairs(kVocab * kVocab);
-  for (int32_t a = 0; a < kVocab; ++a) {
-    first[a] = m.target[0].prob_of(a);
-    for (int32_t b = 0; b < kVocab; ++b)
-      pairs[a * kVocab + b] = m.target[0].prob_of(a) * m.target[a].prob_of(b);
-  }
-  return Verdict{test::chi_square(c.first, first), test::chi_square(c.pairs, pairs)};
-}
-
 // Proves losslessness on trees: over 200K seeded trials the first and the
 // first two committed tokens follow the target (chi-square, alpha 1e-3,
 // deterministic seeds), no forbidden token is committed, and the rounds
 // really take second siblings and every path length.
 TEST(AcceptTreeSampledLossless, CommittedTokensFollowTheTarget) {
-  const MarkovModel m = make_model();
+  const MarkovModel m = test::make_markov_model();
   const Committed c = simulate(m, TreeRule::kLossless);
   for (int32_t k = 0; k <= 3; ++k) {
     std::printf("rounds accepting %d drafts: %lld\n", k, static_cast<long long>(c.n_accepted[k]));
@@ -321,7 +278,7 @@ TEST(AcceptTreeSampledLossless, CommittedTokensFollowTheTarget) {
   }
   std::printf("accepted second siblings: %lld\n", static_cast<long long>(c.second_sibling));
   EXPECT_GT(c.second_sibling, 10000);
-  const Verdict v = judge(m, c);
+  const test::MarkovVerdict v = test::judge_markov(m, c);
   std::printf("tree rule: first chi2 %.2f (df %d, p %.3g); pairs chi2 %.2f (df %d, p %.3g)\n",
               v.first.statistic, v.first.df, v.first.p_value, v.pairs.statistic, v.pairs.df,
               v.pairs.p_value);
@@ -335,9 +292,9 @@ TEST(AcceptTreeSampledLossless, CommittedTokensFollowTheTarget) {
 // instead of the residuals, or testing later siblings against q itself, is
 // detected at the same alpha.
 TEST(AcceptTreeSampledLossless, StatisticDetectsBrokenRules) {
-  const MarkovModel m = make_model();
+  const MarkovModel m = test::make_markov_model();
   for (TreeRule rule : {TreeRule::kBrokenResidual, TreeRule::kSiblingsAgainstQ}) {
-    const Verdict v = judge(m, simulate(m, rule));
+    const test::MarkovVerdict v = test::judge_markov(m, simulate(m, rule));
     std::printf("broken rule %d: first chi2 %.1f (p %.3g); pairs chi2 %.1f (p %.3g)\n",
                 static_cast<int>(rule), v.first.statistic, v.first.p_value, v.pairs.statistic,
                 v.pairs.p_value);

@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|auto|sanitize|server|tune|profile|profile-phases|quant|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|sanitize|server|tune|profile|profile-phases|quant|all] [test filter regex]
+#   drafters: chain, prompt lookup and a draft model trained there
+#   (tools/train_draft_model.py) at 8K and 16K x 16, sampled and greedy.
 #   phases: bench_cuda_phases (verify, selection and draft against the vanilla step).
 #   profile-phases: ncu kernel durations of a verify pass and a draft step.
 #   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
@@ -121,6 +123,38 @@ print(f"auto {sys.argv[3]:>8}: vanilla {van:7.0f} / {van2:7.0f} vegas {veg:7.0f}
       f"round tokens {a['round_token_share'] * 100:3.0f}%")
 PY
 )")
+  done
+fi
+if [ "$WHAT" = drafters ]; then
+  # Issue 24's table: the chain, prompt lookup and a trained draft model
+  # (tools/train_draft_model.py, DRAFT_SECONDS of distillation from the
+  # embedded model; DRAFT_DIR to reuse one), vanilla in the same runs, at
+  # 8K and 16K x 16, sampled and greedy. Token trees have no CUDA kernel yet.
+  draft=${DRAFT_DIR:-$OUT/draft-model}
+  if [ ! -f "$draft/model.safetensors" ]; then
+    python3 tools/train_draft_model.py "$VEGAS_MODEL_DIR" "$draft" "${DRAFT_SECONDS:-240}" \
+      > "$OUT/draft-train.log" 2>&1 || tail -5 "$OUT/draft-train.log"
+  fi
+  common=(bench --backend cuda --prompts "$DIR/bench/prompts-public.jsonl" --batch 16
+    --new-tokens 256 --gamma 6 --ratio 0.07 --seed 1 --mode vegas)
+  for ctx in ${VEGAS_CONTEXTS:-8192 16384}; do
+    for temp in 0.6 0; do
+      for spec in "chain --policy vegas" "lookup --policy lookup" \
+        "draft --draft-model $draft" "draft-w1024 --draft-model $draft --draft-window 1024"; do
+        set -- $spec
+        tag=$1
+        shift
+        "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --temperature "$temp" --top-k 20 \
+          --top-p 0.95 "$@" > "$OUT/drafters-$ctx-$temp-$tag.json" 2> "$OUT/drafters-$ctx-$temp-$tag.err"
+        python3 - "$OUT/drafters-$ctx-$temp-$tag.json" "$ctx" "$temp" "$tag" <<'PY' || tail -3 "$OUT/drafters-$ctx-$temp-$tag.err"
+import json, sys
+j = json.load(open(sys.argv[1])); v = j["vegas"]
+print(f"drafters ctx {sys.argv[2]:>5} T {sys.argv[3]:<3} {sys.argv[4]:<12} tau {v['tau']:5.2f} "
+      f"vanilla {j.get('decode_tokens_per_s_steady', 0):7.0f} tok/s {v['decode_tokens_per_s_steady']:7.0f} "
+      f"= {v.get('speedup_steady', 0):4.2f}x identical {v.get('identical_to_vanilla')}")
+PY
+      done
+    done
   done
 fi
 if [ "$WHAT" = vegas ]; then

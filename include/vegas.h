@@ -468,7 +468,10 @@ typedef struct vegas_session_options {
    * same vocabulary, checked) instead of the model's sparse passes, then the
    * model verifies as usual, so the output is still distributed exactly as
    * vanilla's. No KV selection is made (policy is not used; "lookup" and
-   * "P+lookup" are refused, as are token trees). The session keeps the draft
+   * "P+lookup" are refused, as are token trees), unless policy is "P+model"
+   * (e.g. "vegas+model"): then each round drafts by the draft model or by P's
+   * sparse passes, whichever has committed more tokens per second at this
+   * batch size (P selects after every round). The session keeps the draft
    * model alive, gives it a KV store of its own with the pool's slots (memory
    * beyond kv_bytes: the draft's bytes per token times the pool's tokens),
    * and catches it up on the tokens it has not seen at the start of each

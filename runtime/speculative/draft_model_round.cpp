@@ -58,6 +58,11 @@ void SpeculativeDecoder::draft_by_model(std::vector<RoundWork> &work, int32_t ma
     set_draft_window(w);
   }
   // The sparse drafts' passes, on the draft model's context (draft_row).
+  model_round_ = true;
+  struct Reset {
+    bool &flag;
+    ~Reset() { flag = false; }
+  } reset{model_round_};
   draft_pass_by_pass(work, max_gamma, *draft_context_, rs);
 }
 

@@ -159,10 +159,19 @@ std::vector<int32_t> PromptLookupIndex::propose(const int32_t *context, size_t s
   return {};
 }
 
+namespace {
+std::string hybrid_base(const std::string &policy, const std::string &suffix) {
+  if (policy.size() <= suffix.size() || !ends_with(policy, suffix)) return {};
+  return policy.substr(0, policy.size() - suffix.size());
+}
+}  // namespace
+
 std::string lookup_hybrid_base(const std::string &policy) {
-  static const std::string kSuffix = "+lookup";
-  if (policy.size() <= kSuffix.size() || !ends_with(policy, kSuffix)) return {};
-  return policy.substr(0, policy.size() - kSuffix.size());
+  return hybrid_base(policy, "+lookup");
+}
+
+std::string model_hybrid_base(const std::string &policy) {
+  return hybrid_base(policy, "+model");
 }
 
 }  // namespace vegas

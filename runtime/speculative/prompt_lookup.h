@@ -81,5 +81,7 @@ class PromptLookupIndex {
 };
 
 std::string lookup_hybrid_base(const std::string &policy);
+// The same for "P+model" (a draft model against P's sparse passes).
+std::string model_hybrid_base(const std::string &policy);
 
 }  // namespace vegas

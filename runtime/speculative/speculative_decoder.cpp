@@ -139,16 +139,24 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
   std::string base = lookup_hybrid_base(params_.policy);
+  const std::string model_base = model_hybrid_base(params_.policy);
+  hybrid_model_ = !model_base.empty();
+  if (hybrid_model_) base = model_base;
   hybrid_ = !base.empty();
   if (!hybrid_) base = params_.policy;
   lookup_ = base == "lookup";
-  if (hybrid_ && lookup_)
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "policy 'lookup+lookup': the hybrid needs a sparse policy");
-  model_drafter_ = params_.draft_model;
-  if (model_drafter_ && (lookup_ || hybrid_))
+  if (hybrid_ && (lookup_ || base == "model"))
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "policy '" + params_.policy + "': the hybrid needs a sparse policy before the '+'");
+  if (hybrid_model_ && !params_.draft_model)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "policy '" + params_.policy + "' needs a draft model (draft_model)");
+  // A draft model drafts every round, or (P+model) the rounds the chooser gives it.
+  model_drafter_ = params_.draft_model && !hybrid_model_;
+  if (params_.draft_model && (lookup_ || (hybrid_ && !hybrid_model_)))
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "' drafts by prompt lookup; a session with a draft "
-                                         "model drafts with the model");
+                                         "model drafts with the model (or P+model)");
   if (params_.draft_window < 0)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
@@ -274,7 +282,7 @@ void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_can
 
 void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &rows,
                                                  int32_t batch) {
-  if (lookup_ || hybrid_) begin_prompt_index(seq);
+  if (lookup_ || (hybrid_ && !hybrid_model_)) begin_prompt_index(seq);
   SeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
@@ -305,7 +313,7 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
   r.page_table = w.seq->page_table.data();
   r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
   r.logits = SeqRows::Logits::kLast;
-  if (model_drafter_) {  // the draft model's own KV: every position, or its window
+  if (model_round_) {  // the draft model's own KV: every position, or its window
     if (params_.draft_window > 0) r.sparse = &w.st->window;
   } else if (device_) {
     const DeviceSelection &ds = w.st->device_select;
@@ -776,8 +784,10 @@ struct SpeculativeDecoder::PendingRound {
   std::vector<int32_t> n_accepted;
   RoundObservation cost;
   RoundTrace trace;
-  bool lookup_round = false;  // drafted by prompt lookup
-  double seconds = 0.0;       // round()'s wall time
+  // How it drafted: the sparse passes, prompt lookup or the draft model.
+  enum class Drafter { kSparse, kLookup, kModel } drafter = Drafter::kSparse;
+  bool alternate() const { return drafter != Drafter::kSparse; }
+  double seconds = 0.0;  // round()'s wall time
 };
 
 std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> &seqs,
@@ -798,12 +808,17 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  pending->lookup_round =
-      lookup_ || (hybrid_ && drafter_chooser_.next(static_cast<int32_t>(work.size())) ==
-                                 ModeChooser::Kind::kVanilla);
-  if (pending->lookup_round) {
+  using Drafter = PendingRound::Drafter;
+  // The hybrid's chooser: kRound is P's sparse passes, kVanilla the alternate.
+  const bool alternate = lookup_ || model_drafter_ ||
+                         (hybrid_ && drafter_chooser_.next(static_cast<int32_t>(work.size())) ==
+                                         ModeChooser::Kind::kVanilla);
+  pending->drafter = !alternate                        ? Drafter::kSparse
+                     : model_drafter_ || hybrid_model_ ? Drafter::kModel
+                                                       : Drafter::kLookup;
+  if (pending->drafter == Drafter::kLookup) {
     draft_by_lookup(work);
-  } else if (model_drafter_) {
+  } else if (pending->drafter == Drafter::kModel) {
     draft_by_model(work, max_gamma, rs);
   } else if (trees()) {
     draft_trees(work, max_gamma, context, rs);
@@ -844,7 +859,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<AcceptResult> results;
   accept_round(work, rs, &results);
   if (trees()) compact_trees(work, context);
-  if (model_drafter_)
+  if (pending->drafter == Drafter::kModel)
     for (size_t i = 0; i < work.size(); ++i) settle_draft(work[i], results[i].n_accepted);
   trace.mark("accept");
 
@@ -865,7 +880,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     int64_t committed = 0;
     for (const RoundOutcome &o : outcomes) committed += o.committed;
     drafter_chooser_.observe(
-        pending->lookup_round ? ModeChooser::Kind::kVanilla : ModeChooser::Kind::kRound,
+        pending->alternate() ? ModeChooser::Kind::kVanilla : ModeChooser::Kind::kRound,
         static_cast<int32_t>(pending->work.size()), committed, pending->seconds);
   }
   const ScoreRows score_rows = policy_->needs().score_rows;
@@ -878,7 +893,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     const int32_t n_accepted = pending->n_accepted[i];
     // Before selecting: a new ratio applies to this selection. A lookup round
     // says nothing of the sparse drafts' γ and ratio.
-    if (w.gamma > 0 && !pending->lookup_round) {
+    if (w.gamma > 0 && !pending->alternate()) {
       RoundObservation obs = pending->cost;
       obs.drafted = w.gamma;
       obs.accepted = n_accepted;
@@ -915,9 +930,9 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   int32_t max_gamma = 0;
   for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
   pending->trace.finish(pending->work.size(), max_gamma,
-                        pending->lookup_round ? "lookup"
-                        : model_drafter_      ? "model"
-                                              : "sparse");
+                        pending->drafter == PendingRound::Drafter::kLookup  ? "lookup"
+                        : pending->drafter == PendingRound::Drafter::kModel ? "model"
+                                                                            : "sparse");
 }
 
 }  // namespace vegas

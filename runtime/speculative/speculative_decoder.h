@@ -360,10 +360,16 @@ class SpeculativeDecoder {
   bool lookup_ = false;
   // A draft model drafts (params().draft_model; policy_ "full" as for lookup).
   bool model_drafter_ = false;
+  // Policy "P+model": each round drafts by the draft model or by P's sparse
+  // passes (hybrid_, the draft model in lookup's place).
+  bool hybrid_model_ = false;
+  // Inside draft_by_model: draft_row makes the draft model's rows.
+  bool model_round_ = false;
   BackendContext *draft_context_ = nullptr;
   int32_t draft_max_rows_ = 0;
   int32_t draft_layers_ = 0;
-  // Policy "P+lookup": each round drafts by lookup or by P's sparse passes,
+  // Policy "P+lookup" (or "P+model"): each round drafts by lookup (the draft
+  // model) or by P's sparse passes,
   // whichever has committed more tokens per second of round in this batch
   // bucket (a ModeChooser: its kRound is the sparse drafter, kVanilla the
   // lookup), probing the other now and then. P selects after every round.

@@ -195,6 +195,31 @@ TEST(DraftModel, ADeeperRandomDraftWithAWindow) {
   EXPECT_GT(stats.rounds, 0);
 }
 
+// Proves the hybrid "P+model" (each round drafts by the draft model or by
+// P's sparse passes, whichever has paid more; P selects after every round)
+// is lossless: greedy output equals vanilla's on the fibonacci prompt and a
+// public 2K prompt's first 600 tokens, with the model as its own draft (its
+// rounds always accepted) and with the layer-skip draft.
+TEST(DraftModel, HybridWithTheSparsePassesIsLossless) {
+  std::vector<std::vector<int32_t>> prompts = {test::fibonacci_prompt(*shared_model())};
+  if (test::have_model_and_prompts()) {
+    auto ids = test::load_public_prompts(shared_model()->tokenizer(), "-2k").at(0).ids;
+    ids.resize(600);
+    prompts.push_back(ids);
+  }
+  for (const auto &prompt : prompts) {
+    const std::vector<int32_t> reference =
+        test::session_tokens(shared_model(), SessionParams{}, prompt, 48);
+    for (const auto &draft : {shared_model(), layer_skip_draft()}) {
+      SessionParams sp = with_draft(draft);
+      sp.spec.policy = "vegas+model";
+      SequenceStats stats;
+      EXPECT_EQ(test::session_tokens(shared_model(), sp, prompt, 48, &stats), reference);
+      EXPECT_EQ(stats.committed, stats.accepted + stats.rounds);
+    }
+  }
+}
+
 vegas_status create_with_draft(vegas_model *model, vegas_model *draft, const char *policy,
                                int32_t tree_branches, int32_t window, std::string *message) {
   vegas_session_options o;
@@ -240,6 +265,14 @@ TEST(DraftModel, AbiChecksAndKeepsTheDraft) {
   EXPECT_EQ(create_with_draft(model, draft, "vegas", 2, 0, &msg), VEGAS_ERR_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("draft model"), std::string::npos) << msg;
   EXPECT_EQ(create_with_draft(model, draft, "vegas", 1, -1, &msg), VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(create_with_draft(model, draft, "model+model", 1, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(create_with_draft(model, draft, "vegas+model", 2, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);  // no trees in a hybrid
+  EXPECT_EQ(create_with_draft(model, nullptr, "vegas+model", 1, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("draft model"), std::string::npos) << msg;
+  EXPECT_EQ(create_with_draft(model, draft, "streaming+model", 1, 0, &msg), VEGAS_OK) << msg;
   // A session made with the draft runs after the caller freed its handle.
   vegas_session_options o;
   vegas_session_options_init(&o);

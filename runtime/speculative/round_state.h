@@ -123,6 +123,22 @@ struct SpeculativeDecoder::RoundState {
   std::vector<BackendContext::AcceptedOnDevice> accepted;  // empty: the host accepts
   std::vector<int64_t> row_base;                           // each sequence's first verify row
   std::vector<std::vector<int32_t>> verify_tokens;
+
+  // The distribution under `rule` of logit row `row` of the last pass: from
+  // its candidates when by_candidates (no penalties then), else from the
+  // whole row of `logits` with the penalties' history `history(&h)` fills
+  // (called only then).
+  template <typename HistoryFn>
+  void row_distribution(const float *logits, int64_t row, int32_t vocab, const SamplingParams &rule,
+                        HistoryFn &&history, TokenDistribution *out) {
+    if (by_candidates) {
+      build_distribution_from_candidates(cands.row(static_cast<size_t>(row)), rule, out);
+      return;
+    }
+    std::vector<int32_t> h;
+    history(&h);
+    build_distribution(logits + row * vocab, vocab, rule, h, out);
+  }
 };
 
 }  // namespace vegas

@@ -550,14 +550,9 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
         [&](int64_t b) {
           RoundWork &w = *in_batch[static_cast<size_t>(b)];
           TokenDistribution &q = w.q[static_cast<size_t>(j)];
-          if (rs.by_candidates) {
-            build_distribution_from_candidates(rs.cands.row(static_cast<size_t>(b)),
-                                               w.seq->req.sampling, &q);
-          } else {
-            std::vector<int32_t> row_history;
-            build_history(*w.seq, w.drafts, j, &row_history);
-            build_distribution(logits + b * vocab, vocab, w.seq->req.sampling, row_history, &q);
-          }
+          rs.row_distribution(
+              logits, b, vocab, w.seq->req.sampling,
+              [&](std::vector<int32_t> *h) { build_history(*w.seq, w.drafts, j, h); }, &q);
           w.drafts[static_cast<size_t>(j)] =
               w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.rng.uniform());
         },
@@ -706,17 +701,11 @@ void SpeculativeDecoder::accept_round(std::vector<RoundWork> &work, RoundState &
           return;
         if (w.in_tree) return accept_tree(w, rs, base, &result);
         std::vector<TokenDistribution> p(static_cast<size_t>(w.gamma) + 1);
-        std::vector<int32_t> history;
         auto target = [&](int32_t row) -> const TokenDistribution & {
           TokenDistribution &d = p[static_cast<size_t>(row)];
-          if (rs.by_candidates) {
-            build_distribution_from_candidates(rs.cands.row(static_cast<size_t>(base + row)),
-                                               seq.req.sampling, &d);
-          } else {
-            build_history(seq, w.drafts, row, &history);
-            build_distribution(rs.vlogits + (base + row) * vocab, vocab, seq.req.sampling, history,
-                               &d);
-          }
+          rs.row_distribution(
+              rs.vlogits, base + row, vocab, seq.req.sampling,
+              [&](std::vector<int32_t> *h) { build_history(seq, w.drafts, row, h); }, &d);
           return d;
         };
         if (seq.req.sampling.greedy()) {

@@ -129,17 +129,13 @@ void SpeculativeDecoder::grow_tree_level(RoundWork &w, int32_t level, RoundState
   const int32_t n_children = w.shape.children_at(level);
   w.node_q.resize(static_cast<size_t>(w.tree.n_nodes()));
   std::vector<std::vector<int32_t>> children(static_cast<size_t>(end - begin));
-  std::vector<int32_t> history;
   LogitCandidates ranked;
   for (int32_t node = begin; node < end; ++node) {
     const size_t row = first_row + static_cast<size_t>(node - begin);
     TokenDistribution &q = w.node_q[static_cast<size_t>(node)];
-    if (rs.by_candidates) {
-      build_distribution_from_candidates(rs.cands.row(row), rule, &q);
-    } else {
-      tree_history(w, node, &history);
-      build_distribution(logits + static_cast<int64_t>(row) * vocab, vocab, rule, history, &q);
-    }
+    rs.row_distribution(
+        logits, static_cast<int64_t>(row), vocab, rule,
+        [&](std::vector<int32_t> *h) { tree_history(w, node, h); }, &q);
     std::vector<int32_t> &c = children[static_cast<size_t>(node - begin)];
     if (!rule.greedy()) {
       c = draw_without_replacement(q, n_children, w.rng);
@@ -162,15 +158,11 @@ void SpeculativeDecoder::accept_tree(RoundWork &w, RoundState &rs, int64_t base,
   const int32_t vocab = config_.vocab_size;
   const SamplingParams &rule = w.seq->req.sampling;
   std::vector<TokenDistribution> p(static_cast<size_t>(w.tree.n_nodes()));
-  std::vector<int32_t> history;
   auto target = [&](int32_t node) -> const TokenDistribution & {
     TokenDistribution &d = p[static_cast<size_t>(node)];
-    if (rs.by_candidates) {
-      build_distribution_from_candidates(rs.cands.row(static_cast<size_t>(base + node)), rule, &d);
-    } else {
-      tree_history(w, node, &history);
-      build_distribution(rs.vlogits + (base + node) * vocab, vocab, rule, history, &d);
-    }
+    rs.row_distribution(
+        rs.vlogits, base + node, vocab, rule,
+        [&](std::vector<int32_t> *h) { tree_history(w, node, h); }, &d);
     return d;
   };
   if (rule.greedy())

@@ -30,12 +30,27 @@ std::shared_ptr<Model> &shared_model() {
   return test::shared_cpu_model(test::embedded_model_dir());
 }
 
+std::vector<int32_t> prompt_ids(int32_t n) {
+  std::vector<int32_t> ids = test::fibonacci_prompt(*shared_model());
+  ids.resize(static_cast<size_t>(std::min<int32_t>(n, static_cast<int32_t>(ids.size()))));
+  return ids;
+}
+
+// The tree of the tests: root -> {a, b}; a -> {c, d}; b -> {e}; c -> {f}
+// (level order: r a b c d e f), with arbitrary token ids.
+const std::vector<int32_t> kParents = {-1, 0, 0, 1, 1, 2, 3};
+const std::vector<int32_t> kTokens = {785, 1290, 330, 4150, 12, 999, 2048};
+const std::vector<std::vector<int32_t>> kLeafPaths = {{0, 1, 3, 6}, {0, 1, 4}, {0, 2, 5}};
+
 // Two sequences' worth of pages in one context: T (trees) on pages [0, 16),
-// C (chains) on pages [16, 32).
+// C (chains) on pages [16, 32), both holding the KV of a 40-token prompt,
+// and the test tree on T's slots after it.
 struct TwoSequences {
   std::unique_ptr<BackendContext> context;
   std::vector<int32_t> tree_pages, chain_pages;
   int32_t vocab = 0;
+  int32_t base = 0;  // the prompt's length: the tree's first slot
+  TokenTree tree;
 
   explicit TwoSequences(const Model &model) {
     ContextParams cp;
@@ -48,6 +63,14 @@ struct TwoSequences {
       chain_pages.push_back(16 + p);
     }
     vocab = model.config().vocab_size;
+    const std::vector<int32_t> prompt = prompt_ids(40);
+    base = static_cast<int32_t>(prompt.size());
+    tree = TokenTree{base, kParents.data(), 7};
+    for (bool t : {true, false}) {
+      SeqRows r = rows(t, prompt.data(), base, 0);
+      r.logits = SeqRows::Logits::kNone;
+      forward(r);
+    }
   }
   SeqRows rows(bool tree_seq, const int32_t *tokens, int32_t n, int32_t start) const {
     const std::vector<int32_t> &pages = tree_seq ? tree_pages : chain_pages;
@@ -66,27 +89,14 @@ struct TwoSequences {
     const float *logits = context->forward(b);
     return std::vector<float>(logits, logits + static_cast<size_t>(b.logit_rows()) * vocab);
   }
-  // The prompt's KV in both sequences.
-  void prefill(const std::vector<int32_t> &prompt) {
-    for (bool t : {true, false}) {
-      SeqRows r = rows(t, prompt.data(), static_cast<int32_t>(prompt.size()), 0);
-      r.logits = SeqRows::Logits::kNone;
-      forward(r);
-    }
+  // One pass over every node of the tree (a verify pass), `sparse` optional.
+  std::vector<float> whole_tree(const SparseAttention *sparse = nullptr) {
+    SeqRows r = rows(true, kTokens.data(), 7, base);
+    r.tree = &tree;
+    r.sparse = sparse;
+    return forward(r);
   }
 };
-
-std::vector<int32_t> prompt_ids(int32_t n) {
-  std::vector<int32_t> ids = test::fibonacci_prompt(*shared_model());
-  ids.resize(static_cast<size_t>(std::min<int32_t>(n, static_cast<int32_t>(ids.size()))));
-  return ids;
-}
-
-// The tree of the tests: root -> {a, b}; a -> {c, d}; b -> {e}; c -> {f}
-// (level order: r a b c d e f), with arbitrary token ids.
-const std::vector<int32_t> kParents = {-1, 0, 0, 1, 1, 2, 3};
-const std::vector<int32_t> kTokens = {785, 1290, 330, 4150, 12, 999, 2048};
-const std::vector<std::vector<int32_t>> kLeafPaths = {{0, 1, 3, 6}, {0, 1, 4}, {0, 2, 5}};
 
 // Proves tree attention is the chain of each path: in one verify pass over
 // the 7 nodes, every node's logits equal (bit for bit: the same keys in the
@@ -95,9 +105,7 @@ const std::vector<std::vector<int32_t>> kLeafPaths = {{0, 1, 3, 6}, {0, 1, 4}, {
 TEST(TreeAttention, EveryNodeEqualsTheChainOfItsPath) {
   for (bool sparse : {false, true}) {
     TwoSequences s(*shared_model());
-    const std::vector<int32_t> prompt = prompt_ids(40);
-    const int32_t base = static_cast<int32_t>(prompt.size());
-    s.prefill(prompt);
+    const int32_t base = s.base;
     const int32_t n_layers = shared_model()->config().n_layers;
     std::vector<int32_t> positions, counts(static_cast<size_t>(n_layers), 0);
     const int32_t stride = base;
@@ -106,11 +114,7 @@ TEST(TreeAttention, EveryNodeEqualsTheChainOfItsPath) {
       for (int32_t p = 0; p < 20; p += 1 + l % 3)
         positions[static_cast<size_t>(l) * stride + counts[l]++] = p;
     SparseAttention set{30, positions.data(), counts.data(), stride};
-    const TokenTree tree{base, kParents.data(), 7};
-    SeqRows r = s.rows(true, kTokens.data(), 7, base);
-    r.tree = &tree;
-    if (sparse) r.sparse = &set;
-    const std::vector<float> tree_logits = s.forward(r);
+    const std::vector<float> tree_logits = s.whole_tree(sparse ? &set : nullptr);
     for (const std::vector<int32_t> &path : kLeafPaths) {
       std::vector<int32_t> tokens;
       for (int32_t node : path) tokens.push_back(kTokens[static_cast<size_t>(node)]);
@@ -130,17 +134,11 @@ TEST(TreeAttention, EveryNodeEqualsTheChainOfItsPath) {
 // ancestors already in the cache) equals the verify pass's rows.
 TEST(TreeAttention, ALevelPassEqualsTheWholeTree) {
   TwoSequences s(*shared_model());
-  const std::vector<int32_t> prompt = prompt_ids(40);
-  const int32_t base = static_cast<int32_t>(prompt.size());
-  s.prefill(prompt);
-  const TokenTree tree{base, kParents.data(), 7};
-  SeqRows all = s.rows(true, kTokens.data(), 7, base);
-  all.tree = &tree;
-  const std::vector<float> whole = s.forward(all);
+  const std::vector<float> whole = s.whole_tree();
   for (const auto &[begin, end] :
        std::vector<std::pair<int32_t, int32_t>>{{0, 1}, {1, 3}, {3, 6}}) {
-    SeqRows level = s.rows(true, kTokens.data() + begin, end - begin, base + begin);
-    level.tree = &tree;
+    SeqRows level = s.rows(true, kTokens.data() + begin, end - begin, s.base + begin);
+    level.tree = &s.tree;
     const std::vector<float> rows = s.forward(level);
     EXPECT_EQ(0, std::memcmp(rows.data(), whole.data() + static_cast<size_t>(begin) * s.vocab,
                              sizeof(float) * rows.size()))
@@ -153,13 +151,8 @@ TEST(TreeAttention, ALevelPassEqualsTheWholeTree) {
 // token's logits equal those after the chain r b e.
 TEST(TreeAttention, MoveKvPutsTheAcceptedPathInPlace) {
   TwoSequences s(*shared_model());
-  const std::vector<int32_t> prompt = prompt_ids(40);
-  const int32_t base = static_cast<int32_t>(prompt.size());
-  s.prefill(prompt);
-  const TokenTree tree{base, kParents.data(), 7};
-  SeqRows all = s.rows(true, kTokens.data(), 7, base);
-  all.tree = &tree;
-  s.forward(all);
+  const int32_t base = s.base;
+  s.whole_tree();
   const int32_t from[] = {base + 2, base + 5}, to[] = {base + 1, base + 2};
   KvMove move{s.tree_pages.data(), 16, from, to, 2};
   s.context->move_kv(move);

@@ -467,6 +467,7 @@ int64_t Session::forward_step(const StepPlan &plan) {
   const bool on_device = !row_rules.empty() && !rows_wanted &&
                          context_->forward_sample(batch, row_rules.data(), device_ids.data());
   const float *logits = on_device ? nullptr : context_->forward(batch);
+  if (spec_) follow_prefill(ready, batch);
   const int32_t vocab = model_->config().vocab_size;
   const double forward_seconds = seconds_since(t0);
   if (on_device) {
@@ -506,6 +507,17 @@ int64_t Session::forward_step(const StepPlan &plan) {
     if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
   }
   return committed;
+}
+
+void Session::follow_prefill(const std::vector<Sequence *> &ready, const ForwardBatch &batch) {
+  std::vector<const Sequence *> prompts;
+  std::vector<SeqRows> rows;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (ready[i]->n_generated() > 0 || ready[i]->finished()) continue;
+    prompts.push_back(ready[i]);
+    rows.push_back(batch.seqs[i]);
+  }
+  if (!prompts.empty()) spec_->follow_prefill(prompts, rows);
 }
 
 int64_t Session::speculative_round(const std::vector<Sequence *> &seqs) {

@@ -109,6 +109,8 @@ class Session {
   // sequence's next token where its last row is the newest. Returns the
   // tokens committed.
   int64_t forward_step(const StepPlan &plan);
+  // A draft model prefills the prompt rows the model just ran (SpeculativeDecoder::follow_prefill).
+  void follow_prefill(const std::vector<Sequence *> &ready, const ForwardBatch &batch);
   // A speculative round of the decoding `seqs`: plan, reserve, run, apply
   // the outcomes (RNG, statistics, commits, settling). Returns the tokens
   // committed.

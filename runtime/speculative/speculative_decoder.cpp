@@ -330,7 +330,8 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
 
 bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
                                        BackendContext &context, ChainedDrafts *chain) {
-  if (!device_ || max_gamma == 0) return false;
+  // The sparse drafts' rows read the device's selection; a draft model's are dense.
+  if ((!device_ && !model_round_) || max_gamma == 0) return false;
   for (RoundWork &w : work) {
     if (w.gamma == 0) continue;
     // No room for the extra drafts, or penalties: one pass at a time.
@@ -490,12 +491,13 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
         trees() && r.gamma > 0
             ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_tree_nodes(params_.tree, r.gamma))
             : r.reserve;
-  // Only a chained round (device selection, no penalties) drafts past a
-  // sequence's own γ.
+  // Only a chained round (device selection or a draft model, no penalties)
+  // drafts past a sequence's own γ.
   for (RoundSeq &r : planned)
-    r.chain_reserve = device_ && r.gamma > 0 && !r.seq->req.sampling.has_penalties()
-                          ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_gamma + 1)
-                          : r.reserve;
+    r.chain_reserve =
+        (device_ || params_.draft_model) && r.gamma > 0 && !r.seq->req.sampling.has_penalties()
+            ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_gamma + 1)
+            : r.reserve;
   return planned;
 }
 

@@ -160,6 +160,11 @@ class SpeculativeDecoder {
   // `batch`: the sequences decoding with it (picks its tuning profile bucket).
   void prepare_prefill_capture(const Sequence &seq, SeqRows &rows, int32_t batch = 1);
   void select_after_prefill(const Sequence &seq);
+  // With a draft model: the draft prefills what the model just prefilled of
+  // each sequence's prompt (`prompt_rows`, rows of the model's pass), so that
+  // a round does not wait for it. Other rows are caught up in rounds.
+  void follow_prefill(const std::vector<const Sequence *> &seqs,
+                      const std::vector<SeqRows> &prompt_rows);
 
   // A round of the decoding `seqs` (prompt in the KV cache, newest token
   // pending): each one's drafts and the KV to reserve for them. Reads the
@@ -265,11 +270,24 @@ class SpeculativeDecoder {
   // The penalties' history of a tree node: the sequence's tokens, then the
   // drafts on the path to the node.
   static void tree_history(const RoundWork &w, int32_t node, std::vector<int32_t> *out);
-  // A draft model's passes (draft_model_round.cpp): each sequence's tokens
-  // the draft's KV lacks, then γ single-row passes, drawn on the host.
+  // A draft model's passes (draft_model_round.cpp): the tokens the draft's KV
+  // lacks, then γ single-row passes, chained on the device where the draft's
+  // context can (drawn there, read back once), else drawn on the host.
   void draft_by_model(std::vector<RoundWork> &work, int32_t max_gamma, RoundState &rs);
-  // Runs tokens [draft_len, kv_len) of w's sequence through the draft model.
-  void catch_up_draft(RoundWork &w);
+  // Runs tokens [draft_len, kv_len) of every drafting sequence through the
+  // draft model (advance_draft).
+  void catch_up_drafts(std::vector<RoundWork> &work);
+  // Runs each sequence's tokens [draft_len, end) through the draft model, the
+  // sequences' chunks batched into as few forward passes as its rows allow,
+  // and advances their draft_len to `end`.
+  struct DraftAdvance {
+    const Sequence *seq;
+    SeqState *st;
+    int32_t end;
+  };
+  void advance_draft(const std::vector<DraftAdvance> &items);
+  // The chain of draft_by_model on the draft's context: true when it drafted.
+  bool draft_model_chain(std::vector<RoundWork> &work, int32_t max_gamma, const RoundState &rs);
   // The draft rows' sliding window (params().draft_window) for w's round, in
   // its SeqState::window (draft_row reads it).
   void set_draft_window(RoundWork &w);

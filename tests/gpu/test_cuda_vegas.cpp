@@ -9,7 +9,8 @@
 // argmax). The sparse policies must have rejected some drafts, which shows
 // that the drafts really came from a subset of the context. The same holds
 // with the fp8 KV cache, Vegas against vanilla of that cache, up to its wider
-// near ties (kNearTieFp8).
+// near ties (kNearTieFp8). A separate draft model (a layer-skip draft, and
+// the model as its own draft) gives vanilla's tokens as well.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/layer_skip_model.h"
 #include "../unit/support/golden.h"
 #include "../unit/support/session_run.h"
 #include "backend/cuda/cuda_backend.h"
@@ -78,20 +80,29 @@ size_t steps_before_own_near_tie(const std::vector<int32_t> &prompt,
   return continuation.size();
 }
 
-// kv_fp8: every run with the fp8 KV cache (Vegas against vanilla of the same
-// cache; the bf16 reference's near ties still bound the steps compared).
-void check_file(const std::string &file, bool kv_fp8 = false) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string path = fixtures_dir() + "/embedded/" + file;
-  ASSERT_TRUE(fs::exists(path)) << path << " is missing: run tools/make_fixtures.py";
+std::shared_ptr<Model> load_cuda(const std::string &dir) {
   ModelLoadOptions options;
   options.backend_auto = false;
   options.backend = BackendKind::kCuda;
-  const auto model = Model::load(model_dir(), options);
+  return Model::load(dir, options);
+}
+
+// A public prompt and vanilla's greedy tokens up to the first near tie, of the
+// bf16 reference's or of our own logits.
+struct Comparable {
+  std::string id;
+  std::vector<int32_t> prompt, vanilla;
+};
+
+// kv_fp8: vanilla with the fp8 KV cache (the bf16 reference's near ties still
+// bound the steps compared).
+std::vector<Comparable> comparable_prompts(const std::shared_ptr<Model> &model,
+                                           const std::string &file, bool kv_fp8) {
+  const std::string path = fixtures_dir() + "/embedded/" + file;
+  EXPECT_TRUE(fs::exists(path)) << path << " is missing: run tools/make_fixtures.py";
+  std::vector<Comparable> out;
+  if (!fs::exists(path)) return out;
   const json prompts = read_json(path);
-  const std::vector<std::string> policies = {"vegas", "streaming", "quest", "full"};
-  std::vector<int64_t> rejected(policies.size(), 0);
-  int64_t compared = 0;
   for (const auto &p : prompts) {
     const std::string id = p.at("id").get<std::string>();
     const auto prompt = read_ids(p.at("prompt_ids"), path + " " + id, model->config().vocab_size);
@@ -104,39 +115,53 @@ void check_file(const std::string &file, bool kv_fp8 = false) {
     size_t until = 0;  // steps before the first near tie
     while (until < ref.size() && margins[until] >= (kv_fp8 ? kNearTieFp8 : kNearTie)) ++until;
     if (until < 2) continue;
-    const int32_t n = static_cast<int32_t>(until);
-    const auto vanilla = generate(model, prompt, n, "", nullptr, kv_fp8);
-    ASSERT_EQ(vanilla.size(), until) << id;
+    auto vanilla = generate(model, prompt, static_cast<int32_t>(until), "", nullptr, kv_fp8);
+    EXPECT_EQ(vanilla.size(), until) << id;
     // Our own near ties count too: where our bf16 logits have top1 - top2 below
     // kNearTie, verification's batch shape (several rows, other attention
     // splits) may round the other way than a decode step's.
     const size_t ours = steps_before_own_near_tie(prompt, vanilla, kv_fp8);
     if (ours < until)
       std::printf("[ %s ] own near tie at step %zu (reference: %zu)\n", id.c_str(), ours, until);
-    // The policies generate only the steps before the first near tie, so that
-    // a draft rejected past it (where verification may round the other way)
+    // The runs generate only the steps before the first near tie, so that a
+    // draft rejected past it (where verification may round the other way)
     // does not count against "full" below.
     const size_t cmp = std::min(until, ours);
     if (cmp < 2) continue;
+    vanilla.resize(cmp);
+    out.push_back({id, prompt, std::move(vanilla)});
+  }
+  EXPECT_FALSE(out.empty()) << "no prompt had a step before its first near tie";
+  return out;
+}
+
+// Under VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 every chained round drops its
+// drafts (none is rejected): only the tokens are compared then.
+bool chain_fault() {
+  const char *fault = std::getenv("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
+  return fault != nullptr && std::string(fault) == "1";
+}
+
+void check_file(const std::string &file, bool kv_fp8 = false) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto model = load_cuda(model_dir());
+  const std::vector<std::string> policies = {"vegas", "streaming", "quest", "full"};
+  std::vector<int64_t> rejected(policies.size(), 0);
+  for (const Comparable &c : comparable_prompts(model, file, kv_fp8)) {
+    const size_t cmp = c.vanilla.size();
     for (size_t k = 0; k < policies.size(); ++k) {
       SequenceStats st;
-      const auto got = generate(model, prompt, static_cast<int32_t>(cmp), policies[k], &st, kv_fp8);
-      ASSERT_EQ(got.size(), cmp) << id << " policy " << policies[k];
-      EXPECT_TRUE(std::equal(got.begin(), got.end(), vanilla.begin()))
-          << id << " policy " << policies[k] << ": differs from vanilla within the first " << cmp
-          << " tokens";
+      const auto got =
+          generate(model, c.prompt, static_cast<int32_t>(cmp), policies[k], &st, kv_fp8);
+      EXPECT_EQ(got, c.vanilla) << c.id << " policy " << policies[k]
+                                << ": differs from vanilla within the first " << cmp << " tokens";
       rejected[k] += st.drafted - st.accepted;
-      std::printf("[ %s ] %-9s %zu tokens, %lld rounds, %lld/%lld drafts accepted\n", id.c_str(),
+      std::printf("[ %s ] %-9s %zu tokens, %lld rounds, %lld/%lld drafts accepted\n", c.id.c_str(),
                   policies[k].c_str(), cmp, static_cast<long long>(st.rounds),
                   static_cast<long long>(st.accepted), static_cast<long long>(st.drafted));
     }
-    compared += static_cast<int64_t>(cmp);
   }
-  EXPECT_GT(compared, 0) << "no prompt had a step before its first near tie";
-  // Under VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 every chained round drops its
-  // drafts (none is rejected): only the tokens are compared then.
-  const char *fault = std::getenv("VEGAS_CUDA_FAULT_CHAIN_OVERFLOW");
-  if (fault != nullptr && std::string(fault) == "1") return;
+  if (chain_fault()) return;
   for (size_t k = 0; k < policies.size(); ++k) {
     if (policies[k] == "full") {
       EXPECT_EQ(rejected[k], 0) << "full attention drafts must all be accepted";
@@ -155,6 +180,81 @@ TEST(CudaVegas, GreedyEqualsVanillaOn8kPrompts) {
 TEST(CudaVegas, GreedyEqualsVanillaWithTheFp8KvCache) {
   check_file("greedy_2k.json", true);
   check_file("greedy_8k.json", true);
+}
+
+SessionParams with_draft(std::shared_ptr<Model> draft, int32_t window) {
+  SessionParams sp;
+  sp.speculative = true;
+  sp.spec.gamma = 6;
+  sp.spec.draft_model = true;
+  sp.spec.draft_window = window;
+  sp.draft_model = std::move(draft);
+  return sp;
+}
+
+// A separate draft model on the GPU: a layer-skip draft (the embedded model's
+// first 4 layers, full attention: its passes chain on the device; with a
+// 256-token window: drawn on the host) gives vanilla's greedy tokens on the
+// public 2K prompts up to their first near tie, and rejects some drafts.
+TEST(CudaVegas, DraftModelEqualsVanillaOn2kPrompts) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto model = load_cuda(model_dir());
+  const auto draft = load_cuda(test::layer_skip_dir(4));
+  for (const int32_t window : {0, 256}) {
+    int64_t drafted = 0, accepted = 0, rounds = 0, committed = 0;
+    for (const Comparable &c : comparable_prompts(model, "greedy_2k.json", false)) {
+      SequenceStats st;
+      const auto got = test::session_tokens(model, with_draft(draft, window), c.prompt,
+                                            static_cast<int32_t>(c.vanilla.size()), &st);
+      EXPECT_EQ(got, c.vanilla) << c.id << " window " << window;
+      drafted += st.drafted, accepted += st.accepted, rounds += st.rounds;
+      committed += st.committed;
+    }
+    EXPECT_GT(rounds, 0);
+    if (!chain_fault()) EXPECT_GT(drafted, accepted) << "window " << window;
+    std::printf("4-layer draft, window %d: %lld/%lld drafts accepted, %.2f tokens a round\n",
+                window, static_cast<long long>(accepted), static_cast<long long>(drafted),
+                static_cast<double>(committed) / std::max<int64_t>(rounds, 1));
+  }
+}
+
+// The model as its own draft on the GPU: its draft passes (decode steps) and
+// the verify rows compute the same logits up to the kernels' rounding, so
+// nearly every draft is accepted (a near tie may flip one), the output is
+// vanilla's, and sampled runs with one seed are reproducible.
+TEST(CudaVegas, TheModelAsItsOwnDraft) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto model = load_cuda(model_dir());
+  int64_t drafted = 0, accepted = 0;
+  for (const Comparable &c : comparable_prompts(model, "greedy_2k.json", false)) {
+    SequenceStats st;
+    const auto got = test::session_tokens(model, with_draft(model, 0), c.prompt,
+                                          static_cast<int32_t>(c.vanilla.size()), &st);
+    EXPECT_EQ(got, c.vanilla) << c.id;
+    drafted += st.drafted, accepted += st.accepted;
+  }
+  if (!chain_fault()) EXPECT_GT(drafted, 0);
+  EXPECT_GE(accepted, drafted * 95 / 100) << accepted << " of " << drafted << " accepted";
+  const std::vector<int32_t> prompt = test::fibonacci_prompt(*model);
+  std::vector<int32_t> runs[2];
+  for (auto &out : runs) {  // sampled: the chain draws on the device
+    Session session(model, with_draft(model, 0));
+    SequenceRequest req;
+    req.prompt.assign(prompt.begin(), prompt.end());
+    req.max_tokens = 48;
+    req.ignore_eos = true;
+    req.sampling.temperature = 0.8f;
+    req.sampling.top_k = 40;
+    req.sampling.seed = 7;
+    const int32_t id = session.submit(std::move(req));
+    session.run();
+    const Sequence &seq = session.sequence(id);
+    ASSERT_EQ(seq.status, VEGAS_OK);
+    EXPECT_EQ(seq.stats.committed, seq.stats.accepted + seq.stats.rounds);
+    out.assign(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end());
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0].size(), 48u);
 }
 
 }  // namespace

@@ -15,9 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer_skip_model.h"
 #include "model/model.h"
-#include "model/weight_store.h"
-#include "safetensors_writer.h"
 #include "session/session.h"
 #include "speculative_test_data.h"
 #include "support/model_dir.h"
@@ -38,37 +37,8 @@ std::shared_ptr<Model> load_cpu(const std::string &dir) {
   return Model::load(dir, options);
 }
 
-// The embedded model's first `n` layers (tools/layer_skip_draft.py's model).
-std::string layer_skip_dir(int n) {
-  const std::string dir = ::testing::TempDir() + "vegas-layer-skip-" + std::to_string(n);
-  if (std::filesystem::exists(dir + "/model.safetensors")) return dir;
-  std::filesystem::create_directories(dir);
-  const std::string src = test::embedded_model_dir();
-  const std::unique_ptr<WeightStore> store = WeightStore::open(src);
-  std::vector<test::FakeTensor> kept;
-  for (const auto &[name, view] : store->tensors()) {
-    const std::string prefix = "model.layers.";
-    if (name.rfind(prefix, 0) == 0 && std::stoi(name.substr(prefix.size())) >= n) continue;
-    kept.push_back({name, dtype_name(view.dtype), view.shape,
-                    std::string(static_cast<const char *>(view.data), view.nbytes)});
-  }
-  test::write_safetensors(dir + "/model.safetensors", kept);
-  nlohmann::json config = nlohmann::json::parse(test::read_bytes(src + "/config.json"));
-  config["num_hidden_layers"] = n;
-  if (config.contains("layer_types")) {
-    nlohmann::json types = nlohmann::json::array();
-    for (int i = 0; i < n; ++i) types.push_back(config["layer_types"][i]);
-    config["layer_types"] = types;
-  }
-  test::write_bytes(dir + "/config.json", config.dump());
-  for (const char *f : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(src + "/" + f, dir + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing);
-  return dir;
-}
-
 std::shared_ptr<Model> &layer_skip_draft() {
-  static std::shared_ptr<Model> model = load_cpu(layer_skip_dir(2));
+  static std::shared_ptr<Model> model = load_cpu(test::layer_skip_dir(2));
   return model;
 }
 
@@ -247,7 +217,7 @@ TEST(DraftModel, AbiChecksAndKeepsTheDraft) {
   mo.backend = VEGAS_BACKEND_CPU;
   vegas_model *model = nullptr, *draft = nullptr, *other = nullptr;
   ASSERT_EQ(vegas_model_load(test::embedded_model_dir().c_str(), &mo, &model), VEGAS_OK);
-  ASSERT_EQ(vegas_model_load(layer_skip_dir(2).c_str(), &mo, &draft), VEGAS_OK);
+  ASSERT_EQ(vegas_model_load(test::layer_skip_dir(2).c_str(), &mo, &draft), VEGAS_OK);
   const std::string tiny = ::testing::TempDir() + "vegas-tiny-draft";
   std::filesystem::create_directories(tiny);
   // The same tokenizer, but an embedding of 8200 rows: another vocabulary.
@@ -265,8 +235,7 @@ TEST(DraftModel, AbiChecksAndKeepsTheDraft) {
   EXPECT_EQ(create_with_draft(model, draft, "vegas", 2, 0, &msg), VEGAS_ERR_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("draft model"), std::string::npos) << msg;
   EXPECT_EQ(create_with_draft(model, draft, "vegas", 1, -1, &msg), VEGAS_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(create_with_draft(model, draft, "model+model", 1, 0, &msg),
-            VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(create_with_draft(model, draft, "model+model", 1, 0, &msg), VEGAS_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(create_with_draft(model, draft, "vegas+model", 2, 0, &msg),
             VEGAS_ERR_INVALID_ARGUMENT);  // no trees in a hybrid
   EXPECT_EQ(create_with_draft(model, nullptr, "vegas+model", 1, 0, &msg),

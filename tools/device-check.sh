@@ -132,26 +132,31 @@ if [ "$WHAT" = drafters ]; then
   # 8K and 16K x 16, sampled and greedy. Token trees have no CUDA kernel yet.
   draft=${DRAFT_DIR:-$OUT/draft-model}
   if [ ! -f "$draft/model.safetensors" ]; then
-    python3 tools/train_draft_model.py "$VEGAS_MODEL_DIR" "$draft" "${DRAFT_SECONDS:-240}" \
-      > "$OUT/draft-train.log" 2>&1 || tail -5 "$OUT/draft-train.log"
+    PYTHONUNBUFFERED=1 python3 tools/train_draft_model.py "$VEGAS_MODEL_DIR" "$draft" \
+      "${DRAFT_SECONDS:-240}" "${DRAFT_LAYERS:-2}" > "$OUT/draft-train.log" 2>&1 ||
+      tail -5 "$OUT/draft-train.log"
+    tail -2 "$OUT/draft-train.log"
   fi
   common=(bench --backend cuda --prompts "$DIR/bench/prompts-public.jsonl" --batch 16
     --new-tokens 256 --gamma 6 --ratio 0.07 --seed 1 --mode vegas)
   for ctx in ${VEGAS_CONTEXTS:-8192 16384}; do
     for temp in 0.6 0; do
       for spec in "chain --policy vegas" "lookup --policy lookup" \
-        "draft --draft-model $draft" "draft-w1024 --draft-model $draft --draft-window 1024"; do
+        "draft --draft-model $draft" "draft-w1024 --draft-model $draft --draft-window 1024" \
+        "vegas+model --policy vegas+model --draft-model $draft"; do
         set -- $spec
         tag=$1
         shift
-        "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --temperature "$temp" --top-k 20 \
-          --top-p 0.95 "$@" > "$OUT/drafters-$ctx-$temp-$tag.json" 2> "$OUT/drafters-$ctx-$temp-$tag.err"
+        timeout 120 "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --temperature "$temp" \
+          --top-k 20 --top-p 0.95 "$@" > "$OUT/drafters-$ctx-$temp-$tag.json" \
+          2> "$OUT/drafters-$ctx-$temp-$tag.err"
         python3 - "$OUT/drafters-$ctx-$temp-$tag.json" "$ctx" "$temp" "$tag" <<'PY' || tail -3 "$OUT/drafters-$ctx-$temp-$tag.err"
 import json, sys
 j = json.load(open(sys.argv[1])); v = j["vegas"]
+van, veg = j["decode_tokens_per_s"], v["decode_tokens_per_s"]
 print(f"drafters ctx {sys.argv[2]:>5} T {sys.argv[3]:<3} {sys.argv[4]:<12} tau {v['tau']:5.2f} "
-      f"vanilla {j.get('decode_tokens_per_s_steady', 0):7.0f} tok/s {v['decode_tokens_per_s_steady']:7.0f} "
-      f"= {v.get('speedup_steady', 0):4.2f}x identical {v.get('identical_to_vanilla')}")
+      f"vanilla {van:7.0f} tok/s {veg:7.0f} = {veg / van:4.2f}x (steady {v.get('speedup_steady', 0):4.2f}x) "
+      f"identical {v.get('identical_to_vanilla')} first difference {v.get('first_difference')}")
 PY
       done
     done

@@ -2,12 +2,17 @@
 # Builds the CUDA test and benchmark binaries here (no GPU needed) and packs
 # them, stripped, with the Debian shared libraries they need and the Qwen3-8B
 # config into .carry/cuda (ignored by git), for `run` with carry [".carry/cuda"].
-#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]; carry [".carry/cuda.tar.xz"] and
-#   start the command with `tar -xJf .carry/cuda.tar.xz -C .carry`.
+#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]. Archives, each small
+#   enough to travel beside the tree (~9.8 MB): .carry/cuda-tests-{1,2,3}.tar.xz
+#   (the gpu tests: the binaries with the whole library in two halves, the
+#   kernel tests) and .carry/cuda-tools.tar.xz (CLI, server, benchmarks,
+#   libvegas). Carry one and start the command with
+#   `tar -xJf .carry/cuda-tests-1.tar.xz -C .carry`; all unpack into .carry/cuda.
 set -eu
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}
-cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
+[ -f "$B/CMakeCache.txt" ] ||
+  cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
 ninja -C "$B" -j2
 rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
 for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/bench_cuda_phases "$B"/bin/vegas "$B"/bin/vegas-server \
@@ -25,9 +30,29 @@ done
 cp ../shared/configs/qwen3-8b.json .carry/cuda/
 cp tools/device-check.sh .carry/cuda/
 du -sh .carry/cuda
-# The public prompts for `device-check.sh ... vegas`, and one archive to carry:
-# the tree plus the carry must stay under the device's 64 MiB, and the test
-# binaries share most of their (large) fatbins, which xz -9e's window dedups.
+# The public prompts for `device-check.sh ... vegas`. The tree plus the carry
+# must stay under the device's 64 MiB: the binaries share most of their
+# (large) fatbins, which an xz dictionary as large as the tar dedups.
 mkdir -p .carry/cuda/bench && cp ../shared/bench/prompts-public.jsonl .carry/cuda/bench/
-tar -cf - -C .carry cuda | xz -9e -T2 > .carry/cuda.tar.xz
-ls -la .carry/cuda.tar.xz
+pack() {  # archive name, then paths under .carry
+  local name=$1
+  shift
+  tar -cf - -C .carry "$@" | xz --lzma2=preset=6,dict=768MiB -T1 > ".carry/$name.tar.xz"
+  ls -la ".carry/$name.tar.xz"
+}
+libs=$(cd .carry && ls cuda/lib/* | grep -v libvegas)
+# The tests that link the whole library (a fatbin of ~33 MB each) in two
+# halves, the kernel tests in a third archive.
+whole=() kernel=()
+for t in .carry/cuda/bin/test_cuda_*; do
+  if [ "$(stat -c %s "$t")" -gt 30000000 ]; then whole+=("${t#.carry/}"); else kernel+=("${t#.carry/}"); fi
+done
+half=$(((${#whole[@]} + 1) / 2))
+pack cuda-tests-1 "${whole[@]:0:$half}" $libs cuda/bench cuda/device-check.sh &
+pack cuda-tests-2 "${whole[@]:$half}" $libs cuda/bench cuda/device-check.sh &
+wait
+pack cuda-tests-3 "${kernel[@]}" $libs cuda/bench cuda/device-check.sh &
+pack cuda-tools cuda/bin/vegas cuda/bin/vegas-server cuda/bin/vegas_perplexity \
+  cuda/bin/bench_cuda_decode cuda/bin/bench_cuda_phases cuda/lib cuda/bench cuda/qwen3-8b.json \
+  cuda/device-check.sh &
+wait

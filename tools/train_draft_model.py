@@ -6,6 +6,12 @@ packages, as the embedded model was trained (../shared/models/
 train_code_model.py). For vegas_session_options.draft_model. Runs on the GPU
 machine (torch, transformers, tokenizers); a few minutes.
 
+A draft as wide as the target (HIDDEN 0, the default) has the target's
+attention and MLP shapes and starts from its embedding, first LAYERS layers
+and final norm (a layer-skip draft), then learns to stand for the rest: on a
+GPU a small model's step costs about the same whatever its width, so width
+is free where depth is not.
+
   python3 tools/train_draft_model.py TARGET_DIR OUT_DIR [SECONDS] [LAYERS] [HIDDEN]"""
 import glob
 import json
@@ -25,7 +31,7 @@ T0 = time.time()
 TARGET, OUT = sys.argv[1], sys.argv[2]
 SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else 240.0
 LAYERS = int(sys.argv[4]) if len(sys.argv) > 4 else 2
-HIDDEN = int(sys.argv[5]) if len(sys.argv) > 5 else 256
+HIDDEN = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # 0: the target's
 HELD_OUT = {"sympy", "networkx", "pandas", "scipy"}  # the target's evaluation packages
 random.seed(4321)
 torch.manual_seed(4321)
@@ -57,18 +63,33 @@ for i in range(0, len(texts), 2048):
 data = torch.tensor(ids, dtype=torch.long, device=dev)
 print(f"tokens {len(ids) / 1e6:.1f}M t={time.time() - T0:.0f}s", flush=True)
 
-target = AutoModelForCausalLM.from_pretrained(TARGET, torch_dtype=torch.bfloat16).to(dev).eval()
+target = AutoModelForCausalLM.from_pretrained(TARGET, dtype=torch.bfloat16).to(dev).eval()
 tc = target.config
+HIDDEN = HIDDEN or tc.hidden_size
+as_wide = HIDDEN == tc.hidden_size
 cfg = Qwen3Config(
-    vocab_size=tc.vocab_size, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
-    num_hidden_layers=LAYERS, num_attention_heads=max(1, HIDDEN // 64), num_key_value_heads=1,
+    vocab_size=tc.vocab_size, hidden_size=HIDDEN,
+    intermediate_size=tc.intermediate_size if as_wide else 2 * HIDDEN,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=tc.num_attention_heads if as_wide else max(1, HIDDEN // 64),
+    num_key_value_heads=tc.num_key_value_heads if as_wide else 1,
     head_dim=64, max_position_embeddings=tc.max_position_embeddings,
-    rope_theta=getattr(tc, "rope_theta", 1_000_000.0), rms_norm_eps=tc.rms_norm_eps,
+    rope_theta=(getattr(tc, "rope_parameters", None) or {}).get(
+        "rope_theta", getattr(tc, "rope_theta", 1_000_000.0)), rms_norm_eps=tc.rms_norm_eps,
     tie_word_embeddings=True, attention_bias=False, hidden_act="silu",
     bos_token_id=tc.bos_token_id, eos_token_id=tc.eos_token_id, pad_token_id=tc.pad_token_id)
 draft = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(dev)
+if as_wide:  # start as the target's first LAYERS layers (tools/layer_skip_draft.py)
+    own = draft.state_dict()
+    start = {k: v.float() for k, v in target.state_dict().items()
+             if k in own and own[k].shape == v.shape}
+    missing = [k for k in own if k not in start]
+    draft.load_state_dict(start, strict=False)
+    print(f"draft starts from the target's first {LAYERS} layers; not copied: {missing}",
+          flush=True)
 print(f"draft params {sum(p.numel() for p in draft.parameters()) / 1e6:.2f}M", flush=True)
-opt = torch.optim.AdamW(draft.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1,
+PEAK = 1e-3 if as_wide else 2e-3  # a started draft needs a gentler start
+opt = torch.optim.AdamW(draft.parameters(), lr=PEAK, betas=(0.9, 0.95), weight_decay=0.1,
                         fused=True)
 SEQ, BATCH, WARM = 4096, 16, 50
 
@@ -83,7 +104,7 @@ while time.time() - t_start < SECONDS:
     if step == 20:
         total = int(SECONDS / ((time.time() - t_start) / 20))
     frac = 0.0 if total is None else min(1.0, max(0, step - WARM) / max(1, total - WARM))
-    lr = 2e-3 * (step + 1) / WARM if step < WARM else 1e-4 + 1.9e-3 * 0.5 * (1 + math.cos(
+    lr = PEAK * (step + 1) / WARM if step < WARM else 1e-4 + (PEAK - 1e-4) * 0.5 * (1 + math.cos(
         math.pi * frac))
     for g in opt.param_groups:
         g["lr"] = lr
@@ -108,5 +129,6 @@ for name in ("tokenizer.json", "tokenizer_config.json"):
     shutil.copy(os.path.join(TARGET, name), OUT)
 with open(os.path.join(OUT, "draft_training.json"), "w") as f:
     json.dump({"target": os.path.abspath(TARGET), "steps": step, "seconds": SECONDS,
-               "layers": LAYERS, "hidden": HIDDEN, "last_kl": loss.item()}, f, indent=2)
+               "layers": LAYERS, "hidden": HIDDEN, "from_target_layers": as_wide,
+               "last_kl": loss.item()}, f, indent=2)
 print(f"done: {step} steps, kl {loss.item():.3f}, t={time.time() - T0:.0f}s", flush=True)

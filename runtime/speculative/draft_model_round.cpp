@@ -2,8 +2,8 @@
 // draft's own KV (in its context, at the pages of the target's page tables)
 // catches up on the tokens it has not seen, then γ single-row passes draw the
 // drafts with each sequence's rule: on the device as the sparse drafts' chain
-// (begin_chained) where the draft's context chains passes, else on the host
-// (draft_pass_by_pass), both run on the draft model's context.
+// (begin_chained) where the draft's context chains passes (its window too),
+// else on the host (draft_pass_by_pass), both run on the draft model's context.
 // Verification and acceptance are the chain's.
 #include <algorithm>
 #include <string>
@@ -102,8 +102,8 @@ void SpeculativeDecoder::draft_by_model(std::vector<RoundWork> &work, int32_t ma
 bool SpeculativeDecoder::draft_model_chain(std::vector<RoundWork> &work, int32_t max_gamma,
                                            const RoundState &rs) {
   // The chain's passes draw on the device and the host reads every draft
-  // and its candidates once. The verify pass runs on the model's own context,
-  // so it is not fed by this chain: it is read before verification.
+  // and its candidates once (a window's set is the same for every pass). The verify pass runs on
+  // the model's own context, so it is not fed by this chain: it is read before verification.
   ChainedDrafts chain;
   if (!rs.by_candidates || !begin_chained(work, max_gamma, *draft_context_, &chain)) return false;
   if (finish_chained(chain, *draft_context_))

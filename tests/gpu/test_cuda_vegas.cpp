@@ -193,9 +193,10 @@ SessionParams with_draft(std::shared_ptr<Model> draft, int32_t window) {
 }
 
 // A separate draft model on the GPU: a layer-skip draft (the embedded model's
-// first 4 layers, full attention: its passes chain on the device; with a
-// 256-token window: drawn on the host) gives vanilla's greedy tokens on the
-// public 2K prompts up to their first near tie, and rejects some drafts.
+// first 4 layers, with full attention and with a 256-token window, whose
+// records every pass of the device chain uploads) gives vanilla's greedy
+// tokens on the public 2K prompts up to their first near tie, and rejects
+// some drafts.
 TEST(CudaVegas, DraftModelEqualsVanillaOn2kPrompts) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const auto model = load_cuda(model_dir());

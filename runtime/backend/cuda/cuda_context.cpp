@@ -1374,7 +1374,9 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
   for (int32_t i = 0; i < n; ++i) {
     const SeqRows &r = first.seqs[static_cast<size_t>(i)];
     const SamplingParams *p = rows[i].params;
-    if (r.n_tokens != 1 || r.logits != SeqRows::Logits::kLast || r.quest || r.sparse || r.capture ||
+    // A host sparse set (a draft model's window) is the same for every pass
+    // of a round: each pass uploads the same records from the staging buffer.
+    if (r.n_tokens != 1 || r.logits != SeqRows::Logits::kLast || r.quest || r.capture ||
         p == nullptr || p->has_penalties())
       return false;
     validate_sampling_params(*p);
@@ -1411,7 +1413,9 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
     feed.ids = j > 0 ? chain_->draws(j - 1) : nullptr;
     feed.n = n;
     launch(s, false, &feed);
-    if (j == 0) chain_->mark_tables_read(stream_);
+    // Host sparse records go up with every pass (Step::table_from): a pass
+    // staged behind the chain waits for the last of them.
+    if (j == 0 || s.extra > 0) chain_->mark_tables_read(stream_);
     int32_t *pass_cands = chain_->pass_candidates(j);
     if (from_candidates) {
       // The candidates are the rows' top-k sets: drawing from them replaces a

@@ -36,8 +36,9 @@ class DeviceDraftChain {
   int32_t *draws(int32_t j);            // device: pass j's draws, one per row
   int32_t *pass_candidates(int32_t j);  // device: pass j's candidates (CandidateLayout)
   kernels::CandidateLayout pass_layout() const { return {rows_, kMaxCandidateTopK}; }
-  // After pass 0's launch, which uploads page tables from the staging buffer
-  // a pass staged behind the chain rewrites: wait_tables_read() waits for it.
+  // After pass 0's launch (and every pass that uploads host sparse records),
+  // which uploads page tables from the staging buffer a pass staged behind
+  // the chain rewrites: wait_tables_read() waits for the last one marked.
   void mark_tables_read(cudaStream_t stream);
   void wait_tables_read();
   // After the last pass: the draws and candidates to the host.

@@ -237,22 +237,15 @@ TEST(CudaVegas, TheModelAsItsOwnDraft) {
   if (!chain_fault()) EXPECT_GT(drafted, 0);
   EXPECT_GE(accepted, drafted * 95 / 100) << accepted << " of " << drafted << " accepted";
   const std::vector<int32_t> prompt = test::fibonacci_prompt(*model);
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = 40;
+  sampling.seed = 7;
   std::vector<int32_t> runs[2];
   for (auto &out : runs) {  // sampled: the chain draws on the device
-    Session session(model, with_draft(model, 0));
-    SequenceRequest req;
-    req.prompt.assign(prompt.begin(), prompt.end());
-    req.max_tokens = 48;
-    req.ignore_eos = true;
-    req.sampling.temperature = 0.8f;
-    req.sampling.top_k = 40;
-    req.sampling.seed = 7;
-    const int32_t id = session.submit(std::move(req));
-    session.run();
-    const Sequence &seq = session.sequence(id);
-    ASSERT_EQ(seq.status, VEGAS_OK);
-    EXPECT_EQ(seq.stats.committed, seq.stats.accepted + seq.stats.rounds);
-    out.assign(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end());
+    SequenceStats st;
+    out = test::sampled_session_tokens(model, with_draft(model, 0), prompt, 48, sampling, &st);
+    EXPECT_EQ(st.committed, st.accepted + st.rounds);
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0].size(), 48u);

@@ -121,23 +121,17 @@ TEST(DraftModel, CatchUpAfterVanillaStepsAndCachedPrefixes) {
 // seed and count what they commit.
 TEST(DraftModel, SampledRunsAreReproducible) {
   const std::vector<int32_t> prompt = test::fibonacci_prompt(*shared_model());
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = 20;
+  sampling.repetition_penalty = 1.1f;
+  sampling.seed = 5;
   std::vector<int32_t> runs[2];
   for (auto &out : runs) {
-    Session session(shared_model(), with_draft(layer_skip_draft(), 64));
-    SequenceRequest req;
-    req.prompt.assign(prompt.begin(), prompt.end());
-    req.max_tokens = 40;
-    req.ignore_eos = true;
-    req.sampling.temperature = 0.8f;
-    req.sampling.top_k = 20;
-    req.sampling.repetition_penalty = 1.1f;
-    req.sampling.seed = 5;
-    const int32_t id = session.submit(std::move(req));
-    session.run();
-    const Sequence &seq = session.sequence(id);
-    ASSERT_EQ(seq.status, VEGAS_OK);
-    EXPECT_EQ(seq.stats.committed, seq.stats.accepted + seq.stats.rounds);
-    out.assign(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end());
+    SequenceStats st;
+    out = test::sampled_session_tokens(shared_model(), with_draft(layer_skip_draft(), 64), prompt,
+                                       40, sampling, &st);
+    EXPECT_EQ(st.committed, st.accepted + st.rounds);
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0].size(), 40u);

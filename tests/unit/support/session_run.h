@@ -1,5 +1,6 @@
 // One request through a Session, the way the speculative tests compare a
-// session with plain decoding: greedy, eos ignored, max_tokens new tokens.
+// session with plain decoding: eos ignored, max_tokens new tokens, greedy
+// unless sampled.
 // Shared by test_speculative_lossless, test_auto_tuning, test_cpu_quest_draft
 // and tests/gpu/test_cuda_vegas.cpp.
 #pragma once
@@ -15,23 +16,35 @@
 
 namespace vegas::test {
 
-// The generated tokens (the prompt left out), and the sequence's statistics
-// when `stats` is given.
-inline std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
-                                           const SessionParams &params,
-                                           const std::vector<int32_t> &prompt, int32_t max_tokens,
-                                           SequenceStats *stats = nullptr) {
+// One request (eos ignored) through a Session with the given sampling: the
+// generated tokens (the prompt left out), and the sequence's statistics when
+// `stats` is given.
+inline std::vector<int32_t> sampled_session_tokens(const std::shared_ptr<Model> &model,
+                                                   const SessionParams &params,
+                                                   const std::vector<int32_t> &prompt,
+                                                   int32_t max_tokens,
+                                                   const SamplingParams &sampling,
+                                                   SequenceStats *stats = nullptr) {
   Session session(model, params);
   SequenceRequest req;
   req.prompt.assign(prompt.begin(), prompt.end());
   req.max_tokens = max_tokens;
   req.ignore_eos = true;
+  req.sampling = sampling;
   const int32_t id = session.submit(std::move(req));
   session.run();
   const Sequence &seq = session.sequence(id);
   EXPECT_EQ(seq.status, VEGAS_OK) << (params.speculative ? params.spec.policy : "vanilla");
   if (stats) *stats = seq.stats;
   return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
+}
+
+// The same, greedy.
+inline std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
+                                           const SessionParams &params,
+                                           const std::vector<int32_t> &prompt, int32_t max_tokens,
+                                           SequenceStats *stats = nullptr) {
+  return sampled_session_tokens(model, params, prompt, max_tokens, SamplingParams{}, stats);
 }
 
 // A model on the CPU backend loaded once per test binary (the embedded one).

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,11 +224,7 @@ void SpeculativeDecoder::observe_round(int32_t seq_id, SeqState &st, RoundObserv
 }
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
-  if (auto it = lookup_drafting_.find(seq_id); it != lookup_drafting_.end()) {
-    // The indexing task writes the entry: it must be done before it goes.
-    if (it->second.prompt_indexed.valid()) it->second.prompt_indexed.wait();
-    lookup_drafting_.erase(it);
-  }
+  lookup_drafter_.forget(seq_id);
   if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
 }
 
@@ -282,7 +277,7 @@ void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_can
 
 void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &rows,
                                                  int32_t batch) {
-  if (lookup_ || (hybrid_ && !hybrid_model_)) begin_prompt_index(seq);
+  if (lookup_ || (hybrid_ && !hybrid_model_)) lookup_drafter_.begin_prompt(seq);
   SeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
@@ -562,47 +557,26 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
   }
 }
 
-void SpeculativeDecoder::begin_prompt_index(const Sequence &seq) {
-  LookupDrafting &d = lookup_drafting_[seq.id];
-  if (d.prompt_indexed.valid() || d.index.indexed_size() > 0) return;
-  // A copy: the session appends to seq.tokens while this runs.
-  d.prompt_indexed = indexer_.submit(
-      [&index = d.index, prompt = std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end())] {
-        index.extend(prompt.data(), prompt.size());
-      });
-}
-
 void SpeculativeDecoder::draft_by_lookup(std::vector<RoundWork> &work) {
-  // The prompts were indexed while they were prefilled (begin_prompt_index);
-  // one that was not (no prefill capture) is indexed here, on the worker
-  // threads when long. Later rounds add a few tokens each.
-  std::vector<PromptLookupIndex *> indexes;
-  bool long_extension = false;
+  std::vector<const Sequence *> seqs;
+  std::vector<int32_t> gammas;
   for (const RoundWork &w : work) {
-    LookupDrafting &d = lookup_drafting_[w.seq->id];
-    if (d.prompt_indexed.valid()) d.prompt_indexed.get();
-    indexes.push_back(&d.index);
-    long_extension = long_extension || w.seq->tokens.size() > d.index.indexed_size() + 512;
+    seqs.push_back(w.seq);
+    gammas.push_back(w.gamma);
   }
-  parallel_rows(
-      static_cast<int64_t>(work.size()),
-      [&](int64_t i) {
-        draft_by_lookup_of(work[static_cast<size_t>(i)], *indexes[static_cast<size_t>(i)]);
-      },
-      long_extension);
-}
-
-void SpeculativeDecoder::draft_by_lookup_of(RoundWork &w, PromptLookupIndex &index) {
-  index.extend(w.seq->tokens.data(), w.seq->tokens.size());
-  w.drafts = index.propose(w.seq->tokens.data(), w.seq->tokens.size(), w.gamma);
-  w.gamma = static_cast<int32_t>(w.drafts.size());
-  // A proposal that is certain: accepted with probability p(x), and after a
-  // rejection the next token is drawn from p without x (accept_sampled's
-  // norm(max(0, p - q))), so the output stays distributed as vanilla's.
-  w.q.assign(w.drafts.size(), TokenDistribution{});
-  for (size_t j = 0; j < w.drafts.size(); ++j) {
-    w.q[j].ids = {w.drafts[j]};
-    w.q[j].probs = {1.0f};
+  std::vector<std::vector<int32_t>> drafts = lookup_drafter_.propose(seqs, gammas);
+  for (size_t i = 0; i < work.size(); ++i) {
+    RoundWork &w = work[i];
+    w.drafts = std::move(drafts[i]);
+    w.gamma = static_cast<int32_t>(w.drafts.size());
+    // A proposal that is certain: accepted with probability p(x), and after a
+    // rejection the next token is drawn from p without x (accept_sampled's
+    // norm(max(0, p - q))), so the output stays distributed as vanilla's.
+    w.q.assign(w.drafts.size(), TokenDistribution{});
+    for (size_t j = 0; j < w.drafts.size(); ++j) {
+      w.q[j].ids = {w.drafts[j]};
+      w.q[j].probs = {1.0f};
+    }
   }
 }
 

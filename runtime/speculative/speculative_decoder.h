@@ -8,14 +8,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
-#include "common/serial_worker.h"
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
@@ -23,6 +21,7 @@
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
 #include "speculative/draft_tree.h"
+#include "speculative/lookup_drafter.h"
 #include "speculative/prompt_lookup.h"
 #include "speculative/tree_accept.h"
 
@@ -297,8 +296,6 @@ class SpeculativeDecoder {
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);
-  void begin_prompt_index(const Sequence &seq);
-  static void draft_by_lookup_of(RoundWork &w, PromptLookupIndex &index);
   ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs);
   // Runs the verify pass; behind a chain, `drafts_read` is called once its
   // draws are read (while the pass runs), and the device accepts where it can.
@@ -393,17 +390,7 @@ class SpeculativeDecoder {
   // lookup), probing the other now and then. P selects after every round.
   bool hybrid_ = false;
   ModeChooser drafter_chooser_;
-  // A sequence's prompt lookup: its n-grams, the prompt's indexed on
-  // indexer_'s thread from the prompt's last prefill chunk on (the host is
-  // idle while the device prefills), the rest taken up by its lookup rounds.
-  // forget waits for its task, then drops it.
-  struct LookupDrafting {
-    PromptLookupIndex index;
-    std::future<void> prompt_indexed;
-  };
-  std::map<int32_t, LookupDrafting> lookup_drafting_;
-  // After lookup_drafting_: destroyed first, it finishes the tasks that write there.
-  SerialWorker indexer_;
+  LookupDrafter lookup_drafter_;  // policy "lookup" and P+lookup's lookup rounds
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

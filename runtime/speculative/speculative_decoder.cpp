@@ -151,7 +151,7 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "policy '" + params_.policy + "' needs a draft model (draft_model)");
   // A draft model drafts every round, or (P+model) the rounds the chooser gives it.
-  model_drafter_ = params_.draft_model && !hybrid_model_;
+  model_only_ = params_.draft_model && !hybrid_model_;
   if (params_.draft_model && (lookup_ || (hybrid_ && !hybrid_model_)))
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "' drafts by prompt lookup; a session with a draft "
@@ -160,8 +160,7 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
   // Lookup and a draft model select nothing: policy "full" (no scores, no set).
-  policy_ =
-      make_selection_policy(lookup_ || model_drafter_ ? "full" : base, params_.selection, shape);
+  policy_ = make_selection_policy(lookup_ || model_only_ ? "full" : base, params_.selection, shape);
   const SelectionNeeds needs = policy_->needs();
   QueryAwarePlan plan;
   query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
@@ -179,7 +178,7 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
   device_ =
-      !lookup_ && !model_drafter_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
+      !lookup_ && !model_only_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -225,6 +224,7 @@ void SpeculativeDecoder::observe_round(int32_t seq_id, SeqState &st, RoundObserv
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
   lookup_drafter_.forget(seq_id);
+  if (model_drafter_) model_drafter_->forget(seq_id);
   if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
 }
 
@@ -309,7 +309,7 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
   r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
   r.logits = SeqRows::Logits::kLast;
   if (model_round_) {  // the draft model's own KV: every position, or its window
-    if (params_.draft_window > 0) r.sparse = &w.st->window;
+    r.sparse = model_drafter_->window_of(*w.seq);
   } else if (device_) {
     const DeviceSelection &ds = w.st->device_select;
     r.device_sparse_key = w.seq->id;
@@ -775,12 +775,12 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
   using Drafter = PendingRound::Drafter;
   // The hybrid's chooser: kRound is P's sparse passes, kVanilla the alternate.
-  const bool alternate = lookup_ || model_drafter_ ||
+  const bool alternate = lookup_ || model_only_ ||
                          (hybrid_ && drafter_chooser_.next(static_cast<int32_t>(work.size())) ==
                                          ModeChooser::Kind::kVanilla);
-  pending->drafter = !alternate                        ? Drafter::kSparse
-                     : model_drafter_ || hybrid_model_ ? Drafter::kModel
-                                                       : Drafter::kLookup;
+  pending->drafter = !alternate                     ? Drafter::kSparse
+                     : model_only_ || hybrid_model_ ? Drafter::kModel
+                                                    : Drafter::kLookup;
   if (pending->drafter == Drafter::kLookup) {
     draft_by_lookup(work);
   } else if (pending->drafter == Drafter::kModel) {
@@ -825,7 +825,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   accept_round(work, rs, &results);
   if (trees()) compact_trees(work, context);
   if (pending->drafter == Drafter::kModel)
-    for (size_t i = 0; i < work.size(); ++i) settle_draft(work[i], results[i].n_accepted);
+    for (size_t i = 0; i < work.size(); ++i)
+      model_drafter_->settle(*work[i].seq, work[i].gamma, results[i].n_accepted);
   trace.mark("accept");
 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
@@ -870,7 +871,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
       continue;
     }
     // The next round's draft passes select, or nothing is selected.
-    if (query_aware_ || lookup_ || model_drafter_) continue;
+    if (query_aware_ || lookup_ || model_only_) continue;
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     // A tree's captured rows are its main path: the last accepted of them.

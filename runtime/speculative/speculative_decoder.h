@@ -22,6 +22,7 @@
 #include "speculative/auto_tuning.h"
 #include "speculative/draft_tree.h"
 #include "speculative/lookup_drafter.h"
+#include "speculative/model_drafter.h"
 #include "speculative/prompt_lookup.h"
 #include "speculative/tree_accept.h"
 
@@ -149,9 +150,8 @@ class SpeculativeDecoder {
   // `max_rows`: the most rows one of its forward calls may carry; `n_layers`:
   // the draft model's (its window sets have one entry per layer).
   void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers) {
-    draft_context_ = draft;
-    draft_max_rows_ = max_rows;
-    draft_layers_ = n_layers;
+    model_drafter_ = std::make_unique<ModelDrafter>(*draft, max_rows, n_layers,
+                                                    params_.draft_window, params_.selection.sink);
   }
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
@@ -200,11 +200,6 @@ class SpeculativeDecoder {
     bool has_selection = false;
     SequenceTuning tuning;  // its γ, ratio, window share (and their controller)
     bool tuned = false;
-    // With a draft model: positions [0, draft_len) of the draft's KV hold the
-    // sequence's tokens; its window set (draft_window).
-    int32_t draft_len = 0;
-    std::vector<int32_t> window_positions, window_counts;
-    SparseAttention window;
   };
 
   // One sequence's share of a round: how many drafts, its rule's candidate
@@ -273,26 +268,8 @@ class SpeculativeDecoder {
   // lacks, then γ single-row passes, chained on the device where the draft's
   // context can (drawn there, read back once), else drawn on the host.
   void draft_by_model(std::vector<RoundWork> &work, int32_t max_gamma, RoundState &rs);
-  // Runs tokens [draft_len, kv_len) of every drafting sequence through the
-  // draft model (advance_draft).
-  void catch_up_drafts(std::vector<RoundWork> &work);
-  // Runs each sequence's tokens [draft_len, end) through the draft model, the
-  // sequences' chunks batched into as few forward passes as its rows allow,
-  // and advances their draft_len to `end`.
-  struct DraftAdvance {
-    const Sequence *seq;
-    SeqState *st;
-    int32_t end;
-  };
-  void advance_draft(const std::vector<DraftAdvance> &items);
   // The chain of draft_by_model on the draft's context: true when it drafted.
   bool draft_model_chain(std::vector<RoundWork> &work, int32_t max_gamma, const RoundState &rs);
-  // The draft rows' sliding window (params().draft_window) for w's round, in
-  // its SeqState::window (draft_row reads it).
-  void set_draft_window(RoundWork &w);
-  // After acceptance: the draft's KV holds the round's first token and the
-  // accepted drafts it ran.
-  static void settle_draft(RoundWork &w, int32_t n_accepted);
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);
@@ -373,16 +350,15 @@ class SpeculativeDecoder {
   // Policy "lookup": drafts from the context, no draft pass and no selection
   // (its policy_ is "full", which selects nothing).
   bool lookup_ = false;
-  // A draft model drafts (params().draft_model; policy_ "full" as for lookup).
-  bool model_drafter_ = false;
+  // A draft model drafts every round (params().draft_model, no hybrid;
+  // policy_ "full" as for lookup).
+  bool model_only_ = false;
   // Policy "P+model": each round drafts by the draft model or by P's sparse
   // passes (hybrid_, the draft model in lookup's place).
   bool hybrid_model_ = false;
   // Inside draft_by_model: draft_row makes the draft model's rows.
   bool model_round_ = false;
-  BackendContext *draft_context_ = nullptr;
-  int32_t draft_max_rows_ = 0;
-  int32_t draft_layers_ = 0;
+  std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   // Policy "P+lookup" (or "P+model"): each round drafts by lookup (the draft
   // model) or by P's sparse passes,
   // whichever has committed more tokens per second of round in this batch

@@ -48,7 +48,7 @@ void SpeculativeDecoder::check_tree_shape() const {
                                          " levels: branches must be in [1, " +
                                          std::to_string(kMaxTreeBranches) + "], levels in [0, 32]");
   if (!trees()) return;
-  if (model_drafter_)
+  if (model_only_)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "token trees are drafted by the model's own sparse passes, not by a draft model (yet)");
   if (lookup_ || hybrid_)

@@ -474,8 +474,9 @@ typedef struct vegas_session_options {
    * batch size (P selects after every round). The session keeps the draft
    * model alive, gives it a KV store of its own with the pool's slots (memory
    * beyond kv_bytes: the draft's bytes per token times the pool's tokens),
-   * and catches it up on the tokens it has not seen at the start of each
-   * round (the prompt in the first round). Default NULL. */
+   * runs each prompt chunk through it right after the model, and catches it
+   * up at the start of each round on the tokens it has not seen. Default
+   * NULL. */
   const vegas_model *draft_model;
   /* With draft_model: > 0 makes its draft passes attend to the first `sink`
    * tokens and the last draft_window ones only (a sliding window); 0

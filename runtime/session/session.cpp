@@ -467,7 +467,7 @@ int64_t Session::forward_step(const StepPlan &plan) {
   const bool on_device = !row_rules.empty() && !rows_wanted &&
                          context_->forward_sample(batch, row_rules.data(), device_ids.data());
   const float *logits = on_device ? nullptr : context_->forward(batch);
-  if (spec_) follow_prefill(ready, batch);
+  if (spec_ && params_.spec.draft_model) follow_prefill(ready, batch);
   const int32_t vocab = model_->config().vocab_size;
   const double forward_seconds = seconds_since(t0);
   if (on_device) {

@@ -34,5 +34,11 @@ cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t str
 int32_t decode_attention_mma_resident_blocks();  // its launch bounds' blocks per multiprocessor
 // Sets the variant's shared-memory limit (paged_attention_init calls it).
 cudaError_t decode_attention_mma_init();
+// decode_attention_mma's kernel for fp8 caches (decode_attention_mma_fp8.cu),
+// which decode_attention_mma launches for them. `cluster`: merge the splits
+// through clusters (decode_finish_cluster).
+cudaError_t decode_attention_mma_fp8(const PagedAttentionParams &p, bool cluster,
+                                     cudaStream_t stream);
+cudaError_t decode_attention_mma_fp8_init();
 
 }  // namespace vegas::kernels

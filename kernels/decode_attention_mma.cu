@@ -15,6 +15,7 @@
 
 #include "decode_attention.cuh"
 #include "decode_common.cuh"
+#include "decode_mma_common.cuh"
 #include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 
@@ -24,7 +25,7 @@ namespace {
 
 using namespace mma;
 
-constexpr int kWarps = 8;
+constexpr int kWarps = kMmaWarps;
 constexpr int kNk = 16;        // keys per warp step
 constexpr int kStages = 3;     // per warp: the step computed and two in flight
 constexpr int kMinBlocks = 2;  // per multiprocessor: 110 KB of stages each
@@ -34,57 +35,16 @@ template <int HD, int GROUP>
 struct MmaLayout {
   static constexpr int kStride = HD + 8;  // bf16 per staged row: conflict-free ldmatrix
   static constexpr int kTile = kNk * kStride;
-  struct Red {
-    float m[kWarps][GROUP], l[kWarps][GROUP];
-    float acc[kWarps][GROUP][HD];
-  };
+  using Red = MmaWarpStates<HD, GROUP>;
   // Every warp's K and V stages, reused for the reduction after the loop.
   static constexpr size_t kTileBytes = size_t{kWarps} * kStages * 2 * kTile * sizeof(bf16);
   static constexpr size_t kBytes = sizeof(Red) > kTileBytes ? sizeof(Red) : kTileBytes;
 };
 
-// O += P V for an fp8 step (kv_fp8.cuh): V's rows are unscaled f16 codes and
-// lane 16 + r holds row r's scale in row_scale. Each weight is multiplied by
-// its key's scale over v_unit, the largest V scale seen so far (o is kept in
-// v_unit's units, rescaled exactly, powers of two, when a larger one comes),
-// so the f16 weights stay in [0, 1].
-template <int HD, int STRIDE>
-__device__ __forceinline__ void accumulate_pv_fp8(float (&s)[kNk / 8][4], float (&o)[HD / 8][4],
-                                                  const bf16 *vt, float row_scale, float &v_unit,
-                                                  int lane) {
-  const float v_max = warp_max(lane >= kNk ? row_scale : 0.0f);
-  if (v_max > v_unit) {
-    if (v_unit > 0.0f) scale_rows<HD>(o, v_unit / v_max, v_unit / v_max);
-    v_unit = v_max;
-  }
-  const int t4 = lane & 3;
-  float w[kNk / 8][2];  // this thread's keys' factors: n * 8 + 2 t4 + {0, 1}
-#pragma unroll
-  for (int n = 0; n < kNk / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float vs = __shfl_sync(0xffffffffu, row_scale, kNk + n * 8 + 2 * t4 + e);
-      w[n][e] = v_unit > 0.0f ? vs / v_unit : 0.0f;
-    }
-  uint32_t a[4];
-  a[0] = pack_f16(s[0][0] * w[0][0], s[0][1] * w[0][1]);
-  a[1] = pack_f16(s[0][2] * w[0][0], s[0][3] * w[0][1]);
-  a[2] = pack_f16(s[1][0] * w[1][0], s[1][1] * w[1][1]);
-  a[3] = pack_f16(s[1][2] * w[1][0], s[1][3] * w[1][1]);
-#pragma unroll
-  for (int d2 = 0; d2 < HD / 16; ++d2) {
-    uint32_t b[4];
-    ldmatrix_x4_trans(
-        b, vt + (((lane >> 3) & 1) * 8 + (lane & 7)) * STRIDE + d2 * 16 + (lane >> 4) * 8);
-    mma_f16(o[2 * d2], a, b[0], b[1]);
-    mma_f16(o[2 * d2 + 1], a, b[2], b[3]);
-  }
-}
-
 // CLUSTER: the launch's clusters are the splits of one (sequence, KV head),
-// merged through distributed shared memory (decode_finish_cluster). FP8: the
-// caches are fp8 (kv_fp8.cuh), each step's rows expanded in place before use.
-template <int HD, int GROUP, bool CLUSTER, bool FP8>
+// merged through distributed shared memory (decode_finish_cluster). bf16
+// caches; fp8 ones go to decode_attention_mma_fp8.cu.
+template <int HD, int GROUP, bool CLUSTER>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     decode_mma_kernel(PagedAttentionParams p) {
   using Layout = MmaLayout<HD, GROUP>;
@@ -93,7 +53,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp copy covers
   constexpr int kLoads = kNk / kRowsPerLoad;  // copies per lane per step, for K and for V
   static_assert(GROUP <= 8, "the group's heads are rows 0..7 of the m16 tile");
-  static_assert(!FP8 || 2 * kNk == 32, "fp8: a lane expands one K or V row of a step");
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -132,8 +91,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         const int row = r * kRowsPerLoad + row_in;
         if (key_of(i, r) == skip) continue;
         const int64_t at = (slots[r] < 0 ? 0 : slots[r]) * row_stride + head_off;
-        stage_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, slots[r] >= 0);
-        stage_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, slots[r] >= 0);
+        stage_piece<HD, false>(kt + row * kStride, piece, p.k_cache, nullptr, at, slots[r] >= 0);
+        stage_piece<HD, false>(vt + row * kStride, piece, p.v_cache, nullptr, at, slots[r] >= 0);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
@@ -153,8 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
       const int64_t slot = sl.slot(p, own);  // -1 past the slice: zeros
       const int64_t at = slot * row_stride + head_off;
-      store_piece<HD, FP8>(kt + row * kStride, piece, p.k_cache, p.k_scale, at, slot >= 0);
-      store_piece<HD, FP8>(vt + row * kStride, piece, p.v_cache, p.v_scale, at, slot >= 0);
+      store_piece<HD, false>(kt + row * kStride, piece, p.k_cache, nullptr, at, slot >= 0);
+      store_piece<HD, false>(vt + row * kStride, piece, p.v_cache, nullptr, at, slot >= 0);
     }
   }
   pdl_launch_dependents();
@@ -170,14 +129,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       qf[kc][1] = 0u;  // row g + 8
       qf[kc][2] = real ? *reinterpret_cast<const uint32_t *>(q + kc * 16 + 8 + 2 * t4) : 0u;
       qf[kc][3] = 0u;
-      if constexpr (FP8) {  // f16 for mma_f16, the softmax scale applied here
-#pragma unroll
-        for (int j = 0; j < 4; j += 2) {
-          const float2 f =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&qf[kc][j]));
-          qf[kc][j] = pack_f16(f.x * p.scale, f.y * p.scale);
-        }
-      }
     }
   }
   float o[HD / 8][4];
@@ -185,8 +136,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
-  // FP8: the largest V scale seen so far; o holds the output in its units.
-  float v_unit = 0.0f;
 
   for (int i = 0; i < n_steps; ++i) {
     cp_async_wait<kStages - 2>();  // this lane's copies of step i
@@ -195,13 +144,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     look_up(i + kStages);
     bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
     const int base = first + i * kBlockStep;
-    // FP8: lane l expands K row l (l < 16) or V row l - 16 (V rows follow
-    // K's: vt = kt + kNk rows) to unscaled f16 and holds its scale.
-    float row_scale = 0.0f;
-    if constexpr (FP8) {
-      row_scale = expand_staged_row_f16<HD>(kt + lane * kStride);
-      __syncwarp();
-    }
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.
     float s[kNk / 8][4];
@@ -212,13 +154,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       uint32_t b[4];
       ldmatrix_x4(b,
                   kt + ((lane >> 4) * 8 + (lane & 7)) * kStride + kc * 16 + ((lane >> 3) & 1) * 8);
-      if constexpr (FP8) {
-        mma_f16(s[0], qf[kc], b[0], b[1]);
-        mma_f16(s[1], qf[kc], b[2], b[3]);
-      } else {
-        mma_bf16(s[0], qf[kc], b[0], b[1]);
-        mma_bf16(s[1], qf[kc], b[2], b[3]);
-      }
+      mma_bf16(s[0], qf[kc], b[0], b[1]);
+      mma_bf16(s[1], qf[kc], b[2], b[3]);
     }
     float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
@@ -226,46 +163,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = n * 8 + 2 * t4 + (e & 1), key = base + row;
-        if constexpr (FP8) {  // q carries p.scale; the key's K scale from its expanding lane
-          const float ks = __shfl_sync(0xffffffffu, row_scale, row);  // the whole warp
-          s[n][e] = key < sl.end ? s[n][e] * (kLog2e * ks) : -INFINITY;
-        } else {
-          s[n][e] = key < sl.end ? s[n][e] * scale : -INFINITY;
-        }
+        s[n][e] = key < sl.end ? s[n][e] * scale : -INFINITY;
       }
       mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
       mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
     }
-    if constexpr (FP8) {
-      softmax_rescale<kNk, HD>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o);
-      accumulate_pv_fp8<HD, kStride>(s, o, vt, row_scale, v_unit, lane);
-    } else {
-      online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
-    }
+    online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
   }
-  if constexpr (FP8) scale_rows<HD>(o, v_unit, v_unit);  // back to the values' units
   cp_async_wait<0>();  // only empty groups remain; the tiles become the reduction space
-
-  // Each warp's state per head (rows g < GROUP), into the tiles' space.
-  l_lo = quad_sum(l_lo);
-  __syncthreads();
-  auto *red = reinterpret_cast<typename Layout::Red *>(smem);
-  if (g < GROUP) {
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      red->acc[warp][g][d * 8 + 2 * t4] = o[d][0];
-      red->acc[warp][g][d * 8 + 2 * t4 + 1] = o[d][1];
-    }
-    if (t4 == 0) {
-      red->m[warp][g] = m_lo;
-      red->l[warp][g] = l_lo;
-    }
-  }
-  __syncthreads();
-  if constexpr (CLUSTER)
-    decode_finish_cluster<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
-  else
-    decode_finish<HD, GROUP, kWarps>(p, sl.row, kvh, red->m, red->l, red->acc);
+  finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem);
 }
 
 // The split merge through clusters (decode_finish_cluster) instead of
@@ -279,40 +185,34 @@ bool cluster_merge_applies(const PagedAttentionParams &p) {
          p.n_splits <= kMaxClusterSplits;
 }
 
-template <int HD, int GROUP, bool FP8>
+template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
   if (cluster_merge_applies(p))
-    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true, FP8>, grid, kWarps * 32,
+    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true>, grid, kWarps * 32,
                                  MmaLayout<HD, GROUP>::kBytes, stream,
                                  dim3(1, static_cast<unsigned>(p.n_splits), 1), p);
-  return launch_kernel(decode_mma_kernel<HD, GROUP, false, FP8>, grid, kWarps * 32,
+  return launch_kernel(decode_mma_kernel<HD, GROUP, false>, grid, kWarps * 32,
                        MmaLayout<HD, GROUP>::kBytes, stream, p);
-}
-
-template <int HD, int GROUP, bool CLUSTER, bool FP8>
-cudaError_t set_smem_of() {
-  return cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, CLUSTER, FP8>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(MmaLayout<HD, GROUP>::kBytes));
 }
 
 template <int HD, int GROUP>
 cudaError_t set_smem() {
-  for (cudaError_t e :
-       {set_smem_of<HD, GROUP, false, false>(), set_smem_of<HD, GROUP, true, false>(),
-        set_smem_of<HD, GROUP, false, true>(), set_smem_of<HD, GROUP, true, true>()})
+  const int bytes = static_cast<int>(MmaLayout<HD, GROUP>::kBytes);
+  for (cudaError_t e : {cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                        cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, true>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)})
     if (e != cudaSuccess) return e;
   return cudaSuccess;
 }
 
 template <int HD>
 cudaError_t launch_group(const PagedAttentionParams &p, cudaStream_t stream) {
-  const bool fp8 = p.k_scale != nullptr;
-  if (p.n_heads / p.n_kv_heads == 4)
-    return fp8 ? launch<HD, 4, true>(p, stream) : launch<HD, 4, false>(p, stream);
-  return fp8 ? launch<HD, 8, true>(p, stream) : launch<HD, 8, false>(p, stream);
+  if (p.k_scale != nullptr) return decode_attention_mma_fp8(p, cluster_merge_applies(p), stream);
+  if (p.n_heads / p.n_kv_heads == 4) return launch<HD, 4>(p, stream);
+  return launch<HD, 8>(p, stream);
 }
 
 }  // namespace
@@ -343,8 +243,9 @@ int32_t decode_attention_mma_resident_blocks() {
 }
 
 cudaError_t decode_attention_mma_init() {
-  const cudaError_t e = set_smem<64, 4>();
-  return e != cudaSuccess ? e : set_smem<64, 8>();
+  for (cudaError_t e : {set_smem<64, 4>(), set_smem<64, 8>(), decode_attention_mma_fp8_init()})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream) {

@@ -12,8 +12,9 @@
 // head_dim bytes at byte head_dim of the row, a group of four scales at byte
 // 2 head_dim (the padding), and one thread then expands the row in place to
 // head_dim bf16 (expand_staged_row; the tensor-core code after it is the bf16
-// code). The decode kernel stages them compactly and applies the scales
-// itself (decode_attention_mma_fp8.cu). Scale arrays are 16-byte aligned with
+// code), or to unscaled f16 for kernels that apply the scales themselves
+// (expand_staged_row_f16). The decode kernel stages them compactly and applies
+// the scales itself (decode_attention_mma_fp8.cu). Scale arrays are 16-byte aligned with
 // a multiple of four entries (whole groups).
 #pragma once
 
@@ -101,6 +102,27 @@ __device__ __forceinline__ void expand_staged_row(bf16 *row) {
     out[0] = expand8(make_uint2(in.x, in.y), scale);
     out[1] = expand8(make_uint2(in.z, in.w), scale);
   }
+}
+
+// A staged fp8 row expanded in place to its HD codes as f16 numbers, without
+// the scale (exact: every e4m3 number is an f16 number), by one thread, for
+// kernels that multiply by the scale after the dot products (one hardware
+// conversion a pair instead of a scaled bf16's five). Returns the row's scale.
+template <int HD>
+__device__ __forceinline__ float expand_staged_row_f16(bf16 *row) {
+  static_assert(HD % 16 == 0, "16-byte fp8 chunks");
+  unsigned char *b = reinterpret_cast<unsigned char *>(row);
+  const float scale = staged_scale<HD>(b);
+#pragma unroll
+  for (int c = 0; c < HD / 16; ++c) {
+    const uint4 in = *reinterpret_cast<const uint4 *>(b + HD + 16 * c);
+    uint4 *out = reinterpret_cast<uint4 *>(row + 16 * c);
+    out[0] = make_uint4(e4m3_pair_to_f16(in.x & 0xffffu), e4m3_pair_to_f16(in.x >> 16),
+                        e4m3_pair_to_f16(in.y & 0xffffu), e4m3_pair_to_f16(in.y >> 16));
+    out[1] = make_uint4(e4m3_pair_to_f16(in.z & 0xffffu), e4m3_pair_to_f16(in.z >> 16),
+                        e4m3_pair_to_f16(in.w & 0xffffu), e4m3_pair_to_f16(in.w >> 16));
+  }
+  return scale;
 }
 
 // Piece `piece` (elements 8 piece .. 8 piece + 7) of a K or V row into the

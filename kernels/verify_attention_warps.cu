@@ -176,8 +176,89 @@ __device__ __forceinline__ void lazy_softmax(float (&s)[NK / 8][4], float mx_lo,
   l_hi += sum_hi;
 }
 
+// Eight bf16 as eight f16 times `scale` (the fp8 path's queries).
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 v, float scale) {
+  uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
+    w[i] = pack_f16(f.x * scale, f.y * scale);
+  }
+  return v;
+}
+
+// Every M tile's scores of a step times their keys' K scales (key row r's
+// scale held by lane r): this thread's keys are n * 8 + 2 t4 + {0, 1}.
+template <int MT>
+__device__ __forceinline__ void scale_by_key_fp8(float (*s)[kNk / 8][4], float row_scale, int t4) {
+#pragma unroll
+  for (int n = 0; n < kNk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float ks = __shfl_sync(0xffffffffu, row_scale, n * 8 + 2 * t4 + e);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        s[m][n][e] *= ks;
+        s[m][n][e + 2] *= ks;
+      }
+    }
+}
+
+// O += P V for an fp8 step, every M tile: V's rows are unscaled f16 codes,
+// V row r's scale held by lane 16 + r. Each weight is multiplied by its key's
+// scale times v_inv = 1 / v_unit, the largest V scale seen so far (o is kept
+// in v_unit's units, rescaled exactly, powers of two, when a larger one
+// comes), so the f16 weights stay within lazy_softmax's bound.
+template <int MT, int HD, int STRIDE>
+__device__ __forceinline__ void accumulate_pv_fp8(float (*s)[kNk / 8][4], float (*o)[HD / 8][4],
+                                                  const bf16 *vt, float row_scale, float &v_unit,
+                                                  float &v_inv, int lane) {
+  // Scales are finite and >= 0, so their bit patterns order as they do.
+  const float v_max = __uint_as_float(
+      __reduce_max_sync(0xffffffffu, __float_as_uint(lane >= kNk ? row_scale : 0.0f)));
+  if (v_max > v_unit) {
+    if (v_unit > 0.0f)
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+        scale_rows<HD>(o[m], v_unit * (1.0f / v_max), v_unit * (1.0f / v_max));
+    v_unit = v_max;
+    v_inv = 1.0f / v_max;
+  }
+  const int t4 = lane & 3;
+  float w[kNk / 8][2];  // this thread's keys' factors: n * 8 + 2 t4 + {0, 1}
+#pragma unroll
+  for (int n = 0; n < kNk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      w[n][e] = v_inv * __shfl_sync(0xffffffffu, row_scale, kNk + n * 8 + 2 * t4 + e);
+  uint32_t a[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    a[m][0] = pack_f16(s[m][0][0] * w[0][0], s[m][0][1] * w[0][1]);
+    a[m][1] = pack_f16(s[m][0][2] * w[0][0], s[m][0][3] * w[0][1]);
+    a[m][2] = pack_f16(s[m][1][0] * w[1][0], s[m][1][1] * w[1][1]);
+    a[m][3] = pack_f16(s[m][1][2] * w[1][0], s[m][1][3] * w[1][1]);
+  }
+#pragma unroll
+  for (int d2 = 0; d2 < HD / 16; ++d2) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(
+        b, vt + (((lane >> 3) & 1) * 8 + (lane & 7)) * STRIDE + d2 * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      mma_f16(o[m][2 * d2], a[m], b[0], b[1]);
+      mma_f16(o[m][2 * d2 + 1], a[m], b[2], b[3]);
+    }
+  }
+}
+
 // STEP_PAGES: pages hold a multiple of kNk slots (see look_up). FP8: fp8
-// caches (kv_fp8.cuh), each step's rows expanded in place before use.
+// caches (kv_fp8.cuh): each step's rows are expanded in place to unscaled f16
+// codes (one conversion a pair) and the scales applied where they are cheap:
+// the queries are f16 times the softmax scale, each score is multiplied by
+// its key's K scale, each P V weight by its key's V scale over v_unit (the
+// largest seen so far, in whose units o is kept, as in
+// decode_attention_mma_fp8.cu).
 template <int HD, int MT, bool STEP_PAGES, bool FP8>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     verify_warps_kernel(PagedAttentionParams p) {
@@ -302,6 +383,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       val = *reinterpret_cast<const uint4 *>(
           p.q + (row * p.n_heads + kvh * group + v % group) * HD + c * 8);
     }
+    if constexpr (FP8) val = bf16x8_to_f16x8(val, p.scale);  // mma_f16's A side
     *reinterpret_cast<uint4 *>(q_s + v * kStride + c * 8) = val;
   }
   __syncthreads();
@@ -338,7 +420,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     m_lo[m] = m_hi[m] = -INFINITY;
     l_lo[m] = l_hi[m] = 0.0f;
   }
-  const float scale = p.scale * kLog2e;  // softmax in the log2 domain
+  // FP8: the queries carry p.scale, so the scores are logits already.
+  const float logit_scale = FP8 ? 1.0f : p.scale;
+  const float scale = logit_scale * kLog2e;  // softmax in the log2 domain
+  float v_unit = 0.0f, v_inv = 0.0f;         // FP8: the largest V scale seen, its inverse
 
   for (int i = 0; i < n_steps; ++i) {
     cp_async_wait<kStages - 2>();   // this lane's copies of step i
@@ -347,8 +432,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     look_up(i + kStages);
     bf16 *kt = tiles + (i % kStages) * 2 * L::kTile, *vt = kt + L::kTile;
     const int base = first + i * kBlockStep;
-    if constexpr (FP8) {  // lane l expands K row l (l < 16) or V row l - 16
-      expand_staged_row<HD>(kt + lane * kStride);  // V rows follow K's: vt = kt + kNk rows
+    float row_scale = 0.0f;  // FP8: lane l expands K row l (l < 16) or V row l - 16
+    if constexpr (FP8) {     // (V rows follow K's: vt = kt + kNk rows) and holds its scale
+      row_scale = expand_staged_row_f16<HD>(kt + lane * kStride);
       __syncwarp();
     }
 
@@ -369,10 +455,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       for (int m = 0; m < MT; ++m) {
         uint32_t a[4];
         ldmatrix_x4(a, q_s + (m * 16 + (lane & 15)) * kStride + kc * 16 + (lane >> 4) * 8);
-        mma_bf16(s[m][0], a, b[0], b[1]);
-        mma_bf16(s[m][1], a, b[2], b[3]);
+        if constexpr (FP8) {
+          mma_f16(s[m][0], a, b[0], b[1]);
+          mma_f16(s[m][1], a, b[2], b[3]);
+        } else {
+          mma_bf16(s[m][0], a, b[0], b[1]);
+          mma_bf16(s[m][1], a, b[2], b[3]);
+        }
       }
     }
+    if constexpr (FP8) scale_by_key_fp8<MT>(s, row_scale, t4);
 
     // Mask (causal diagonal, end of the range), capture, online softmax. The
     // scores stay unscaled: the capture stores s * scale (the logit), the
@@ -392,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
           for (int n = 0; n < kNk / 8; ++n)
             *reinterpret_cast<__half2 *>(dst + n * 8) =
-                __floats2half2_rn(s[m][n][2 * hi] * p.scale, s[m][n][2 * hi + 1] * p.scale);
+                __floats2half2_rn(s[m][n][2 * hi] * logit_scale, s[m][n][2 * hi + 1] * logit_scale);
         }
       float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
@@ -417,10 +509,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             const bool lo_ok = a != -INFINITY && key < n_cand;  // -inf: masked here
             const bool hi_ok = b != -INFINITY && key + 1 < n_cand;
             if (lo_ok && hi_ok && cap_pairs) {
-              *reinterpret_cast<__half2 *>(dst + key) = __floats2half2_rn(a * p.scale, b * p.scale);
+              *reinterpret_cast<__half2 *>(dst + key) =
+                  __floats2half2_rn(a * logit_scale, b * logit_scale);
             } else {
-              if (lo_ok) dst[key] = __float2half_rn(a * p.scale);
-              if (hi_ok) dst[key + 1] = __float2half_rn(b * p.scale);
+              if (lo_ok) dst[key] = __float2half_rn(a * logit_scale);
+              if (hi_ok) dst[key + 1] = __float2half_rn(b * logit_scale);
             }
           }
         mx_lo = fmaxf(mx_lo, fmaxf(s[m][n][0], s[m][n][1]));
@@ -428,8 +521,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
       lazy_softmax<kNk, HD>(s[m], mx_lo, mx_hi, scale, m_lo[m], m_hi[m], l_lo[m], l_hi[m], o[m]);
     }
-    accumulate_pv<MT, kNk, HD, kStride>(s, o, vt, lane);
+    if constexpr (FP8)
+      accumulate_pv_fp8<MT, HD, kStride>(s, o, vt, row_scale, v_unit, v_inv, lane);
+    else
+      accumulate_pv<MT, kNk, HD, kStride>(s, o, vt, lane);
   }
+  if constexpr (FP8)  // back to the values' units
+#pragma unroll
+    for (int m = 0; m < MT; ++m) scale_rows<HD>(o[m], v_unit, v_unit);
   cp_async_wait<0>();  // only empty groups remain
   __syncthreads();     // every warp is done with its stages: they become the combination space
 

@@ -16,7 +16,9 @@
 #   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES;
 #   AUTO_KNOBS=profile: auto with the tuning profile's policy, gamma and ratio).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
-#   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run.
+#   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run;
+#   VEGAS_CONTEXTS picks the contexts, VEGAS_BENCH_ARGS adds arguments to
+#   every run (e.g. "--kv-type fp8").
 #   quant: GGUF files made by llama.cpp (carry its snapshot as LLAMA_SRC),
 #   their perplexity, greedy Vegas with quantized matrices, and Qwen3-8B
 #   shapes with bf16 / Q8_0 / Q4_0 matrices.
@@ -165,7 +167,7 @@ fi
 if [ "$WHAT" = vegas ]; then
   prompts="$DIR/bench/prompts-public.jsonl"
   common=(bench --backend cuda --prompts "$prompts" --batch 16 --new-tokens 256 --mode vegas
-    --gamma 6 --ratio 0.07 --seed 1)
+    --gamma 6 --ratio 0.07 --seed 1 ${VEGAS_BENCH_ARGS:-})
   sampled=(--temperature 0.6 --top-k 20 --top-p 0.95)
   for ctx in ${VEGAS_CONTEXTS:-8192}; do
     # The last entry repeats the default with whole logit rows downloaded

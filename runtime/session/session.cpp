@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/parallel_rows.h"
+#include "session/sequence_rows.h"
 
 namespace vegas {
 
@@ -338,16 +339,9 @@ void Session::publish(Sequence &seq) {
 }
 
 SeqRows Session::pending_rows(Sequence &seq, int32_t n_tokens) {
-  SeqRows r;
-  r.tokens = seq.tokens.data() + seq.kv_len;
-  r.n_tokens = n_tokens;
-  r.start_pos = seq.kv_len;
-  r.page_table = seq.page_table.data();
-  r.n_pages = static_cast<int32_t>(seq.page_table.size());
-  r.logits = seq.kv_len + n_tokens == static_cast<int32_t>(seq.tokens.size())
-                 ? SeqRows::Logits::kLast
-                 : SeqRows::Logits::kNone;
-  return r;
+  const bool ends_prompt = seq.kv_len + n_tokens == static_cast<int32_t>(seq.tokens.size());
+  return sequence_rows(seq, seq.tokens.data() + seq.kv_len, n_tokens, seq.kv_len,
+                       ends_prompt ? SeqRows::Logits::kLast : SeqRows::Logits::kNone);
 }
 
 void Session::publish_running() {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "session/sequence_rows.h"
 
 namespace vegas {
 
@@ -21,14 +22,8 @@ void ModelDrafter::advance(const std::vector<std::pair<const Sequence *, int32_t
       SeqDraft &d = seqs_[seq->id];
       const int32_t n = std::min(max_rows_ - rows, end - d.len);
       if (n <= 0) continue;
-      SeqRows r;
-      r.n_tokens = n;
-      r.tokens = seq->tokens.data() + d.len;
-      r.start_pos = d.len;
-      r.page_table = seq->page_table.data();
-      r.n_pages = static_cast<int32_t>(seq->page_table.size());
-      r.logits = SeqRows::Logits::kNone;
-      batch.seqs.push_back(r);
+      batch.seqs.push_back(
+          sequence_rows(*seq, seq->tokens.data() + d.len, n, d.len, SeqRows::Logits::kNone));
       advanced.emplace_back(&d, n);
       rows += n;
     }

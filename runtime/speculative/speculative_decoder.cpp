@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/parallel_rows.h"
 #include "sampling/speculative_accept.h"
+#include "session/sequence_rows.h"
 #include "speculative/prompt_lookup.h"
 #include "speculative/round_state.h"
 
@@ -301,13 +302,7 @@ void SpeculativeDecoder::select_after_prefill(const Sequence &seq) {
 }
 
 SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32_t *token) const {
-  SeqRows r;
-  r.tokens = token;
-  r.n_tokens = 1;
-  r.start_pos = w.seq->kv_len + j;
-  r.page_table = w.seq->page_table.data();
-  r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
-  r.logits = SeqRows::Logits::kLast;
+  SeqRows r = sequence_rows(*w.seq, token, 1, w.seq->kv_len + j, SeqRows::Logits::kLast);
   if (model_round_) {  // the draft model's own KV: every position, or its window
     r.sparse = model_drafter_->window_of(*w.seq);
   } else if (device_) {
@@ -592,23 +587,18 @@ ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, Roun
     if (i > 0) rs.row_base[i] = rs.row_base[i - 1] + work[i - 1].verify_rows();
     std::vector<int32_t> &vt = rs.verify_tokens[i];
     std::vector<int32_t> rows = verify_capture_rows(score_rows, w.gamma);
-    SeqRows r;
     if (w.in_tree) {  // every node; the rows the policy reads are the main path's
       vt.assign(w.tree.tokens(), w.tree.tokens() + w.tree.n_nodes());
       const std::vector<int32_t> main = w.tree.main_path();
       for (int32_t &row : rows) row = main[static_cast<size_t>(row)];
       w.rows = TokenTree{w.seq->kv_len, w.tree.parents(), w.tree.n_nodes()};
-      r.tree = &w.rows;
     } else {
       vt.push_back(w.seq->tokens.back());
       vt.insert(vt.end(), w.drafts.begin(), w.drafts.end());  // zeros for fed chain draws
     }
-    r.tokens = vt.data();
-    r.n_tokens = static_cast<int32_t>(vt.size());
-    r.start_pos = w.seq->kv_len;
-    r.page_table = w.seq->page_table.data();
-    r.n_pages = static_cast<int32_t>(w.seq->page_table.size());
-    r.logits = SeqRows::Logits::kAll;
+    SeqRows r = sequence_rows(*w.seq, vt.data(), static_cast<int32_t>(vt.size()), w.seq->kv_len,
+                              SeqRows::Logits::kAll);
+    if (w.in_tree) r.tree = &w.rows;
     if (device_) {
       setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
     } else if (score_rows != ScoreRows::kNone) {

@@ -5,7 +5,8 @@
 #   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|sanitize|server|tune|profile|profile-phases|quant|all] [test filter regex]
 #   drafters: chain, prompt lookup and a draft model trained there
 #   (tools/train_draft_model.py) at 8K and 16K x 16, sampled and greedy.
-#   phases: bench_cuda_phases (verify, selection and draft against the vanilla step).
+#   phases: bench_cuda_phases (verify, selection and draft against the vanilla step;
+#   VEGAS_PHASE_SHAPES picks the shapes, e.g. "8192x16,8192x16f": f for the fp8 KV cache).
 #   profile-phases: ncu kernel durations of a verify pass and a draft step.
 #   tune: vegas tune (8K, 16K x 16), auto mode against its profile (batch 16
 #   and per prompt), and `vegas bench --report` sweeps, packed in tune-runs.tgz.

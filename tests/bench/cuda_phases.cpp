@@ -4,8 +4,8 @@
 //   bench_cuda_phases [model_dir] [qwen3-8b config.json]
 // VEGAS_PHASE_SHAPES="8192x16,8192x64,16384x32" (embedded model) and
 // VEGAS_PHASE_SYNTHETIC="32768x4" (the config's shapes, random weights) pick
-// the shapes; VEGAS_PHASE_GAMMA (6), VEGAS_PHASE_RATIO (0.07) and
-// VEGAS_PHASE_POLICY (vegas, window share 0.5) the round.
+// the shapes, a suffix f for the fp8 KV cache ("16384x16f"); VEGAS_PHASE_GAMMA (6),
+// VEGAS_PHASE_RATIO (0.07) and VEGAS_PHASE_POLICY (vegas, window share 0.5) the round.
 //
 // For each shape, on a KV cache of random values:
 //   vanilla  one row per sequence at position `context` (greedy, graph);
@@ -71,6 +71,7 @@ double wall_median(int n, F &&call) {
 
 struct Shape {
   int context = 0, batch = 0;
+  bool fp8 = false;  // the fp8 KV cache (ContextParams::kv_fp8)
 };
 
 std::vector<Shape> shapes_from_env(const char *name) {
@@ -79,8 +80,11 @@ std::vector<Shape> shapes_from_env(const char *name) {
   std::istringstream list(env ? env : "");
   for (std::string item; std::getline(list, item, ',');) {
     Shape s;
-    if (std::sscanf(item.c_str(), "%dx%d", &s.context, &s.batch) == 2 && s.context > 0 &&
-        s.batch > 0)
+    int used = 0;
+    const bool parsed = std::sscanf(item.c_str(), "%dx%d%n", &s.context, &s.batch, &used) == 2;
+    const std::string suffix = parsed ? item.substr(static_cast<size_t>(used)) : "";
+    s.fp8 = suffix == "f";
+    if (parsed && s.context > 0 && s.batch > 0 && (suffix.empty() || s.fp8))
       out.push_back(s);
     else if (!item.empty())
       std::fprintf(stderr, "bench_cuda_phases: ignoring bad shape '%s' in %s\n", item.c_str(),
@@ -151,6 +155,7 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   p.page_size = page;
   p.num_pages = pages_per_seq * B;
   p.max_rows = std::max(B * (gamma + 1), 64);
+  p.kv_fp8 = sh.fp8;
   auto ctx = model.create_context(p);
   auto *cctx = dynamic_cast<cuda::CudaContext *>(ctx.get());
   cctx->randomize_kv(99);
@@ -214,7 +219,7 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
   std::vector<RowSampling> rules(B, RowSampling{&greedy, 0});
   std::vector<int32_t> out(B);
   const int reps = 30;
-  const double kv_token = static_cast<double>(model.kv_bytes_per_token(false));
+  const double kv_token = static_cast<double>(model.kv_bytes_per_token(sh.fp8));
   const double weights = static_cast<double>(model.weight_bytes());
 
   if (const char *only = std::getenv("VEGAS_PHASE_PROFILE")) {
@@ -308,7 +313,8 @@ int main(int argc, char **argv) {
       auto model = create_cuda_backend(config, weights, CudaBackendOptions{});
       const double bw = model->measure_copy_bandwidth();
       std::printf("# copy bandwidth %.0f GB/s (read + written)\n", bw / 1e9);
-      for (const Shape &sh : shapes) bench_round(*model, "vegas-code-22m", sh, r, bw);
+      for (const Shape &sh : shapes)
+        bench_round(*model, sh.fp8 ? "vegas-code-22m fp8-kv" : "vegas-code-22m", sh, r, bw);
     }
     if (!synthetic_config.empty() && !synthetic.empty()) {
       const ModelConfig config = load_model_config(synthetic_config);

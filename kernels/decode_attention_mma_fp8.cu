@@ -68,20 +68,20 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool val
 }
 
 // Piece `piece` (16 codes) of cache row `head` (slot * n_kv_heads + KV head)
-// into stage row `row` of a stage with `rows` rows; the lane of piece
+// into stage row `row`; the lane of piece
 // `scale_piece` also copies the row's scale. ASYNC: by cp.async (the scale
 // through L1: every key but the row's own was written before the previous
 // kernel began, and the own key comes by the other path), else (the own key,
 // after the PDL wait) by plain loads through L2 only, as kv_fp8.cuh's
 // stage_piece explains. Invalid rows are zeros, scale 0.
 template <int HD, bool ASYNC>
-__device__ __forceinline__ void stage_fp8_piece(unsigned char *stage, int rows, int row, int piece,
+__device__ __forceinline__ void stage_fp8_piece(unsigned char *stage, int row, int piece,
                                                 const bf16 *cache, const float *scales,
                                                 int64_t head, bool valid, int scale_piece) {
   unsigned char *dst = stage + chunk_at<HD>(row, piece);
   const unsigned char *src =
       reinterpret_cast<const unsigned char *>(cache) + head * HD + 16 * piece;
-  float *scale = reinterpret_cast<float *>(stage + rows * HD) + row;
+  float *scale = reinterpret_cast<float *>(stage + 2 * kNk * HD) + row;
   if constexpr (ASYNC) {
     cp_async16(dst, src, valid);
     if (piece == scale_piece) cp_async4(scale, scales + head, valid);
@@ -131,14 +131,14 @@ __device__ __forceinline__ void load_q_permuted(const bf16 *q, float scale, int 
   }
 }
 
-// S = Q K^T for a step's NK keys (B column g of n-tile n: key row n * 8 + g),
+// S = Q K^T for a step's kNk keys (B column g of n-tile n: key row n * 8 + g),
 // K straight from its codes in the permuted order of load_q_permuted.
-template <int HD, int NK>
+template <int HD>
 __device__ __forceinline__ void score_fp8_keys(const unsigned char *stage,
                                                const uint32_t (&qf)[HD / 16][4], int g, int t4,
-                                               float (&s)[NK / 8][4]) {
+                                               float (&s)[kNk / 8][4]) {
 #pragma unroll
-  for (int n = 0; n < NK / 8; ++n) {
+  for (int n = 0; n < kNk / 8; ++n) {
     s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
     for (int kc = 0; kc < HD / 16; ++kc) {
@@ -154,16 +154,16 @@ __device__ __forceinline__ void score_fp8_keys(const unsigned char *stage,
 // V scale seen so far, in whose units o is kept: rescaled exactly, powers of
 // two, when a larger one comes), so the f16 weights stay in [0, 1]. Lane l
 // holds the scales of stage rows l + 32 j in row_scale[j].
-template <int HD, int NK, int STRIDE>
-__device__ __forceinline__ void accumulate_pv_fp8(const unsigned char *stage, float (&s)[NK / 8][4],
-                                                  float (&o)[HD / 8][4], bf16 *vt,
-                                                  const float (&row_scale)[NK / 16], float &v_unit,
-                                                  float &v_inv, int lane) {
+template <int HD, int STRIDE>
+__device__ __forceinline__ void accumulate_pv_fp8(const unsigned char *stage,
+                                                  float (&s)[kNk / 8][4], float (&o)[HD / 8][4],
+                                                  bf16 *vt, const float (&row_scale)[kNk / 16],
+                                                  float &v_unit, float &v_inv, int lane) {
   // Scales are finite and >= 0, so their bit patterns order as they do.
   float mine = 0.0f;
 #pragma unroll
-  for (int j = 0; j < NK / 16; ++j)
-    if (lane + 32 * j >= NK) mine = fmaxf(mine, row_scale[j]);
+  for (int j = 0; j < kNk / 16; ++j)
+    if (lane + 32 * j >= kNk) mine = fmaxf(mine, row_scale[j]);
   const float v_max = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(mine)));
   if (v_max > v_unit) {
     if (v_unit > 0.0f) scale_rows<HD>(o, v_unit * (1.0f / v_max), v_unit * (1.0f / v_max));
@@ -172,13 +172,13 @@ __device__ __forceinline__ void accumulate_pv_fp8(const unsigned char *stage, fl
   }
   const int t4 = lane & 3;
 #pragma unroll
-  for (int c = 0; c < NK / 16; ++c) {
+  for (int c = 0; c < kNk / 16; ++c) {
     if (c > 0) __syncwarp();  // the chunk before is read
-    expand_v_rows<HD, STRIDE>(stage, NK + 16 * c, vt, lane);
+    expand_v_rows<HD, STRIDE>(stage, kNk + 16 * c, vt, lane);
     __syncwarp();
     // This thread's keys n * 8 + 2 t4 + {0, 1} of the chunk: stage rows
-    // NK + 16 c + ..., held by lane (NK + 16 c) % 32 + ... in register (NK + 16 c) / 32.
-    const int j = (NK + 16 * c) / 32, base = (NK + 16 * c) % 32;
+    // kNk + 16 c + ..., held by lane (kNk + 16 c) % 32 + ... in register (kNk + 16 c) / 32.
+    const int j = (kNk + 16 * c) / 32, base = (kNk + 16 * c) % 32;
     float w[2][2];
 #pragma unroll
     for (int n = 0; n < 2; ++n)
@@ -204,26 +204,25 @@ __device__ __forceinline__ void accumulate_pv_fp8(const unsigned char *stage, fl
 template <int HD, int GROUP, bool CLUSTER>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     decode_mma_fp8_kernel(PagedAttentionParams p) {
-  constexpr int NK = kNk, STAGES = kStages;
   using Layout = Fp8Layout<HD, GROUP>;
   constexpr int kPieces = HD / 16;            // 16-code pieces of a row
   constexpr int kRowsPerLoad = 32 / kPieces;  // rows one warp copy covers
-  constexpr int kLoads = NK / kRowsPerLoad;   // copies per lane per step, for K and for V
+  constexpr int kLoads = kNk / kRowsPerLoad;  // copies per lane per step, for K and for V
   static_assert(GROUP <= 8, "the group's heads are rows 0..7 of the m16 tile");
-  static_assert(NK == 16 || NK == 32, "a lane holds the scales of stage rows lane + 32 j");
+  static_assert(kNk == 16 || kNk == 32, "a lane holds the scales of stage rows lane + 32 j");
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
   const int row_in = lane / kPieces, piece = lane % kPieces;
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
   unsigned char *stages = smem + warp * Layout::kWarpBytes;
-  bf16 *vt = reinterpret_cast<bf16 *>(stages + STAGES * Layout::kStageBytes);
+  bf16 *vt = reinterpret_cast<bf16 *>(stages + kStages * Layout::kStageBytes);
 
   if (!p.read_ahead) pdl_wait();  // else the wait follows the first copies
   DecodeSlice sl;
   if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
-  constexpr int kBlockStep = kWarps * NK;
-  const int first = sl.begin + warp * NK;  // this warp's steps: first + i * kBlockStep
+  constexpr int kBlockStep = kWarps * kNk;
+  const int first = sl.begin + warp * kNk;  // this warp's steps: first + i * kBlockStep
   const int n_steps = first < sl.end ? (sl.end - first + kBlockStep - 1) / kBlockStep : 0;
   const int own = p.read_ahead ? sl.n_keys - 1 : -1;  // as in decode_mma_kernel
   auto key_of = [&](int i, int r) { return first + i * kBlockStep + r * kRowsPerLoad + row_in; };
@@ -236,37 +235,36 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // piece-0 lanes, V's by the piece-1 lanes. `skip` (the own key) is left out.
   auto issue = [&](int i, int skip) {
     if (i < n_steps) {
-      unsigned char *st = stages + (i % STAGES) * Layout::kStageBytes;
+      unsigned char *st = stages + (i % kStages) * Layout::kStageBytes;
 #pragma unroll
       for (int r = 0; r < kLoads; ++r) {
         const int row = r * kRowsPerLoad + row_in;
         if (key_of(i, r) == skip) continue;
         const bool valid = slots[r] >= 0;
         const int64_t head = (valid ? slots[r] : 0) * p.n_kv_heads + kvh;
-        stage_fp8_piece<HD, true>(st, 2 * NK, row, piece, p.k_cache, p.k_scale, head, valid, 0);
-        stage_fp8_piece<HD, true>(st, 2 * NK, NK + row, piece, p.v_cache, p.v_scale, head, valid,
-                                  1);
+        stage_fp8_piece<HD, true>(st, row, piece, p.k_cache, p.k_scale, head, valid, 0);
+        stage_fp8_piece<HD, true>(st, kNk + row, piece, p.v_cache, p.v_scale, head, valid, 1);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
   };
 #pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) {
+  for (int i = 0; i < kStages - 1; ++i) {
     look_up(i);
     issue(i, own);
   }
-  look_up(STAGES - 1);
+  look_up(kStages - 1);
   if (p.read_ahead) {
     pdl_wait();
     // The own key, if one of the steps above holds it: plain loads now.
     const int i = (own - first) / kBlockStep, row = own - first - i * kBlockStep;
-    if (own >= first && i < STAGES - 1 && i < n_steps && row < NK && row % kRowsPerLoad == row_in) {
-      unsigned char *st = stages + (i % STAGES) * Layout::kStageBytes;
+    if (own >= first && i < kStages - 1 && i < n_steps && row < kNk &&
+        row % kRowsPerLoad == row_in) {
+      unsigned char *st = stages + (i % kStages) * Layout::kStageBytes;
       const int64_t slot = sl.slot(p, own);  // -1 past the slice: zeros
       const int64_t head = (slot < 0 ? 0 : slot) * p.n_kv_heads + kvh;
-      stage_fp8_piece<HD, false>(st, 2 * NK, row, piece, p.k_cache, p.k_scale, head, slot >= 0, 0);
-      stage_fp8_piece<HD, false>(st, 2 * NK, NK + row, piece, p.v_cache, p.v_scale, head, slot >= 0,
-                                 1);
+      stage_fp8_piece<HD, false>(st, row, piece, p.k_cache, p.k_scale, head, slot >= 0, 0);
+      stage_fp8_piece<HD, false>(st, kNk + row, piece, p.v_cache, p.v_scale, head, slot >= 0, 1);
     }
   }
   pdl_launch_dependents();
@@ -282,33 +280,33 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   float v_unit = 0.0f, v_inv = 0.0f;
 
   for (int i = 0; i < n_steps; ++i) {
-    cp_async_wait<STAGES - 2>();  // this lane's copies of step i
-    __syncwarp();                 // ... and every lane's (and the step before is read)
-    issue(i + STAGES - 1, -1);    // into the stage step i - 1 used
-    look_up(i + STAGES);
-    const unsigned char *st = stages + (i % STAGES) * Layout::kStageBytes;
+    cp_async_wait<kStages - 2>();  // this lane's copies of step i
+    __syncwarp();                  // ... and every lane's (and the step before is read)
+    issue(i + kStages - 1, -1);    // into the stage step i - 1 used
+    look_up(i + kStages);
+    const unsigned char *st = stages + (i % kStages) * Layout::kStageBytes;
     const int base = first + i * kBlockStep;
-    float row_scale[NK / 16];  // stage rows lane + 32 j: K rows, then V rows
+    float row_scale[kNk / 16];  // stage rows lane + 32 j: K rows, then V rows
 #pragma unroll
-    for (int j = 0; j < NK / 16; ++j)
+    for (int j = 0; j < kNk / 16; ++j)
       row_scale[j] = reinterpret_cast<const float *>(st + Layout::kScalesAt)[lane + 32 * j];
-    float s[NK / 8][4];
-    score_fp8_keys<HD, NK>(st, qf, g, t4, s);
+    float s[kNk / 8][4];
+    score_fp8_keys<HD>(st, qf, g, t4, s);
     float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
-    for (int n = 0; n < NK / 8; ++n) {
+    for (int n = 0; n < kNk / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = n * 8 + 2 * t4 + (e & 1), key = base + row;
-        // K rows are stage rows 0..NK-1 <= 31: register 0 of lane `row`.
+        // K rows are stage rows 0..kNk-1 <= 31: register 0 of lane `row`.
         const float ks = __shfl_sync(0xffffffffu, row_scale[0], row);  // the whole warp
         s[n][e] = key < sl.end ? s[n][e] * (kLog2e * ks) : -INFINITY;
       }
       mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
       mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
     }
-    softmax_rescale<NK, HD>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o);
-    accumulate_pv_fp8<HD, NK, Layout::kVStride>(st, s, o, vt, row_scale, v_unit, v_inv, lane);
+    softmax_rescale<kNk, HD>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o);
+    accumulate_pv_fp8<HD, Layout::kVStride>(st, s, o, vt, row_scale, v_unit, v_inv, lane);
   }
   scale_rows<HD>(o, v_unit, v_unit);  // back to the values' units
   cp_async_wait<0>();                 // only empty groups remain

@@ -182,15 +182,7 @@ TEST(CudaVegas, GreedyEqualsVanillaWithTheFp8KvCache) {
   check_file("greedy_8k.json", true);
 }
 
-SessionParams with_draft(std::shared_ptr<Model> draft, int32_t window) {
-  SessionParams sp;
-  sp.speculative = true;
-  sp.spec.gamma = 6;
-  sp.spec.draft_model = true;
-  sp.spec.draft_window = window;
-  sp.draft_model = std::move(draft);
-  return sp;
-}
+using test::with_draft;
 
 // A separate draft model on the GPU: a layer-skip draft (the embedded model's
 // first 4 layers, with full attention and with a 256-token window, whose

@@ -42,14 +42,7 @@ std::shared_ptr<Model> &layer_skip_draft() {
   return model;
 }
 
-SessionParams with_draft(std::shared_ptr<Model> draft, int32_t window = 0) {
-  SessionParams sp;
-  sp.speculative = true;
-  sp.spec.draft_model = true;
-  sp.spec.draft_window = window;
-  sp.draft_model = std::move(draft);
-  return sp;
-}
+using test::with_draft;
 
 // Proves the plumbing: the model drafting for itself has every draft of
 // every round accepted, greedy and sampled (its draft rows compute what the

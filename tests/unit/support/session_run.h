@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -45,6 +46,17 @@ inline std::vector<int32_t> session_tokens(const std::shared_ptr<Model> &model,
                                            const std::vector<int32_t> &prompt, int32_t max_tokens,
                                            SequenceStats *stats = nullptr) {
   return sampled_session_tokens(model, params, prompt, max_tokens, SamplingParams{}, stats);
+}
+
+// Speculative session parameters where `draft` drafts (a separate draft model,
+// γ at its default), its passes seeing the last `window` tokens (0 = all).
+inline SessionParams with_draft(std::shared_ptr<Model> draft, int32_t window = 0) {
+  SessionParams sp;
+  sp.speculative = true;
+  sp.spec.draft_model = true;
+  sp.spec.draft_window = window;
+  sp.draft_model = std::move(draft);
+  return sp;
 }
 
 // A model on the CPU backend loaded once per test binary (the embedded one).

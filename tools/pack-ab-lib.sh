@@ -33,11 +33,8 @@ strip -o .carry/ab/old/libvegas.so.0 "$B/lib/libvegas.so.0"
 restore "$@"
 trap - EXIT
 ninja -C "$B" -j2 lib/libvegas.so.0.1.0 > /dev/null  # the tree's build again
-for lib in $(ldd .carry/ab/bin/vegas .carry/ab/new/libvegas.so.0 | awk '/=> \// {print $3}' | sort -u); do
-  case "$(basename "$lib")" in
-    libmimalloc*|libgomp*|libpcre2*|libutf8proc*|libcpp-httplib*|libbrotli*) cp -L "$lib" .carry/ab/lib/ ;;
-  esac
-done
+. tools/carry-libs.sh
+copy_carry_libs .carry/ab/lib .carry/ab/bin/vegas .carry/ab/new/libvegas.so.0
 cp ../shared/bench/prompts-public.jsonl .carry/ab/
 tar -cf - -C .carry ab | xz --lzma2=preset=6,dict=768MiB -T2 > .carry/ab.tar.xz
 ls -la .carry/ab.tar.xz

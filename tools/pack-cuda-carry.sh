@@ -21,12 +21,8 @@ for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/bench_cuda_pha
 done
 # The CLI finds libvegas through its $ORIGIN/../lib rpath.
 strip -o .carry/cuda/lib/libvegas.so.0 "$B"/lib/libvegas.so.0
-# Libraries the device image lacks (it has CUDA, not our Debian packages).
-for lib in $(ldd .carry/cuda/bin/* .carry/cuda/lib/libvegas.so.0 | awk '/=> \// {print $3}' | sort -u); do
-  case "$(basename "$lib")" in
-    libmimalloc*|libgomp*|libpcre2*|libutf8proc*|libcpp-httplib*|libbrotli*) cp -L "$lib" .carry/cuda/lib/ ;;
-  esac
-done
+. tools/carry-libs.sh
+copy_carry_libs .carry/cuda/lib .carry/cuda/bin/* .carry/cuda/lib/libvegas.so.0
 cp ../shared/configs/qwen3-8b.json .carry/cuda/
 cp tools/device-check.sh .carry/cuda/
 du -sh .carry/cuda

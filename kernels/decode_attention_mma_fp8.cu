@@ -159,17 +159,11 @@ __device__ __forceinline__ void accumulate_pv_fp8(const unsigned char *stage,
                                                   float (&s)[kNk / 8][4], float (&o)[HD / 8][4],
                                                   bf16 *vt, const float (&row_scale)[kNk / 16],
                                                   float &v_unit, float &v_inv, int lane) {
-  // Scales are finite and >= 0, so their bit patterns order as they do.
-  float mine = 0.0f;
+  float mine = 0.0f;  // this lane's V scales
 #pragma unroll
   for (int j = 0; j < kNk / 16; ++j)
     if (lane + 32 * j >= kNk) mine = fmaxf(mine, row_scale[j]);
-  const float v_max = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(mine)));
-  if (v_max > v_unit) {
-    if (v_unit > 0.0f) scale_rows<HD>(o, v_unit * (1.0f / v_max), v_unit * (1.0f / v_max));
-    v_unit = v_max;
-    v_inv = 1.0f / v_max;
-  }
+  raise_v_unit(mine, v_unit, v_inv, [&](float f) { scale_rows<HD>(o, f, f); });
   const int t4 = lane & 3;
 #pragma unroll
   for (int c = 0; c < kNk / 16; ++c) {

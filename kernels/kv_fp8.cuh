@@ -79,6 +79,24 @@ __device__ __forceinline__ uint4 expand8(uint2 in, float scale) {
   return out;
 }
 
+// The unit of P V's weights in kernels that apply V scales to them
+// (v_unit, the largest V scale seen so far, and v_inv = 1 / v_unit, 0 before
+// any): with `mine` this lane's largest V scale of the step (0 if none), the
+// warp's maximum becomes the unit when it is larger, and rescale(factor) is
+// called first with old unit / new unit (exact: powers of two) where the
+// outputs were kept in the old one. Scales are finite and >= 0, so their bit
+// patterns order as they do: one redux.sync.
+template <typename Rescale>
+__device__ __forceinline__ void raise_v_unit(float mine, float &v_unit, float &v_inv,
+                                             Rescale &&rescale) {
+  const float v_max = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(mine)));
+  if (v_max > v_unit) {
+    if (v_unit > 0.0f) rescale(v_unit * (1.0f / v_max));
+    v_unit = v_max;
+    v_inv = 1.0f / v_max;
+  }
+}
+
 // The scale of a staged fp8 row: of the four at byte 2 HD, the one the int
 // at byte 0 names (stage_piece).
 template <int HD>

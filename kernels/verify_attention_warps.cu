@@ -213,17 +213,10 @@ template <int MT, int HD, int STRIDE>
 __device__ __forceinline__ void accumulate_pv_fp8(float (*s)[kNk / 8][4], float (*o)[HD / 8][4],
                                                   const bf16 *vt, float row_scale, float &v_unit,
                                                   float &v_inv, int lane) {
-  // Scales are finite and >= 0, so their bit patterns order as they do.
-  const float v_max = __uint_as_float(
-      __reduce_max_sync(0xffffffffu, __float_as_uint(lane >= kNk ? row_scale : 0.0f)));
-  if (v_max > v_unit) {
-    if (v_unit > 0.0f)
+  raise_v_unit(lane >= kNk ? row_scale : 0.0f, v_unit, v_inv, [&](float f) {
 #pragma unroll
-      for (int m = 0; m < MT; ++m)
-        scale_rows<HD>(o[m], v_unit * (1.0f / v_max), v_unit * (1.0f / v_max));
-    v_unit = v_max;
-    v_inv = 1.0f / v_max;
-  }
+    for (int m = 0; m < MT; ++m) scale_rows<HD>(o[m], f, f);
+  });
   const int t4 = lane & 3;
   float w[kNk / 8][2];  // this thread's keys' factors: n * 8 + 2 t4 + {0, 1}
 #pragma unroll

@@ -18,6 +18,11 @@
 #include "decode_mma_common.cuh"
 #include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
+#include "timeline.cuh"
+
+#if defined(VEGAS_TIMELINE)
+VEGAS_TIMELINE_TABLE(tl_attn)
+#endif
 
 namespace vegas::kernels {
 
@@ -59,6 +64,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int row_in = lane / kPieces, piece = lane % kPieces;
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
   bf16 *tiles = reinterpret_cast<bf16 *>(smem) + warp * kStages * 2 * Layout::kTile;
+  const bool tl = p.layer == p.n_layers - 1;  // the timeline's launch
+  VEGAS_MARK(tl_attn, 0, tl);
 
   if (!p.read_ahead) pdl_wait();  // else the wait follows the first copies
   DecodeSlice sl;
@@ -104,7 +111,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
   look_up(kStages - 1);
   if (p.read_ahead) {
+    VEGAS_MARK(tl_attn, 1, tl);
     pdl_wait();
+    VEGAS_MARK(tl_attn, 2, tl);
     // The own key, if one of the steps above holds it: a plain copy now.
     const int i = (own - first) / kBlockStep, row = own - first - i * kBlockStep;
     if (own >= first && i < kStages - 1 && i < n_steps && row < kNk &&
@@ -140,7 +149,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   for (int i = 0; i < n_steps; ++i) {
     cp_async_wait<kStages - 2>();  // this lane's copies of step i
     __syncwarp();                  // ... and every lane's (and the step before is read)
-    issue(i + kStages - 1, -1);    // into the stage step i - 1 used
+    VEGAS_MARK(tl_attn, 3, tl && i == 0);
+    issue(i + kStages - 1, -1);  // into the stage step i - 1 used
     look_up(i + kStages);
     bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
     const int base = first + i * kBlockStep;
@@ -170,8 +180,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
     online_softmax_pv<kNk, HD, kStride>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, o, vt, lane);
   }
+  VEGAS_MARK(tl_attn, 4, tl);
   cp_async_wait<0>();  // only empty groups remain; the tiles become the reduction space
   finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem);
+  VEGAS_MARK(tl_attn, 5, tl);
 }
 
 // The split merge through clusters (decode_finish_cluster) instead of

@@ -7,6 +7,11 @@
 // head's [rows][head_dim] outputs go through shared memory to rope_kv_head, one warp per row.
 #include "qkv_rope.cuh"
 #include "small_gemm_fragments.cuh"
+#include "timeline.cuh"
+
+#if defined(VEGAS_TIMELINE)
+VEGAS_TIMELINE_TABLE(tl_qkv)
+#endif
 
 namespace vegas::kernels {
 
@@ -17,6 +22,7 @@ constexpr int kMaxWarps = 16;
 template <int HD, int CPW>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     qkv_rope_mma_kernel(SmallGemmParams all, RopeKvParams r) {
+  VEGAS_MARK(tl_qkv, 0, true);
   const SmallGemmParams g = small_gemm_row_tile(all, blockIdx.y);  // rows r0 .. r0 + 15
   const int r0 = kSmallGemmTileRows * blockIdx.y;
   constexpr int kTiles = HD / 8;
@@ -54,12 +60,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     if (lane == 19 && r.bias) prefetch_l1(r.bias + head * HD);
   }
   pdl_wait();  // the rows (and the cache slots written below) follow the previous kernel
+  VEGAS_MARK(tl_qkv, 1, true);
   pdl_launch_dependents();
 
   uint4 xa[2][CPW];
   small_gemm_a_fragments<CPW>(g, warp, n_warps, lane, ss_part, norm_s, xa);
   float acc[kTiles][4];
   small_gemm_mma_chunks<CPW, kTiles>(xa, wf, acc);
+  VEGAS_MARK(tl_qkv, 2, true);
 
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)
@@ -86,6 +94,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   __syncthreads();
   for (int row = warp; row < g.m; row += n_warps)
     rope_kv_head(r, r0 + row, head, head_rows[row], lane);
+  VEGAS_MARK(tl_qkv, 3, true);
 }
 
 template <int HD>

@@ -14,6 +14,11 @@
 #include <cstdlib>
 
 #include "small_gemm_fragments.cuh"
+#include "timeline.cuh"
+
+#if defined(VEGAS_TIMELINE)
+VEGAS_TIMELINE_TABLE(tl_gemm_o)
+#endif
 
 namespace vegas::kernels {
 
@@ -104,6 +109,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int tile0 = blockIdx.x * tiles_per_block;
   const int n_tiles = min(tiles_per_block, (p.n + per_tile - 1) / per_tile - tile0);
   const int rows[2] = {g, g + 8};
+  const bool tl = add && p.k == p.n;  // the o projection (this model), for the timeline
+  VEGAS_MARK(tl_gemm_o, 0, tl);
 
   // The weights do not depend on the previous kernel: the first tile's are
   // requested before the PDL wait.
@@ -111,6 +118,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   load_weight_tile(p, tile0, warp, lane, wf);
   small_gemm_stage_norm<kChunksPerWarp>(p, warp, lane, norm_s);
   pdl_wait();  // the rows below come from the previous kernel
+  VEGAS_MARK(tl_gemm_o, 1, tl);
   pdl_launch_dependents();
 
   // Warp c % n_warps sums and stores tile c. For kAddF32 it requests the
@@ -160,6 +168,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
     store_tile(p, tile, lane, acc, old);
   }
+  VEGAS_MARK(tl_gemm_o, 2, tl);
 }
 
 }  // namespace

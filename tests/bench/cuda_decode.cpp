@@ -222,6 +222,12 @@ std::vector<std::string> requested_shapes() {
   return out;
 }
 
+#if defined(VEGAS_TIMELINE)
+void tl_qkv_print(int marks);  // kernels/timeline.cuh
+void tl_attn_print(int marks);
+void tl_gemm_o_print(int marks);
+#endif
+
 int main(int argc, char **argv) {
   const std::string dir =
       argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
@@ -316,5 +322,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "bench_cuda_decode: %s\n", e.what());
     return 1;
   }
+#if defined(VEGAS_TIMELINE)
+  tl_qkv_print(4);
+  tl_attn_print(6);
+  tl_gemm_o_print(3);
+#endif
   return 0;
 }

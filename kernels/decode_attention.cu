@@ -195,7 +195,7 @@ bool decode_attention_applies(const PagedAttentionParams &p) {
 }
 
 int32_t decode_attention_resident_blocks(const PagedAttentionParams &p) {
-  if (decode_attention_mma_applies(p)) return decode_attention_mma_resident_blocks();
+  if (decode_attention_mma_applies(p)) return decode_attention_mma_resident_blocks(p);
   return p.n_heads / p.n_kv_heads >= 8 ? Tuning<8>::kMinBlocks : Tuning<4>::kMinBlocks;
 }
 

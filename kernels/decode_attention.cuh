@@ -31,7 +31,12 @@ cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream)
 // the CUDA-core kernel (A/B timing). decode_attention_mma expects a checked batch.
 bool decode_attention_mma_applies(const PagedAttentionParams &p);
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream);
-int32_t decode_attention_mma_resident_blocks();  // its launch bounds' blocks per multiprocessor
+// Its launch bounds' blocks per multiprocessor for `p` (one for sparse steps
+// on bf16 caches, which take deeper stages).
+int32_t decode_attention_mma_resident_blocks(const PagedAttentionParams &p);
+// Keys per split for the sparse sets of a step like `p` (sparse_step, n_seqs,
+// heads, k_scale set): with the deep stages, what they request in one go.
+int32_t decode_attention_sparse_split_keys(const PagedAttentionParams &p);
 // Sets the variant's shared-memory limit (paged_attention_init calls it).
 cudaError_t decode_attention_mma_init();
 // decode_attention_mma's kernel for fp8 caches (decode_attention_mma_fp8.cu),

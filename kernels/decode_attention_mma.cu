@@ -34,25 +34,37 @@ constexpr int kWarps = kMmaWarps;
 constexpr int kNk = 16;        // keys per warp step
 constexpr int kStages = 3;     // per warp: the step computed and two in flight
 constexpr int kMinBlocks = 2;  // per multiprocessor: 110 KB of stages each
+// Sparse draft steps of few (sequence, KV head) pairs: one block per
+// multiprocessor with kDeepStages stages a warp, so that a block's share of a
+// selected set (kSparseSplitKeys keys) is requested in full before the PDL
+// wait. With three stages their few steps ran at the pace of the memory
+// latency, one look-up and copy in flight behind each computed step. At more
+// pairs the shallow stages' second block per multiprocessor keeps the memory
+// as busy, and the deep stages measured slower (README, session 27).
+constexpr int kDeepStages = 6;
+constexpr int kDeepMaxPairs = 32;
+constexpr int kSparseSplitKeys = (kDeepStages - 1) * kMmaWarps * kNk;
+constexpr int kShallowSparseSplitKeys = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int HD, int GROUP>
+template <int HD, int GROUP, int STAGES>
 struct MmaLayout {
   static constexpr int kStride = HD + 8;  // bf16 per staged row: conflict-free ldmatrix
   static constexpr int kTile = kNk * kStride;
   using Red = MmaWarpStates<HD, GROUP>;
   // Every warp's K and V stages, reused for the reduction after the loop.
-  static constexpr size_t kTileBytes = size_t{kWarps} * kStages * 2 * kTile * sizeof(bf16);
+  static constexpr size_t kTileBytes = size_t{kWarps} * STAGES * 2 * kTile * sizeof(bf16);
   static constexpr size_t kBytes = sizeof(Red) > kTileBytes ? sizeof(Red) : kTileBytes;
 };
 
 // CLUSTER: the launch's clusters are the splits of one (sequence, KV head),
-// merged through distributed shared memory (decode_finish_cluster). bf16
-// caches; fp8 ones go to decode_attention_mma_fp8.cu.
-template <int HD, int GROUP, bool CLUSTER>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+// merged through distributed shared memory (decode_finish_cluster). STAGES:
+// kStages, or kDeepStages for sparse steps (one block per multiprocessor).
+// bf16 caches; fp8 ones go to decode_attention_mma_fp8.cu.
+template <int HD, int GROUP, bool CLUSTER, int STAGES>
+__global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 1)
     decode_mma_kernel(PagedAttentionParams p) {
-  using Layout = MmaLayout<HD, GROUP>;
+  using Layout = MmaLayout<HD, GROUP, STAGES>;
   constexpr int kStride = Layout::kStride;
   constexpr int kPieces = HD / 8;             // 16-byte pieces of a key row
   constexpr int kRowsPerLoad = 32 / kPieces;  // key rows one warp copy covers
@@ -63,7 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int g = lane >> 2, t4 = lane & 3;
   const int row_in = lane / kPieces, piece = lane % kPieces;
   const int seq = blockIdx.x / p.n_kv_heads, kvh = blockIdx.x % p.n_kv_heads;
-  bf16 *tiles = reinterpret_cast<bf16 *>(smem) + warp * kStages * 2 * Layout::kTile;
+  bf16 *tiles = reinterpret_cast<bf16 *>(smem) + warp * STAGES * 2 * Layout::kTile;
   const bool tl = p.layer == p.n_layers - 1;  // the timeline's launch
   VEGAS_MARK(tl_attn, 0, tl);
 
@@ -92,7 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // must see finite); before the wait, `skip` (the own key) is left out.
   auto issue = [&](int i, int skip) {
     if (i < n_steps) {
-      bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+      bf16 *kt = tiles + (i % STAGES) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
 #pragma unroll
       for (int r = 0; r < kLoads; ++r) {
         const int row = r * kRowsPerLoad + row_in;
@@ -104,21 +116,42 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
   };
+  if constexpr (STAGES == kDeepStages) {
+    // Every look-up of the first STAGES steps before any copy (a copy
+    // orders the loads after it): the positions, then the page-table entries.
+    int pos[STAGES][kLoads];
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    look_up(i);
-    issue(i, own);
+    for (int i = 0; i < STAGES; ++i)
+#pragma unroll
+      for (int r = 0; r < kLoads; ++r) pos[i][r] = i < n_steps ? sl.position(key_of(i, r)) : -1;
+    int64_t ahead[STAGES][kLoads];
+#pragma unroll
+    for (int i = 0; i < STAGES; ++i)
+#pragma unroll
+      for (int r = 0; r < kLoads; ++r) ahead[i][r] = pos[i][r] < 0 ? -1 : sl.slot_of(p, pos[i][r]);
+#pragma unroll
+    for (int i = 0; i < STAGES; ++i) {
+#pragma unroll
+      for (int r = 0; r < kLoads; ++r) slots[r] = ahead[i][r];
+      if (i < STAGES - 1) issue(i, own);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; ++i) {
+      look_up(i);
+      issue(i, own);
+    }
+    look_up(STAGES - 1);
   }
-  look_up(kStages - 1);
   if (p.read_ahead) {
     VEGAS_MARK(tl_attn, 1, tl);
     pdl_wait();
     VEGAS_MARK(tl_attn, 2, tl);
     // The own key, if one of the steps above holds it: a plain copy now.
     const int i = (own - first) / kBlockStep, row = own - first - i * kBlockStep;
-    if (own >= first && i < kStages - 1 && i < n_steps && row < kNk &&
+    if (own >= first && i < STAGES - 1 && i < n_steps && row < kNk &&
         row % kRowsPerLoad == row_in) {
-      bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+      bf16 *kt = tiles + (i % STAGES) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
       const int64_t slot = sl.slot(p, own);  // -1 past the slice: zeros
       const int64_t at = slot * row_stride + head_off;
       store_piece<HD, false>(kt + row * kStride, piece, p.k_cache, nullptr, at, slot >= 0);
@@ -147,12 +180,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
 
   for (int i = 0; i < n_steps; ++i) {
-    cp_async_wait<kStages - 2>();  // this lane's copies of step i
-    __syncwarp();                  // ... and every lane's (and the step before is read)
+    cp_async_wait<STAGES - 2>();  // this lane's copies of step i
+    __syncwarp();                 // ... and every lane's (and the step before is read)
     VEGAS_MARK(tl_attn, 3, tl && i == 0);
-    issue(i + kStages - 1, -1);  // into the stage step i - 1 used
-    look_up(i + kStages);
-    bf16 *kt = tiles + (i % kStages) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
+    issue(i + STAGES - 1, -1);  // into the stage step i - 1 used
+    look_up(i + STAGES);
+    bf16 *kt = tiles + (i % STAGES) * 2 * Layout::kTile, *vt = kt + Layout::kTile;
     const int base = first + i * kBlockStep;
 
     // S = Q K^T: K rows are B's columns; one ldmatrix.x4 gives both 8-key n-tiles.
@@ -197,25 +230,40 @@ bool cluster_merge_applies(const PagedAttentionParams &p) {
          p.n_splits <= kMaxClusterSplits;
 }
 
+// Sparse steps of few pairs on bf16 caches take the deep stages
+// (VEGAS_CUDA_SPARSE_DEEP=0: the usual three, A/B timing); cluster merges
+// keep three.
+bool deep_applies(const PagedAttentionParams &p) {
+  static const bool enabled = variant_enabled("VEGAS_CUDA_SPARSE_DEEP");
+  return enabled && p.sparse_step && p.k_scale == nullptr &&
+         p.n_seqs * p.n_kv_heads <= kDeepMaxPairs && !cluster_merge_applies(p);
+}
+
 template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
   if (cluster_merge_applies(p))
-    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true>, grid, kWarps * 32,
-                                 MmaLayout<HD, GROUP>::kBytes, stream,
+    return launch_kernel_cluster(decode_mma_kernel<HD, GROUP, true, kStages>, grid, kWarps * 32,
+                                 MmaLayout<HD, GROUP, kStages>::kBytes, stream,
                                  dim3(1, static_cast<unsigned>(p.n_splits), 1), p);
-  return launch_kernel(decode_mma_kernel<HD, GROUP, false>, grid, kWarps * 32,
-                       MmaLayout<HD, GROUP>::kBytes, stream, p);
+  if (deep_applies(p))
+    return launch_kernel(decode_mma_kernel<HD, GROUP, false, kDeepStages>, grid, kWarps * 32,
+                         MmaLayout<HD, GROUP, kDeepStages>::kBytes, stream, p);
+  return launch_kernel(decode_mma_kernel<HD, GROUP, false, kStages>, grid, kWarps * 32,
+                       MmaLayout<HD, GROUP, kStages>::kBytes, stream, p);
 }
 
 template <int HD, int GROUP>
 cudaError_t set_smem() {
-  const int bytes = static_cast<int>(MmaLayout<HD, GROUP>::kBytes);
-  for (cudaError_t e : {cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false>,
+  const int bytes = static_cast<int>(MmaLayout<HD, GROUP, kStages>::kBytes);
+  const int deep = static_cast<int>(MmaLayout<HD, GROUP, kDeepStages>::kBytes);
+  for (cudaError_t e : {cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false, kStages>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-                        cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, true>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)})
+                        cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, true, kStages>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                        cudaFuncSetAttribute(decode_mma_kernel<HD, GROUP, false, kDeepStages>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, deep)})
     if (e != cudaSuccess) return e;
   return cudaSuccess;
 }
@@ -250,8 +298,13 @@ bool decode_attention_mma_applies(const PagedAttentionParams &p) {
          p.n_seqs * p.n_kv_heads <= (p.sparse_step || p.k_scale != nullptr ? 128 : 64);
 }
 
-int32_t decode_attention_mma_resident_blocks() {
-  return kMinBlocks;
+int32_t decode_attention_mma_resident_blocks(const PagedAttentionParams &p) {
+  return deep_applies(p) ? 1 : kMinBlocks;
+}
+
+int32_t decode_attention_sparse_split_keys(const PagedAttentionParams &p) {
+  return decode_attention_mma_applies(p) && deep_applies(p) ? kSparseSplitKeys
+                                                            : kShallowSparseSplitKeys;
 }
 
 cudaError_t decode_attention_mma_init() {

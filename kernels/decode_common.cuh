@@ -40,8 +40,13 @@ struct DecodeSlice {
   // The cache slot of key j, -1 past the slice. Power-of-two pages (the usual
   // case) take a shift instead of an integer division.
   __device__ __forceinline__ int64_t slot(const PagedAttentionParams &p, int j) const {
-    if (j >= end) return -1;
-    const int pos = keys.pos(j);
+    return j < end ? slot_of(p, keys.pos(j)) : -1;
+  }
+  // slot() in its two dependent halves, for callers that batch each half's
+  // loads: key j's position (-1 past the slice; a record read for sparse
+  // keys), then a position's slot (a page-table read).
+  __device__ __forceinline__ int position(int j) const { return j < end ? keys.pos(j) : -1; }
+  __device__ __forceinline__ int64_t slot_of(const PagedAttentionParams &p, int pos) const {
     const int page = page_shift >= 0 ? pos >> page_shift : pos / p.page_size;
     return static_cast<int64_t>(table[page]) * p.page_size + (pos - page * p.page_size);
   }

@@ -290,6 +290,16 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
                                 : SeqSpec{600 + 97 * i, 1, 560 + 97 * i, 30 + i});
   for (int splits : {1, 4})
     run_case({8, 2, 64, 16, drafts, splits, true, /*sparse_step=*/true}, 69 + splits);
+  // Sixteen sequences (32 pairs) of a bf16 sparse step take the deep stages
+  // (decode_attention_mma.cu, kDeepStages: every look-up of a warp's first
+  // steps before its copies): sets from ~100 keys to ~1,400 (a warp's steps
+  // past its prologue at one split), a few dense rows, one to four splits.
+  std::vector<SeqSpec> few;
+  for (int i = 0; i < 16; ++i)
+    few.push_back(i % 5 == 2 ? SeqSpec{(41 * i) % 100, 1}
+                             : SeqSpec{2000 + 331 * i, 1, 1900 + 331 * i, 40 + 83 * i});
+  for (int splits : {1, 2, 4})
+    run_case({8, 2, 64, 16, few, splits, true, /*sparse_step=*/true}, 75 + splits);
 }
 
 // Verification: 1+γ rows per sequence, causal among themselves.

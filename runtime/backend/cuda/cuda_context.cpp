@@ -105,8 +105,9 @@ int32_t mma_decode_max_splits() {
   }();
   return n;
 }
-int32_t sparse_tokens_per_split() {
-  static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 256);
+// 0 unless VEGAS_CUDA_SPARSE_SPLIT_KEYS sets it; else sparse_split_keys asks the kernels.
+int32_t sparse_split_keys_override() {
+  static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 0);
   return keys;
 }
 int32_t dense_tokens_per_split() {
@@ -474,6 +475,9 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   probe.head_dim = c.head_dim;
   probe.max_rows_per_seq = s.max_rows_per_seq;
   probe.sparse_step = s.sparse ? 1 : 0;
+  // Sparse steps on fp8 caches keep two blocks a multiprocessor (the bf16
+  // kernel's deep stages are for bf16 caches only).
+  probe.k_scale = s.sparse ? kv_->k_scale(0) : nullptr;
   probe.verify_max_rows = kernels::kVerifyMaxRows;
   const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
   const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe)
@@ -612,7 +616,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   int64_t useful_splits = 1;
   for (int32_t i = 0; i < n; ++i) {
     stage_sequence(batch, i, cur, st);
-    useful_splits = std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)]));
+    useful_splits =
+        std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)], st));
   }
   cur.pad_to(st.n_seqs);
   st.n_splits = choose_splits(st, useful_splits);
@@ -716,24 +721,40 @@ void CudaContext::stage_capture(const SeqRows &s, StagingCursor &cur) {
       cur.cap_slot[cur.row + s.capture->rows[k]] = cur.slot++;
 }
 
-int64_t CudaContext::useful_splits_of(const SeqRows &s) const {
+// Keys per split of a sparse set in step st: what the decode kernel's stages
+// take at once (kernels::decode_attention_sparse_split_keys).
+int32_t CudaContext::sparse_split_keys(const Step &st) const {
+  if (sparse_split_keys_override() > 0) return sparse_split_keys_override();
+  const ModelConfig &c = model_.config();
+  kernels::PagedAttentionParams probe;
+  probe.n_seqs = st.n_seqs;
+  probe.n_heads = c.n_heads;
+  probe.n_kv_heads = c.n_kv_heads;
+  probe.head_dim = c.head_dim;
+  probe.max_rows_per_seq = 1;
+  probe.sparse_step = st.sparse ? 1 : 0;  // every sequence on a selected set
+  probe.k_scale = kv_->k_scale(0);
+  return kernels::decode_attention_sparse_split_keys(probe);
+}
+
+int64_t CudaContext::useful_splits_of(const SeqRows &s, const Step &st) const {
   // Dense ranges of at least dense_tokens_per_split() keys, a sparse set's
-  // of sparse_tokens_per_split().
+  // of sparse_split_keys(st).
   const ModelConfig &c = model_.config();
   int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
   int64_t per_split = dense_tokens_per_split();
   if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
     n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
-    per_split = sparse_tokens_per_split();
+    per_split = sparse_split_keys(st);
   }
   if (s.sparse) {
-    per_split = sparse_tokens_per_split();
+    per_split = sparse_split_keys(st);
     int32_t most = 0;
     for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
     n_keys = std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
   }
   if (s.quest) {
-    per_split = sparse_tokens_per_split();
+    per_split = sparse_split_keys(st);
     n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
                                            int64_t{s.start_pos} + 1 - s.quest->prefix);
   }

@@ -2,7 +2,7 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|sanitize|server|tune|profile|profile-phases|quant|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|sanitize|server|tune|profile|profile-phases|timeline|quant|all] [test filter regex]
 #   drafters: chain, prompt lookup and a draft model trained there
 #   (tools/train_draft_model.py) at 8K and 16K x 16, sampled and greedy.
 #   phases: bench_cuda_phases (verify, selection and draft against the vanilla step;
@@ -12,6 +12,8 @@
 #   and per prompt), and `vegas bench --report` sweeps, packed in tune-runs.tgz.
 #   sanitize: compute-sanitizer memcheck and racecheck over the correctness
 #   tests of every kernel (timing tests left out: they only repeat launches).
+#   timeline: stamps inside the launch chain of a -DVEGAS_TIMELINE build
+#   (kernels/timeline.cuh) at TIMELINE_SHAPES (default 2048x1,8192x16d).
 #   profile: ncu kernel durations of decode steps (PROFILE_SHAPES, default
 #   2048x1,8192x16,8192x16d), summed per kernel over one step; no counters.
 #   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES;
@@ -281,6 +283,15 @@ if [ "$WHAT" = profile-phases ]; then
         2> "$OUT/profile-$shape-$phase.err"
       python3 tools/profile_summary.py "$OUT/profile-$shape-$phase.csv" "$shape $phase" | tee -a "$OUT/profile.txt"
     done
+  done
+fi
+if [ "$WHAT" = timeline ]; then
+  # Stamps inside the launch chain (kernels/timeline.cuh): DIR must hold a
+  # -DVEGAS_TIMELINE build of bench_cuda_decode. One step shape a run.
+  for shape in $(echo "${TIMELINE_SHAPES:-2048x1,8192x16d}" | tr , ' '); do
+    VEGAS_BENCH_SHAPES=$shape "$DIR/bin/bench_cuda_decode" models/vegas-code-22m \
+      > "$OUT/timeline-$shape.txt" 2>&1
+    python3 tools/timeline_summary.py "$OUT/timeline-$shape.txt" | tee -a "$OUT/timeline.txt"
   done
 fi
 if [ "$WHAT" = profile ]; then

@@ -104,42 +104,41 @@ __device__ __forceinline__ float staged_scale(const unsigned char *row) {
   return reinterpret_cast<const float *>(row + 2 * HD)[*reinterpret_cast<const int *>(row)];
 }
 
-// A staged fp8 row (see above) expanded in place, by one thread. Chunks go
-// front to back: chunk c's bf16 land on bytes [32 c, 32 c + 32), which hold
-// only source bytes of chunks <= c, each read before it is overwritten; the
-// scale is read first.
-template <int HD>
-__device__ __forceinline__ void expand_staged_row(bf16 *row) {
+// A staged fp8 row (see above) expanded in place by one thread, each 8 codes
+// by `expand8_of` into 16 bytes. Chunks go front to back: chunk c's output
+// lands on bytes [32 c, 32 c + 32), which hold only source bytes of chunks
+// <= c, each read before it is overwritten.
+template <int HD, typename Expand8>
+__device__ __forceinline__ void expand_staged_row_by(bf16 *row, Expand8 expand8_of) {
   static_assert(HD % 16 == 0, "16-byte fp8 chunks");
-  unsigned char *b = reinterpret_cast<unsigned char *>(row);
-  const float scale = staged_scale<HD>(b);
+  const unsigned char *b = reinterpret_cast<const unsigned char *>(row);
 #pragma unroll
   for (int c = 0; c < HD / 16; ++c) {
     const uint4 in = *reinterpret_cast<const uint4 *>(b + HD + 16 * c);
     uint4 *out = reinterpret_cast<uint4 *>(row + 16 * c);
-    out[0] = expand8(make_uint2(in.x, in.y), scale);
-    out[1] = expand8(make_uint2(in.z, in.w), scale);
+    out[0] = expand8_of(make_uint2(in.x, in.y));
+    out[1] = expand8_of(make_uint2(in.z, in.w));
   }
 }
 
+// A staged fp8 row expanded in place to HD scaled bf16; the scale is read first.
+template <int HD>
+__device__ __forceinline__ void expand_staged_row(bf16 *row) {
+  const float scale = staged_scale<HD>(reinterpret_cast<const unsigned char *>(row));
+  expand_staged_row_by<HD>(row, [scale](uint2 codes) { return expand8(codes, scale); });
+}
+
 // A staged fp8 row expanded in place to its HD codes as f16 numbers, without
-// the scale (exact: every e4m3 number is an f16 number), by one thread, for
-// kernels that multiply by the scale after the dot products (one hardware
-// conversion a pair instead of a scaled bf16's five). Returns the row's scale.
+// the scale (exact: every e4m3 number is an f16 number), for kernels that
+// multiply by the scale after the dot products (one hardware conversion a
+// pair instead of a scaled bf16's five). Returns the row's scale.
 template <int HD>
 __device__ __forceinline__ float expand_staged_row_f16(bf16 *row) {
-  static_assert(HD % 16 == 0, "16-byte fp8 chunks");
-  unsigned char *b = reinterpret_cast<unsigned char *>(row);
-  const float scale = staged_scale<HD>(b);
-#pragma unroll
-  for (int c = 0; c < HD / 16; ++c) {
-    const uint4 in = *reinterpret_cast<const uint4 *>(b + HD + 16 * c);
-    uint4 *out = reinterpret_cast<uint4 *>(row + 16 * c);
-    out[0] = make_uint4(e4m3_pair_to_f16(in.x & 0xffffu), e4m3_pair_to_f16(in.x >> 16),
-                        e4m3_pair_to_f16(in.y & 0xffffu), e4m3_pair_to_f16(in.y >> 16));
-    out[1] = make_uint4(e4m3_pair_to_f16(in.z & 0xffffu), e4m3_pair_to_f16(in.z >> 16),
-                        e4m3_pair_to_f16(in.w & 0xffffu), e4m3_pair_to_f16(in.w >> 16));
-  }
+  const float scale = staged_scale<HD>(reinterpret_cast<const unsigned char *>(row));
+  expand_staged_row_by<HD>(row, [](uint2 codes) {
+    return make_uint4(e4m3_pair_to_f16(codes.x & 0xffffu), e4m3_pair_to_f16(codes.x >> 16),
+                      e4m3_pair_to_f16(codes.y & 0xffffu), e4m3_pair_to_f16(codes.y >> 16));
+  });
   return scale;
 }
 

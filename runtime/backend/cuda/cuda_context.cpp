@@ -614,10 +614,11 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   pending_.clear();
   selection_->begin_step(cap_slots > 0, cap_slots, cap_stride);
   int64_t useful_splits = 1;
+  const int32_t sparse_keys = sparse_split_keys(st);
   for (int32_t i = 0; i < n; ++i) {
     stage_sequence(batch, i, cur, st);
     useful_splits =
-        std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)], st));
+        std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)], sparse_keys));
   }
   cur.pad_to(st.n_seqs);
   st.n_splits = choose_splits(st, useful_splits);
@@ -737,24 +738,24 @@ int32_t CudaContext::sparse_split_keys(const Step &st) const {
   return kernels::decode_attention_sparse_split_keys(probe);
 }
 
-int64_t CudaContext::useful_splits_of(const SeqRows &s, const Step &st) const {
+int64_t CudaContext::useful_splits_of(const SeqRows &s, int32_t sparse_keys) const {
   // Dense ranges of at least dense_tokens_per_split() keys, a sparse set's
-  // of sparse_split_keys(st).
+  // of sparse_keys (sparse_split_keys of the step).
   const ModelConfig &c = model_.config();
   int64_t n_keys = int64_t{s.start_pos} + s.n_tokens;
   int64_t per_split = dense_tokens_per_split();
   if (s.device_sparse_key >= 0 && s.device_sparse_span > 0) {
     n_keys = std::min<int64_t>(n_keys, s.device_sparse_span);
-    per_split = sparse_split_keys(st);
+    per_split = sparse_keys;
   }
   if (s.sparse) {
-    per_split = sparse_split_keys(st);
+    per_split = sparse_keys;
     int32_t most = 0;
     for (int32_t l = 0; l < c.n_layers; ++l) most = std::max(most, s.sparse->counts[l]);
     n_keys = std::min<int64_t>(n_keys, int64_t{most} + s.start_pos + s.n_tokens - s.sparse->prefix);
   }
   if (s.quest) {
-    per_split = sparse_split_keys(st);
+    per_split = sparse_keys;
     n_keys = std::min<int64_t>(n_keys, std::min(s.quest->budget, s.quest->prefix) +
                                            int64_t{s.start_pos} + 1 - s.quest->prefix);
   }

@@ -128,7 +128,7 @@ class CudaContext : public BackendContext {
   struct StagingCursor;
   void stage_sequence(const ForwardBatch &batch, int32_t i, StagingCursor &cur, Step &st);
   void stage_capture(const SeqRows &s, StagingCursor &cur);
-  int64_t useful_splits_of(const SeqRows &s, const Step &st) const;
+  int64_t useful_splits_of(const SeqRows &s, int32_t sparse_keys) const;
   int32_t sparse_split_keys(const Step &st) const;
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
   void warm_gemm_plans(int32_t rows);       // ContextParams::warm_rows

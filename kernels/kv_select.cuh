@@ -2,21 +2,23 @@
 // captured, choose each (layer, sequence)'s draft set without a host round
 // trip, and write it where sparse drafting reads it.
 //
-// Two kernels: the scoring spreads each (layer, sequence)'s captured scores
-// over many blocks, then one block per (sequence, layer) ranks and writes the
-// set. The n candidates [0, n) split into a head
-// [0, head) and a tail [n - tail, n), always kept, and a middle whose best
-// `scored` candidates are kept. A candidate's score is the mean over the
-// listed captured rows and every query head of exp(logit - lse) (softmax
-// weight) or of the logit. Ranking is top_k_select.h's: higher score first,
-// equal scores prefer the later position, NaN ranks as -inf. The chosen
-// positions (ascending) are written as the sparse record paged_attention
-// reads: {prefix = n, stride, counts[n_layers], positions[n_layers][stride]}.
+// One block per (sequence, layer) scores its candidates into shared memory,
+// ranks them and writes the set; past 48K candidates a scoring kernel first
+// spreads the captured scores over many blocks, into global scratch. The n
+// candidates [0, n) split into a head [0, head) and a tail [n - tail, n),
+// always kept, and a middle whose best `scored` candidates are kept. A
+// candidate's score is the mean over the listed captured rows and every query
+// head of exp(logit - lse) (softmax weight) or of the logit. Ranking is
+// top_k_select.h's: higher score first, equal scores prefer the later
+// position, NaN ranks as -inf. The chosen positions (ascending) are written
+// as the sparse record paged_attention reads:
+// {prefix = n, stride, counts[n_layers], positions[n_layers][stride]}.
 //
 // The k-th best score is found by a 4-pass radix select over order-preserving
-// 32-bit keys (kept in `keys`, scratch of max_candidates uint32 per
-// (sequence, layer)), then one ordered compaction writes the set. Everything
-// is in fixed device buffers; nothing is read back by the host.
+// 32-bit keys (in shared memory, or past 48K candidates in `keys`, scratch of
+// max_candidates uint32 per (sequence, layer)), then one ordered compaction
+// writes the set. Everything is in fixed device buffers; nothing is read back
+// by the host.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,6 +58,9 @@ struct KvSelectParams {
   int32_t *records = nullptr;  // sparse records, see above
 };
 
+// kv_select_init() once per device first: a selection block keeps up to
+// 192 KB of keys in shared memory.
 cudaError_t kv_select(const KvSelectParams &p, cudaStream_t stream);
+cudaError_t kv_select_init();
 
 }  // namespace vegas::kernels

@@ -295,6 +295,7 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
 void tl_qkv_print(int marks);  // kernels/timeline.cuh
 void tl_attn_print(int marks);
 void tl_gemm_o_print(int marks);
+void tl_select_print(int marks);
 #endif
 
 int main(int argc, char **argv) {
@@ -337,6 +338,7 @@ int main(int argc, char **argv) {
   tl_qkv_print(4);
   tl_attn_print(6);
   tl_gemm_o_print(3);
+  tl_select_print(5);
 #endif
   return 0;
 }

@@ -90,6 +90,7 @@ std::vector<int32_t> host_set(const Captures &c, const Case &k, int32_t layer, i
 
 TEST(CudaKvSelect, MatchesHostSelection) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(kernels::kv_select_init(), cudaSuccess);
   std::mt19937 rng(7);
   const std::vector<Case> cases = {
       {1000, 0, 0, 70, 2, false, false},    // pure top-k, logits
@@ -108,6 +109,9 @@ TEST(CudaKvSelect, MatchesHostSelection) {
       {20000, 0, 64, 1400, 3, false, true},   // three rows, ties
       {6000, 4, 200, 220, 2, false, true},    // sinks, ties
       {40000, 0, 100, 2700, 2, true, false},  // past 32K: 79 candidates a thread
+      // Middles past the 48K keys the selection stages in shared memory: read from global.
+      {50000, 0, 100, 3500, 2, true, false},
+      {49252, 0, 100, 3400, 2, false, true},  // middle of exactly 48K keys: staged
   };
   const int32_t layers = 3, heads = 4;
   int32_t mismatched_sets = 0;
@@ -117,14 +121,17 @@ TEST(CudaKvSelect, MatchesHostSelection) {
   for (size_t run = 0; run < 2 * cases.size(); ++run) {
     const size_t ci = run / 2;
     const Case &k = cases[ci];
-    // Two sequences: captured rows of the second start after the first's.
+    // Two sequences, captured rows of the second after the first's; the
+    // float4 runs of cases up to 8K candidates take 64, whose 192 blocks run
+    // the selection kernel's 512-thread form (past one block a multiprocessor).
+    const int32_t seqs = run % 2 && k.n <= 8193 ? 64 : 2;
     const int32_t rows = std::max(k.n_rows, 1);
-    const int32_t slots = 2 * rows, stride = run % 2 ? (k.n + 8) / 4 * 4 : k.n + 5;
+    const int32_t slots = seqs * rows, stride = run % 2 ? (k.n + 8) / 4 * 4 : k.n + 5;
     const Captures c = random_captures(layers, slots, heads, stride, k.integer_logits, rng);
-    std::vector<kernels::KvSelectDesc> descs(2);
+    std::vector<kernels::KvSelectDesc> descs(static_cast<size_t>(seqs));
     const int32_t rec_stride = k.n + 3;
     const int32_t words = 2 + layers * (1 + rec_stride);
-    for (int32_t s = 0; s < 2; ++s) {
+    for (int32_t s = 0; s < seqs; ++s) {
       kernels::KvSelectDesc &d = descs[static_cast<size_t>(s)];
       d.n = k.n;
       d.head = k.head;
@@ -139,11 +146,11 @@ TEST(CudaKvSelect, MatchesHostSelection) {
     Dev<kernels::KvSelectDesc> desc_dev(descs);
     Dev<uint16_t> logits_dev(test::f16_vec_bits(c.logits));
     Dev<float> lse_dev(c.lse);
-    Dev<uint32_t> keys(static_cast<size_t>(2) * layers * k.n);
-    Dev<int32_t> records(static_cast<size_t>(2) * words + 1);
+    Dev<uint32_t> keys(static_cast<size_t>(seqs) * layers * k.n);
+    Dev<int32_t> records(static_cast<size_t>(seqs) * words + 1);
     kernels::KvSelectParams p;
     p.desc = desc_dev.get();
-    p.n_seqs = 2;
+    p.n_seqs = seqs;
     p.n_layers = layers;
     p.n_heads = heads;
     p.cap_logits = logits_dev.as<kernels::f16>();
@@ -156,7 +163,7 @@ TEST(CudaKvSelect, MatchesHostSelection) {
     ASSERT_EQ(kernels::kv_select(p, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<int32_t> rec = records.download();
-    for (int32_t s = 0; s < 2; ++s) {
+    for (int32_t s = 0; s < seqs; ++s) {
       const int32_t *r = rec.data() + s * words + 1;
       EXPECT_EQ(r[0], k.n) << "case " << ci;
       EXPECT_EQ(r[1], rec_stride) << "case " << ci;
@@ -193,6 +200,7 @@ TEST(CudaKvSelect, MatchesHostSelection) {
 // rows, 16 sequences, n = 8K, ratio 0.07, half window).
 TEST(CudaKvSelect, TimingAtBenchShape) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(kernels::kv_select_init(), cudaSuccess);
   std::mt19937 rng(3);
   const int32_t layers = 8, heads = 8, seqs = 16, n = 8192, rows = 2;
   const int32_t slots = seqs * rows;
@@ -232,7 +240,7 @@ TEST(CudaKvSelect, TimingAtBenchShape) {
   p.records = records.get();
   const double us = test::median_launch_us([&] { return kernels::kv_select(p, nullptr); });
   ASSERT_GE(us, 0.0) << "kv_select failed";
-  const double bytes = static_cast<double>(logits.size()) * 4;
+  const double bytes = static_cast<double>(logits.size()) * 2;  // fp16 on the device
   std::cout << "[kv-select] 16 seqs x 8 layers, n 8192, 2 rows x 8 heads: median " << us << " us ("
             << bytes / (us * 1e-6) / 1e9 << " GB/s of captured scores read)\n";
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_context.h"
+#include "kv_select.cuh"
 #include "paged_attention.cuh"
 #include "prefill_attention.cuh"
 #include "qkv_rope.cuh"
@@ -60,6 +61,7 @@ CudaBackendModel::CudaBackendModel(const ModelConfig &config, const CudaBackendO
   check(kernels::verify_attention_init(), "verify attention kernel attributes");
   check(kernels::small_gemm_init(), "small GEMM kernel attributes");
   check(kernels::qkv_rope_mma_init(), "fused qkv kernel attributes");
+  check(kernels::kv_select_init(), "selection kernel attributes");
 }
 
 void CudaBackendModel::activate() const {

@@ -161,6 +161,21 @@ TEST_F(LogitCandidatesKernel, RejectsBadParams) {
   EXPECT_EQ(kernels::logit_candidates(p, nullptr), cudaSuccess);  // nothing to do
 }
 
+// Timing, no assertion: a draft pass's 16 rows of 22m's 8192 logits (k 20).
+TEST_F(LogitCandidatesKernel, TimingOfDraftRows) {
+  const int vocab = 8192, rows = 16;
+  std::vector<float> logits;
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<float> row = row_of("normal", vocab, rng);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  Launch launch(logits, std::vector<int32_t>(static_cast<size_t>(rows), 20), vocab);
+  const double us =
+      median_launch_us([&] { return kernels::logit_candidates(launch.p, nullptr); }, 20, 5);
+  ASSERT_GE(us, 0.0) << "logit_candidates failed";
+  std::printf("[candidates] %d x %d logits, k 20: median %.1f us\n", rows, vocab, us);
+}
+
 // Timing, no assertion: one and four rows of Qwen's 151,936 logits (k 20),
 // one block a row reading it at every pass against the chunks with scratch.
 TEST_F(LogitCandidatesKernel, TimingOfLongRows) {

@@ -3,8 +3,8 @@
 // then γ single-row passes draw the drafts with each sequence's rule: on the
 // device as the sparse drafts' chain (begin_chained) where the draft's
 // context chains passes (its window too), else on the host
-// (draft_pass_by_pass), both run on the draft model's context (draft_row
-// makes its rows). Verification and acceptance are the chain's.
+// (draft_pass_by_pass), both run on the draft model's context (whose passes
+// draft_row gives the draft's rows). Verification and acceptance are the chain's.
 #include <vector>
 
 #include "common/error.h"
@@ -26,11 +26,7 @@ void SpeculativeDecoder::draft_by_model(std::vector<RoundWork> &work, int32_t ma
   for (const RoundWork &w : work)
     if (w.gamma > 0) drafting.push_back(w.seq);
   model_drafter_->begin_round(drafting);
-  model_round_ = true;
-  struct Reset {
-    bool &flag;
-    ~Reset() { flag = false; }
-  } reset{model_round_};
+  // Passes on the draft's context make its rows (drafts_on_model).
   if (!draft_model_chain(work, max_gamma, rs))
     draft_pass_by_pass(work, max_gamma, model_drafter_->context(), rs);
 }

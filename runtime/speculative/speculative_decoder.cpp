@@ -301,9 +301,10 @@ void SpeculativeDecoder::select_after_prefill(const Sequence &seq) {
   totals_.select_seconds += now_seconds() - t0;
 }
 
-SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32_t *token) const {
+SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32_t *token,
+                                      bool model_rows) const {
   SeqRows r = sequence_rows(*w.seq, token, 1, w.seq->kv_len + j, SeqRows::Logits::kLast);
-  if (model_round_) {  // the draft model's own KV: every position, or its window
+  if (model_rows) {  // the draft model's own KV: every position, or its window
     r.sparse = model_drafter_->window_of(*w.seq);
   } else if (device_) {
     const DeviceSelection &ds = w.st->device_select;
@@ -321,7 +322,8 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
 bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
                                        BackendContext &context, ChainedDrafts *chain) {
   // The sparse drafts' rows read the device's selection; a draft model's are dense.
-  if ((!device_ && !model_round_) || max_gamma == 0) return false;
+  const bool model_rows = drafts_on_model(context);
+  if ((!device_ && !model_rows) || max_gamma == 0) return false;
   for (RoundWork &w : work) {
     if (w.gamma == 0) continue;
     // No room for the extra drafts, or penalties: one pass at a time.
@@ -339,7 +341,7 @@ bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max
   for (size_t i = 0; i < n; ++i) {
     const RoundWork &w = *chain->seqs[i];
     chain->first_tokens[i] = w.seq->tokens.back();
-    first.seqs.push_back(draft_row(w, 0, &chain->first_tokens[i]));
+    first.seqs.push_back(draft_row(w, 0, &chain->first_tokens[i], model_rows));
     rules[i].params = &w.seq->req.sampling;
     rules[i].rng_counter = w.rng.counter();
     k[i] = w.k;
@@ -517,6 +519,7 @@ std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
 void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma,
                                             BackendContext &context, RoundState &rs) {
   const int32_t vocab = config_.vocab_size;
+  const bool model_rows = drafts_on_model(context);
   std::vector<int32_t> inputs(work.size());
   for (int32_t j = 0; j < max_gamma; ++j) {
     ForwardBatch batch;
@@ -525,7 +528,7 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
       RoundWork &w = work[i];
       if (j >= w.gamma) continue;
       inputs[i] = j == 0 ? w.seq->tokens.back() : w.drafts[static_cast<size_t>(j - 1)];
-      batch.seqs.push_back(draft_row(w, j, &inputs[i]));
+      batch.seqs.push_back(draft_row(w, j, &inputs[i], model_rows));
       in_batch.push_back(&w);
     }
     const float *logits = nullptr;

@@ -288,8 +288,14 @@ class SpeculativeDecoder {
                                      const std::vector<AcceptResult> &results,
                                      const RoundState &rs);
 
-  // Draft pass j's row of a sequence, on *token.
-  SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token) const;
+  // Whether passes on `context` are the draft model's (its own KV, no selection).
+  bool drafts_on_model(const BackendContext &context) const {
+    return model_drafter_ && &context == &model_drafter_->context();
+  }
+  // Draft pass j's row of a sequence, on *token, for passes on the draft
+  // model's context (`model_rows`: its window, or every position) or the
+  // model's own (the sequence's selection).
+  SeqRows draft_row(const RoundWork &w, int32_t j, const int32_t *token, bool model_rows) const;
   // Every drafting sequence with a rule without penalties on a
   // device-selected set: the round's max_gamma passes enqueued in one backend
   // call, each fed the previous pass's draws on the device. A sequence with a
@@ -356,8 +362,6 @@ class SpeculativeDecoder {
   // Policy "P+model": each round drafts by the draft model or by P's sparse
   // passes (hybrid_, the draft model in lookup's place).
   bool hybrid_model_ = false;
-  // Inside draft_by_model: draft_row makes the draft model's rows.
-  bool model_round_ = false;
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   // Policy "P+lookup" (or "P+model"): each round drafts by lookup (the draft
   // model) or by P's sparse passes,

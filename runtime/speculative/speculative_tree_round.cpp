@@ -92,7 +92,7 @@ void SpeculativeDecoder::draft_trees(std::vector<RoundWork> &work, int32_t max_g
       if (level >= w.gamma) continue;
       const int32_t begin = w.tree.level_begin(level), end = w.tree.level_end(level);
       w.rows = TokenTree{w.seq->kv_len, w.tree.parents(), w.tree.n_nodes()};
-      SeqRows r = draft_row(w, 0, w.tree.tokens() + begin);
+      SeqRows r = draft_row(w, 0, w.tree.tokens() + begin, false);  // trees: no draft model
       r.n_tokens = end - begin;
       r.start_pos = w.seq->kv_len + begin;
       r.logits = SeqRows::Logits::kAll;

@@ -360,7 +360,7 @@ ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) 
   // measured another shape, where what paid says little about this one.
   const int64_t batch = static_cast<int64_t>(decoding.size());
   const TuningBucket &b = profile->lookup(context, batch);
-  prior.vanilla = b.vanilla && b.contains(context, batch);
+  prior.vanilla = b.vanilla_for(params_.spec.draft_model) && b.contains(context, batch);
   return prior;
 }
 

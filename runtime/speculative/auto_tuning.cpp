@@ -26,8 +26,11 @@ AutoTuning::AutoTuning(const AutoKnobs &autos, const FixedKnobs &fixed,
 
 SequenceTuning AutoTuning::start(int64_t context, int32_t batch) const {
   const TuningBucket &b = profile_->lookup(context, batch);
+  // With a draft model the bucket's draft-model γ, if measured, is its start.
+  const bool model_start = fixed_.draft_model && b.draft_model_gamma > 0;
+  const int32_t bucket_gamma = model_start ? b.draft_model_gamma : b.gamma;
   SequenceTuning t;
-  t.gamma = autos_.gamma ? std::min(b.gamma, max_gamma_) : fixed_.gamma;
+  t.gamma = autos_.gamma ? std::min(bucket_gamma, max_gamma_) : fixed_.gamma;
   t.ratio = autos_.ratio ? b.ratio : fixed_.ratio;
   t.window_share = !autos_.policy        ? fixed_.window_share
                    : b.policy == policy_ ? b.window_share
@@ -36,8 +39,12 @@ SequenceTuning AutoTuning::start(int64_t context, int32_t batch) const {
     RefinementConfig config = config_;
     // The bucket's τ describes its own setting: trust it only when the
     // sequence starts there (every knob auto, the bucket's policy in use).
-    if (autos_.gamma && autos_.ratio && autos_.policy && b.policy == policy_ && t.gamma == b.gamma)
+    if (model_start) {
+      if (autos_.gamma && t.gamma == b.draft_model_gamma) config.expected_tau = b.draft_model_tau;
+    } else if (autos_.gamma && autos_.ratio && autos_.policy && b.policy == policy_ &&
+               t.gamma == b.gamma && !fixed_.draft_model) {
       config.expected_tau = b.tau;
+    }
     t.controller.emplace(config, KnobSetting{t.gamma, t.ratio});
   }
   return t;

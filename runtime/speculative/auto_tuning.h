@@ -41,6 +41,9 @@ struct FixedKnobs {
   float ratio = 0.07f;
   float window_share = 0.5f;
   int32_t min_tokens = 256;
+  // A separate draft model drafts: an automatic γ starts at the bucket's
+  // draft-model γ where the profile has one.
+  bool draft_model = false;
 };
 
 // γ beyond this is not tried unless a profile names a longer one: a verify

@@ -101,6 +101,7 @@ FixedKnobs fixed_knobs(const SpeculativeParams &p) {
   f.ratio = p.selection.ratio;
   f.window_share = p.selection.window_share;
   f.min_tokens = p.selection.min_tokens;
+  f.draft_model = p.draft_model;
   return f;
 }
 

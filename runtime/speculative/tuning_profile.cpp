@@ -118,6 +118,14 @@ TuningBucket parse_bucket(const json &j, const std::string &source, size_t index
       o.bad("mode", "is \"" + mode + "\", not \"vegas\" or \"vanilla\"");
     b.vanilla = mode == "vanilla";
   }
+  if (o.has("draft_model")) {
+    const json &d = o.get("draft_model");
+    if (!d.is_object()) o.bad("draft_model", "must be an object, got " + d.dump());
+    const Object dm(d, source, where + "draft_model.");
+    b.draft_model_gamma = static_cast<int32_t>(dm.integer("gamma", 1, kMaxGamma));
+    b.draft_model_tau = dm.has("tau") ? dm.number("tau", 1.0, kMaxGamma + 1.0, false) : 0.0;
+    b.draft_model_speedup = dm.has("speedup") ? dm.number("speedup", 0.0, 1000.0, false) : 0.0;
+  }
   return b;
 }
 
@@ -210,7 +218,7 @@ const TuningBucket &TuningProfile::lookup(int64_t context, int64_t batch) const 
 
 int32_t TuningProfile::max_gamma() const {
   int32_t g = 1;
-  for (const TuningBucket &b : buckets_) g = std::max(g, b.gamma);
+  for (const TuningBucket &b : buckets_) g = std::max({g, b.gamma, b.draft_model_gamma});
   return g;
 }
 

@@ -14,7 +14,11 @@
 // informational. A bucket's "speedup" (its setting's tokens/s over vanilla's,
 // optional) and "mode" ("vegas", the default, or "vanilla": Vegas did not pay
 // there, `vegas tune` writes it when speedup < 1) guide auto mode
-// (VEGAS_MODE_AUTO, session/mode_chooser.h).
+// (VEGAS_MODE_AUTO, session/mode_chooser.h). A bucket's optional
+// "draft_model": {"gamma": 3, "tau": 2.1, "tokens_per_s": ..., "speedup": ...}
+// (`vegas tune --draft-model`) is the separate draft model's best γ there:
+// where a session that drafts with a draft model starts γ (its other knobs
+// do not apply to model drafts).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,19 @@ struct TuningBucket {
   double tau = 0.0;
   double speedup = 0.0;  // over vanilla when the profile was made; 0 = unknown
   bool vanilla = false;  // "mode": "vanilla": vanilla decoding was faster here
+  // "draft_model": γ and τ of drafting with a separate draft model here; 0 =
+  // not measured (a session with a draft model then starts at `gamma`).
+  int32_t draft_model_gamma = 0;
+  double draft_model_tau = 0.0;
+  double draft_model_speedup = 0.0;  // 0 = unknown
+
+  // Whether vanilla decoding was measured faster here than this bucket's
+  // drafting: the draft model's (draft_model; unknown unless measured) or the
+  // model's own.
+  bool vanilla_for(bool draft_model) const {
+    if (!draft_model) return vanilla;
+    return draft_model_gamma > 0 && draft_model_speedup > 0.0 && draft_model_speedup < 1.0;
+  }
 
   bool contains(int64_t context, int64_t batch) const {
     return context >= context_min && (context_max < 0 || context < context_max) &&
@@ -78,7 +95,7 @@ class TuningProfile {
   // The first bucket (file order) containing both values; when none does, the
   // nearest by context, then by batch, then the first in file order.
   const TuningBucket &lookup(int64_t context, int64_t batch) const;
-  // The largest γ of any bucket.
+  // The largest γ of any bucket, the draft model's included.
   int32_t max_gamma() const;
   // The bucket whose policy a session uses when its policy is "auto": the
   // first bucket naming the policy most buckets name (a session has one

@@ -3,8 +3,12 @@
 // candidate policy and window share) and writes the best of each bucket as a
 // profile (format "vegas-profile/1", tune_profile.h) that sessions in auto
 // mode start from. Progress goes to stderr, the whole sweep as JSON to stdout
-// (or --sweep-json). The model is loaded once; the C API has no way to share a
-// prefill between sessions, so every measured point prefills its prompts anew.
+// (or --sweep-json). With --draft-model the draft model drafting every round
+// is one more candidate ("model", γ only: it selects nothing); a bucket's
+// setting stays the best of the model's own drafting, and the draft model's
+// best γ goes beside it ("draft_model"), where sessions with that draft start.
+// The model is loaded once; the C API has no way to share a prefill between
+// sessions, so every measured point prefills its prompts anew.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -175,9 +179,21 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   check_writable_dir(parent_dir(a.out), kCommand, "the profile (--out)");
   if (!a.sweep_json.empty()) check_writable_dir(parent_dir(a.sweep_json), kCommand, "--sweep-json");
 
-  if (!a.run.spec.draft_model_dir.empty())
-    usage_error("--draft-model is not among the tuned candidates yet (vegas bench measures it)");
   const LoadedModel model = load_model(a.run.model);
+  // --draft-model: one more candidate, "model", the draft model drafting every
+  // round; the others draft with the model itself (their spec has no draft).
+  LoadedModel draft;
+  if (!a.run.spec.draft_model_dir.empty()) {
+    ModelArgs draft_args = a.run.model;
+    draft_args.model_dir = a.run.spec.draft_model_dir;
+    draft_args.synthetic.clear();
+    draft = load_model(draft_args);
+    SpecSettings m = a.run.spec;
+    m.label = "model";
+    m.draft_model = draft.model.get();
+    candidates.push_back(m);
+  }
+  auto by_model = [](const TunePoint &p) { return p.spec.draft_model != nullptr; };
   const PromptSource source(a.run, model, kCommand);
   const int32_t max_gamma =
       std::max(a.grid.large_gamma, *std::max_element(a.grid.gammas.begin(), a.grid.gammas.end()));
@@ -215,7 +231,10 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
     t.context = ctx_ranges[job.context_range];
     t.batch = batch_ranges[job.batch_range];
     t.vanilla_tokens_per_s = vanilla.tokens_per_s();
-    t.choice = points.best();
+    // The bucket's setting is the model's own drafting (what every session
+    // can use); the draft model's best is kept beside it.
+    t.choice = *points.best_of([&](const TunePoint &p) { return !by_model(p); });
+    if (const TunePoint *d = points.best_of(by_model)) t.draft_model = *d;
     std::fprintf(
         stderr, "[tune] bucket context %s batch %s: %s gamma %d ratio %g (%.2fx vanilla)\n",
         range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
@@ -235,6 +254,14 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
                              {"candidates", cands},
                              {"points", pts},
                              {"choice", point_json(t.choice)}});
+    if (t.draft_model) {
+      sweep_buckets.back()["draft_model_choice"] = point_json(*t.draft_model);
+      std::fprintf(
+          stderr, "[tune] bucket context %s batch %s: the draft model at gamma %d (%.2fx)\n",
+          range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
+          t.draft_model->spec.gamma,
+          t.vanilla_tokens_per_s > 0 ? t.draft_model->tokens_per_s / t.vanilla_tokens_per_s : 0.0);
+    }
     tuned.push_back(std::move(t));
   }
 
@@ -256,6 +283,7 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
                           {"top_p", a.run.sampling.top_p},
                           {"min_tokens", a.run.spec.min_tokens},
                           {"candidates", a.candidates},
+                          {"draft_model", a.run.spec.draft_model_dir},
                           {"ratios", ratios},
                           {"gammas", a.grid.gammas},
                           {"large_gamma", a.grid.large_gamma},

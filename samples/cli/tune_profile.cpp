@@ -30,8 +30,10 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
   nlohmann::json list = nlohmann::json::array();
   for (const TunedBucket &b : buckets) {
     const TunePoint &c = b.choice;
-    const double speedup =
-        b.vanilla_tokens_per_s > 0 ? c.tokens_per_s / b.vanilla_tokens_per_s : 0.0;
+    auto speedup_of = [&](const TunePoint &p) {
+      return b.vanilla_tokens_per_s > 0 ? p.tokens_per_s / b.vanilla_tokens_per_s : 0.0;
+    };
+    const double speedup = speedup_of(c);
     list.push_back({{"context_min", b.context.min},
                     {"context_max", b.context.max},
                     {"batch_min", b.batch.min},
@@ -46,6 +48,12 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
                     // Vanilla is a candidate too: where it beat every setting, auto mode
                     // starts the bucket with vanilla steps (session/mode_chooser.h).
                     {"mode", speedup > 0.0 && speedup < 1.0 ? "vanilla" : "vegas"}});
+    // Where a session that drafts with the draft model starts γ.
+    if (b.draft_model)
+      list.back()["draft_model"] = {{"gamma", b.draft_model->spec.gamma},
+                                    {"tau", b.draft_model->tau},
+                                    {"tokens_per_s", b.draft_model->tokens_per_s},
+                                    {"speedup", speedup_of(*b.draft_model)}};
   }
   return {{"format", "vegas-profile/1"}, {"model", info.model},           {"backend", info.backend},
           {"device", info.device},       {"created_by", info.created_by}, {"buckets", list}};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,14 @@ size_t range_of(const std::vector<Range> &ranges, int64_t value, bool inclusive)
 // A range's representative value: its middle, 1.5 x the start of an unbounded one.
 int64_t representative(const Range &r);
 
-// One tuned bucket: its ranges, the vanilla baseline and the chosen point.
+// One tuned bucket: its ranges, the vanilla baseline, the chosen point of the
+// model's own drafting and, with --draft-model, the draft model's best point.
 struct TunedBucket {
   Range context;
   Range batch;
   double vanilla_tokens_per_s = 0.0;
   TunePoint choice;
+  std::optional<TunePoint> draft_model;
 };
 
 struct ProfileInfo {

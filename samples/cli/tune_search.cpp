@@ -17,10 +17,15 @@ const TunePoint &BucketPoints::at(const SpecSettings &spec, int32_t step) {
 }
 
 const TunePoint &BucketPoints::best() const {
-  size_t best = 0;
-  for (size_t i = 1; i < points_.size(); ++i)
-    if (points_[i].tokens_per_s > points_[best].tokens_per_s) best = i;
-  return points_.at(best);
+  const TunePoint *b = best_of([](const TunePoint &) { return true; });
+  return b != nullptr ? *b : points_.at(0);
+}
+
+const TunePoint *BucketPoints::best_of(const std::function<bool(const TunePoint &)> &keep) const {
+  const TunePoint *best = nullptr;
+  for (const TunePoint &p : points_)
+    if (keep(p) && (best == nullptr || p.tokens_per_s > best->tokens_per_s)) best = &p;
+  return best;
 }
 
 CandidateResult tune_candidate(const SpecSettings &candidate, const TuneGrid &grid,
@@ -35,9 +40,10 @@ CandidateResult tune_candidate(const SpecSettings &candidate, const TuneGrid &gr
     return points.at(s, step);
   };
 
-  // A policy that selects nothing (prompt lookup) drafts alike at every
-  // ratio: it is measured at the first one only, in all three steps.
-  const size_t n_ratios = candidate.policy == "lookup" ? 1 : ratios.size();
+  // Prompt lookup and a draft model select nothing, so they draft alike at
+  // every ratio: they are measured at the first one only, in all three steps.
+  const bool selects = candidate.policy != "lookup" && candidate.draft_model == nullptr;
+  const size_t n_ratios = selects ? ratios.size() : 1;
 
   // Step 1: τ against the ratio at a large γ; the knee.
   std::vector<double> tau(n_ratios);

@@ -6,8 +6,8 @@
 //  3. adjust the ratio at that γ: step from the knee to neighbouring ratios of
 //     the list, each way, while tokens/s keeps rising.
 // The setting a bucket gets is the highest tokens/s of every point measured in
-// it, over all candidates and steps. A candidate without selection ("lookup")
-// is measured at the first ratio only.
+// it, over all candidates and steps. A candidate without selection ("lookup",
+// or a separate draft model) is measured at the first ratio only.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,8 @@ class BucketPoints {
   const std::vector<TunePoint> &all() const { return points_; }
   // The point of highest tokens/s (the first of equals); all() must not be empty.
   const TunePoint &best() const;
+  // The same among the points `keep` accepts; null when it accepts none.
+  const TunePoint *best_of(const std::function<bool(const TunePoint &)> &keep) const;
 
  private:
   MeasureFn measure_;

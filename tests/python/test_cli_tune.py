@@ -116,6 +116,56 @@ def test_sweep_follows_the_three_steps(tuned):
             assert end["tokens_per_s"] >= max(tps)
 
 
+def test_tune_with_a_draft_model(tmp_path):
+    """--draft-model adds the candidate "model" (the draft model drafting every
+    round; here the embedded model drafts for itself): measured at the first
+    ratio only, over the gammas; each bucket's setting stays the best of the
+    model's own drafting, and the draft model's best point goes beside it as
+    "draft_model" (where sessions with that draft start gamma)."""
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    profile_path, sweep_path = tmp_path / "profile.json", tmp_path / "sweep.json"
+    draft = os.path.join(SOURCE_DIR, "models", "vegas-code-22m")
+    r = run("tune", "--backend", "cpu", "--quick", "--prompts", str(prompts), "--contexts", "192",
+            "--candidates", "vegas:0.5", "--ratios", ",".join(map(str, RATIOS)),
+            "--gammas", ",".join(map(str, GAMMAS)), "--large-gamma", str(LARGE_GAMMA),
+            "--draft-model", draft, "--out", str(profile_path), "--sweep-json", str(sweep_path))
+    assert r.returncode == 0, r.stderr
+    assert "the draft model at gamma" in r.stderr
+    profile, sweep = json.loads(profile_path.read_text()), json.loads(sweep_path.read_text())
+    assert sweep["draft_model"] == draft
+    assert len(profile["buckets"]) == len(sweep["buckets"]) == 1
+    b, s = profile["buckets"][0], sweep["buckets"][0]
+    own = [p for p in s["points"] if p["label"] != "model"]
+    model = [p for p in s["points"] if p["label"] == "model"]
+    assert own and model
+    assert {p["ratio"] for p in model} == {RATIOS[0]}  # a draft model selects nothing
+    assert {p["gamma"] for p in model} == set(GAMMAS + [LARGE_GAMMA])
+    best_own = max(own, key=lambda p: p["tokens_per_s"])
+    best_model = max(model, key=lambda p: p["tokens_per_s"])
+    assert (b["policy"], b["gamma"], b["ratio"], b["tokens_per_s"]) == \
+        (best_own["policy"], best_own["gamma"], best_own["ratio"], best_own["tokens_per_s"])
+    d = b["draft_model"]
+    assert (d["gamma"], d["tau"], d["tokens_per_s"]) == \
+        (best_model["gamma"], best_model["tau"], best_model["tokens_per_s"])
+    assert d["speedup"] == pytest.approx(best_model["tokens_per_s"] / s["vanilla_tokens_per_s"])
+    assert s["draft_model_choice"]["gamma"] == d["gamma"]
+    # Sessions with the draft model and automatic knobs take that profile from
+    # the model directory, and decode: greedy, they equal vanilla.
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for name in os.listdir(draft):
+        if name != "vegas-profile.json":
+            os.symlink(os.path.join(os.path.abspath(draft), name), model_dir / name)
+    shutil.copy(profile_path, model_dir / "vegas-profile.json")
+    r = run("bench", "--backend", "cpu", "--mode", "vegas", "--model", str(model_dir),
+            "--prompts", str(prompts), "--context", "96", "--batch", "2", "--new-tokens", "8",
+            "--policy", "auto", "--gamma", "0", "--ratio", "0", "--temperature", "0",
+            "--draft-model", draft)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["vegas"]["identical_to_vanilla"] is True
+
+
 def test_report_quick_writes_json_and_plots(tmp_path):
     out = tmp_path / "report"
     r = run("bench", "--backend", "cpu", "--report", str(out), "--quick")

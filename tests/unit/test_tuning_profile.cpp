@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "safetensors_writer.h"
+#include "speculative/auto_tuning.h"
 #include "speculative/tuning_profile.h"
 
 namespace vegas {
@@ -61,7 +62,7 @@ std::string one_bucket(const std::string &field, const std::string &value) {
       {"context_min", "0"}, {"context_max", "-1"},   {"batch_min", "1"},
       {"batch_max", "-1"},  {"policy", "\"vegas\""}, {"window_share", "0.5"},
       {"gamma", "6"},       {"ratio", "0.07"},       {"tau", ""},  // optional, absent unless given
-      {"mode", ""},         {"speedup", ""}};
+      {"mode", ""},         {"speedup", ""},         {"draft_model", ""}};
   std::string bucket;
   for (const auto &f : fields) {
     std::string v = f.first == field ? value : f.second;
@@ -124,6 +125,24 @@ TEST(TuningProfile, OptionalAndUnknownKeys) {
   EXPECT_EQ(p->buckets()[0].policy, "streaming+lookup");
   for (const char *bad : {"\"lookup+lookup\"", "\"nope+lookup\"", "\"+lookup\""})
     EXPECT_THROW(TuningProfile::parse(one_bucket("policy", bad), "p.json"), Error) << bad;
+  EXPECT_EQ(TuningProfile::parse(one_bucket("tau", ""), "p.json")->buckets()[0].draft_model_gamma,
+            0);  // no "draft_model": not measured
+  p = TuningProfile::parse(
+      one_bucket("draft_model", R"({"gamma":12,"tau":2.5,"tokens_per_s":900,"speedup":0.8})"),
+      "p.json");
+  EXPECT_EQ(p->buckets()[0].draft_model_gamma, 12);
+  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].draft_model_tau), 2.5f);
+  EXPECT_EQ(p->max_gamma(), 12);  // the draft model's γ sizes a session's buffers too
+  EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].draft_model_speedup), 0.8f);
+  // Vanilla was faster than the draft model there, and no "mode": vanilla
+  // for a session with that draft, the model's own drafting for the others.
+  EXPECT_TRUE(p->buckets()[0].vanilla_for(true));
+  EXPECT_FALSE(p->buckets()[0].vanilla_for(false));
+  p = TuningProfile::parse(one_bucket("mode", "\"vanilla\""), "p.json");
+  EXPECT_TRUE(p->buckets()[0].vanilla_for(false));
+  EXPECT_FALSE(p->buckets()[0].vanilla_for(true));  // the draft model was not measured
+  p = TuningProfile::parse(one_bucket("draft_model", R"({"gamma":4,"speedup":1.4})"), "p.json");
+  EXPECT_FALSE(p->buckets()[0].vanilla_for(true));
   p = TuningProfile::parse(one_bucket("tau", "5.4"), "p.json");
   EXPECT_FLOAT_EQ(static_cast<float>(p->buckets()[0].tau),
                   5.4f);  // read as a float, like the others
@@ -153,14 +172,35 @@ TEST(TuningProfile, MissingRequiredFieldsNameFileAndField) {
 
 TEST(TuningProfile, OutOfRangeValuesAreFormatErrors) {
   const std::pair<const char *, const char *> cases[] = {
-      {"context_min", "-1"},  {"context_min", "1.5"},  {"context_max", "0"},
-      {"context_max", "-2"},  {"batch_min", "0"},      {"batch_max", "0"},
-      {"policy", "\"user\""}, {"policy", "\"auto\""},  {"policy", "\"nope\""},
-      {"policy", "7"},        {"window_share", "1.5"}, {"window_share", "-0.1"},
-      {"gamma", "0"},         {"gamma", "33"},         {"gamma", "6.5"},
-      {"ratio", "0"},         {"ratio", "1.01"},       {"ratio", "\"0.07\""},
-      {"tau", "0.5"},         {"tau", "40"},           {"gamma", "99999999999999999999"},
-      {"mode", "\"fast\""},   {"mode", "1"},           {"speedup", "-1"}};
+      {"context_min", "-1"},
+      {"context_min", "1.5"},
+      {"context_max", "0"},
+      {"context_max", "-2"},
+      {"batch_min", "0"},
+      {"batch_max", "0"},
+      {"policy", "\"user\""},
+      {"policy", "\"auto\""},
+      {"policy", "\"nope\""},
+      {"policy", "7"},
+      {"window_share", "1.5"},
+      {"window_share", "-0.1"},
+      {"gamma", "0"},
+      {"gamma", "33"},
+      {"gamma", "6.5"},
+      {"ratio", "0"},
+      {"ratio", "1.01"},
+      {"ratio", "\"0.07\""},
+      {"tau", "0.5"},
+      {"tau", "40"},
+      {"gamma", "99999999999999999999"},
+      {"mode", "\"fast\""},
+      {"mode", "1"},
+      {"speedup", "-1"},
+      {"draft_model", "3"},
+      {"draft_model", "{}"},
+      {"draft_model", R"({"gamma":0})"},
+      {"draft_model", R"({"gamma":40})"},
+      {"draft_model", R"({"gamma":3,"tau":0.5})"}};
   for (const auto &c : cases) {
     const std::string message = format_error(one_bucket(c.first, c.second));
     EXPECT_NE(message.find(std::string("buckets[0].") + c.first), std::string::npos)
@@ -226,6 +266,36 @@ TEST(TuningProfile, ResolveNamedDefaultAndBuiltin) {
   // A corrupt default file is an error, not silently ignored.
   dir.write("vegas-profile.json", "not json");
   EXPECT_EQ(status_of([&] { TuningProfile::resolve("", dir.path(), "cuda"); }), VEGAS_ERR_FORMAT);
+}
+
+// A session with a draft model and an automatic γ starts where the bucket's
+// "draft_model" says (trusting its τ); without one, or with a fixed γ, as
+// before; a bucket with no draft-model γ starts a draft model at its own γ.
+TEST(TuningProfile, DraftModelSessionsStartAtTheDraftModelGamma) {
+  const auto profile = TuningProfile::parse(
+      R"({"format":"vegas-profile/1","backend":"cpu","buckets":[
+      {"context_min":0,"context_max":4096,"batch_min":1,"batch_max":-1,"policy":"vegas",
+       "gamma":6,"ratio":0.07,"tau":5.0,"draft_model":{"gamma":3,"tau":2.2}},
+      {"context_min":4096,"context_max":-1,"batch_min":1,"batch_max":-1,"policy":"vegas",
+       "gamma":8,"ratio":0.05}]})",
+      "p.json");
+  AutoKnobs autos;
+  autos.gamma = autos.ratio = autos.policy = true;
+  FixedKnobs fixed;
+  const RefinementConfig refinement;
+  const AutoTuning sparse(autos, fixed, profile, refinement);
+  EXPECT_EQ(sparse.start(1000, 4).gamma, 6);
+  EXPECT_DOUBLE_EQ(sparse.start(1000, 4).controller->expected_tau(), 5.0);
+  fixed.draft_model = true;
+  const AutoTuning model(autos, fixed, profile, refinement);
+  EXPECT_EQ(model.start(1000, 4).gamma, 3);
+  EXPECT_FLOAT_EQ(static_cast<float>(model.start(1000, 4).controller->expected_tau()), 2.2f);
+  EXPECT_EQ(model.start(9000, 4).gamma, 8);  // no draft-model γ measured there
+  EXPECT_DOUBLE_EQ(model.start(9000, 4).controller->expected_tau(),
+                   0.0);  // the sparse τ is not its
+  autos.gamma = false;
+  fixed.gamma = 5;
+  EXPECT_EQ(AutoTuning(autos, fixed, profile, refinement).start(1000, 4).gamma, 5);
 }
 
 }  // namespace

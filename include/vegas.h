@@ -436,9 +436,11 @@ typedef struct vegas_session_options {
    * are then refined from the observed acceptance and step times (a warm-up,
    * a hysteresis window, at most 4 switches per sequence; see
    * vegas_session_get_switch). The policy is one per session: the one most of
-   * the profile's buckets name. Knobs set explicitly stay fixed. In
-   * VEGAS_MODE_AUTO the profile is read as well (for its "mode"), whatever the
-   * knobs. */
+   * the profile's buckets name. Knobs set explicitly stay fixed. With a
+   * draft_model, gamma 0 starts at a bucket's "draft_model" gamma where `vegas
+   * tune --draft-model` measured one. In VEGAS_MODE_AUTO the profile is read as
+   * well (for its "mode", or with a draft_model its "draft_model" speedup),
+   * whatever the knobs. */
   const char *profile_path;
   /* 1 (default): full KV pages of earlier sequences (finished or running)
    * serve a new sequence whose prompt starts with the same tokens, which then

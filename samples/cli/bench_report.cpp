@@ -167,10 +167,6 @@ void add_report_options(CLI::App *cmd, ReportArgs &r) {
 }
 
 void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
-  if (!run.spec.draft_model_dir.empty()) {
-    std::fprintf(stderr, "vegas bench --report: --draft-model is not among its sweeps yet\n");
-    throw CLI::RuntimeError(2);
-  }
   if (r.plot && r.no_plot) {
     std::fprintf(stderr, "%s: --plot and --no-plot contradict each other\n", kCommand);
     throw CLI::RuntimeError(2);
@@ -183,6 +179,21 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   check_writable_dir(r.dir, kCommand, "the report");
 
   const LoadedModel model = load_model(run.model);
+  // --draft-model: one more series in the throughput and acceptance plots,
+  // "model" (the draft model drafting every round at --gamma); it selects
+  // nothing, so the ratio sweep and the heat map stay the policies'.
+  LoadedModel draft;
+  std::vector<SpecSettings> series = specs;
+  if (!run.spec.draft_model_dir.empty()) {
+    ModelArgs draft_args = run.model;
+    draft_args.model_dir = run.spec.draft_model_dir;
+    draft_args.synthetic.clear();
+    draft = load_model(draft_args);
+    SpecSettings m = run.spec;
+    m.label = "model";
+    m.draft_model = draft.model.get();
+    series.push_back(m);
+  }
   const PromptSource source(run, model, kCommand);
   const int32_t max_gamma =
       std::max(run.spec.gamma, *std::max_element(r.gammas.begin(), r.gammas.end()));
@@ -202,8 +213,8 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
 
   nlohmann::json throughput_series = nlohmann::json::array();
   nlohmann::json vanilla_tps = nlohmann::json::array();
-  std::vector<nlohmann::json> policy_tps(specs.size(), nlohmann::json::array());
-  std::vector<nlohmann::json> policy_tau(specs.size(), nlohmann::json::array());
+  std::vector<nlohmann::json> policy_tps(series.size(), nlohmann::json::array());
+  std::vector<nlohmann::json> policy_tau(series.size(), nlohmann::json::array());
   nlohmann::json mean_contexts = nlohmann::json::array();
   nlohmann::json acceptance, tau_vs_ratio, heatmap;
   std::vector<double> ratios;
@@ -212,8 +223,8 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
     ContextRuns runs(model, run, source.get(c, batch), max_gamma);
     mean_contexts.push_back(runs.mean_context());
     vanilla_tps.push_back(runs.vanilla());
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const Point &p = runs.speculative(specs[i]);
+    for (size_t i = 0; i < series.size(); ++i) {
+      const Point &p = runs.speculative(series[i]);
       policy_tps[i].push_back(p.tokens_per_s);
       policy_tau[i].push_back(p.tau);
     }
@@ -223,7 +234,7 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
                   {"gamma", run.spec.gamma},
                   {"ratio", tidy(run.spec.ratio)},
                   {"series", nlohmann::json::array()}};
-    for (const SpecSettings &s : specs)
+    for (const SpecSettings &s : series)
       acceptance["series"].push_back(
           {{"label", s.label}, {"acceptance_by_position", runs.speculative(s).acceptance}});
 
@@ -266,9 +277,9 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
                {"vanilla_tokens_per_s", runs.vanilla()}};
   }
   throughput_series.push_back({{"label", "vanilla"}, {"tokens_per_s", vanilla_tps}});
-  for (size_t i = 0; i < specs.size(); ++i)
+  for (size_t i = 0; i < series.size(); ++i)
     throughput_series.push_back(
-        {{"label", specs[i].label}, {"tokens_per_s", policy_tps[i]}, {"tau", policy_tau[i]}});
+        {{"label", series[i].label}, {"tokens_per_s", policy_tps[i]}, {"tau", policy_tau[i]}});
 
   nlohmann::json j;
   j["format"] = "vegas-report/1";
@@ -283,6 +294,7 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   j["top_p"] = run.sampling.top_p;
   j["min_tokens"] = run.spec.min_tokens;
   j["prompts"] = run.prompts_file.empty() ? "random ids" : run.prompts_file;
+  j["draft_model"] = run.spec.draft_model_dir;
   j["throughput"] = {{"contexts", r.contexts},
                      {"mean_contexts", mean_contexts},
                      {"gamma", run.spec.gamma},

@@ -198,6 +198,22 @@ TINY_REPORT = ["bench", "--backend", "cpu", "--quick", "--contexts", "64",
                "--policies", "vegas:0.5", "--ratios", "0.5", "--gammas", "2"]
 
 
+def test_report_with_a_draft_model(tmp_path):
+    """--draft-model adds the series "model" (here the embedded model drafting
+    for itself) to the throughput and acceptance plots; the ratio sweep and
+    the heat map stay the policies' (a draft model selects nothing)."""
+    draft = os.path.join(SOURCE_DIR, "models", "vegas-code-22m")
+    r = run(*TINY_REPORT, "--report", str(tmp_path), "--no-plot", "--draft-model", draft)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["draft_model"] == draft
+    assert [s["label"] for s in report["throughput"]["series"]] == ["vanilla", "vegas:0.5", "model"]
+    assert all(x > 0 for x in report["throughput"]["series"][2]["tokens_per_s"])
+    assert [s["label"] for s in report["acceptance"]["series"]] == ["vegas:0.5", "model"]
+    assert [s["label"] for s in report["tau_vs_ratio"]["series"]] == ["vegas:0.5"]
+    assert report["heatmap"]["label"] != "model"
+
+
 def test_report_without_python_still_writes_json(tmp_path):
     r = run(*TINY_REPORT, "--report", str(tmp_path), "--python", "/nonexistent/python3")
     assert r.returncode == 0, r.stderr

@@ -91,6 +91,13 @@ LoadedModel load_model(const ModelArgs &a) {
   return out;
 }
 
+LoadedModel load_draft_model(const ModelArgs &target, const std::string &dir) {
+  ModelArgs args = target;
+  args.model_dir = dir;
+  args.synthetic.clear();
+  return load_model(args);
+}
+
 Prompts read_prompt_file(const std::string &path, const vegas_tokenizer *tok, const char *command) {
   std::istringstream in(read_input_file(path, "prompts file"));
   Prompts all;

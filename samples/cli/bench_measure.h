@@ -31,6 +31,9 @@ struct LoadedModel {
   std::string device;  // informational: the CPU's or GPU's name
 };
 LoadedModel load_model(const ModelArgs &a);
+// The draft model of `target`'s runs (--draft-model DIR): loaded from `dir`
+// on the target's backend and threads.
+LoadedModel load_draft_model(const ModelArgs &target, const std::string &dir);
 
 // Every line of a JSONL file (field `text`) tokenized, untruncated. Fails with
 // a message naming the file and line.

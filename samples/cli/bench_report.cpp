@@ -185,10 +185,7 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   LoadedModel draft;
   std::vector<SpecSettings> series = specs;
   if (!run.spec.draft_model_dir.empty()) {
-    ModelArgs draft_args = run.model;
-    draft_args.model_dir = run.spec.draft_model_dir;
-    draft_args.synthetic.clear();
-    draft = load_model(draft_args);
+    draft = load_draft_model(run.model, run.spec.draft_model_dir);
     SpecSettings m = run.spec;
     m.label = "model";
     m.draft_model = draft.model.get();

@@ -141,10 +141,7 @@ void run_bench(const BenchArgs &a) {
   vegas_model *model = loaded.model.get();
   LoadedModel draft;  // --draft-model, on the model's backend
   if (!r.spec.draft_model_dir.empty()) {
-    ModelArgs draft_args = r.model;
-    draft_args.model_dir = r.spec.draft_model_dir;
-    draft_args.synthetic.clear();
-    draft = load_model(draft_args);
+    draft = load_draft_model(r.model, r.spec.draft_model_dir);
     r.spec.draft_model = draft.model.get();
   }
   const vegas_model_info &info = loaded.info;

@@ -184,10 +184,7 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   // round; the others draft with the model itself (their spec has no draft).
   LoadedModel draft;
   if (!a.run.spec.draft_model_dir.empty()) {
-    ModelArgs draft_args = a.run.model;
-    draft_args.model_dir = a.run.spec.draft_model_dir;
-    draft_args.synthetic.clear();
-    draft = load_model(draft_args);
+    draft = load_draft_model(a.run.model, a.run.spec.draft_model_dir);
     SpecSettings m = a.run.spec;
     m.label = "model";
     m.draft_model = draft.model.get();

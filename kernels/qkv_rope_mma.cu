@@ -1,7 +1,8 @@
 // One block per head (q heads, then k, then v) and 16-row tile (blockIdx.y, up
 // to kSmallGemmMmaMaxRows rows): its head_dim / 8 n8 tiles of the qkv projection, the K dimension
-// cut across up to 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights do not
-// depend on the previous kernel and are requested before waiting on it (PDL); every warp leaves its
+// cut across up to 16 warps of CPW 32-input chunks (small_gemm_fragments.cuh). The weights, and
+// RoPE's cos / sin, norm weights and cache slots (stage_rope_inputs), do not depend on the previous
+// kernel and are read before waiting on it (PDL); every warp leaves its
 // partial tiles in shared memory and one warp per tile adds them in warp order (the result does
 // not depend on timing; two barriers where a tree of warp pairs took two per level), and the
 // head's [rows][head_dim] outputs go through shared memory to rope_kv_head, one warp per row.
@@ -19,6 +20,34 @@ namespace {
 
 constexpr int kMaxWarps = 16;
 
+// The epilogue's inputs for one head and row tile, staged before the PDL wait.
+template <int HD>
+struct RopeInputs {
+  float cos[kSmallGemmTileRows][HD / 2];  // times the attention scaling
+  float sin[kSmallGemmTileRows][HD / 2];
+  float norm[HD];                    // the head's q or k norm weights
+  int32_t slot[kSmallGemmTileRows];  // k and v heads' cache slots
+};
+
+// Fills `in` for rows r0 .. r0 + m - 1: cos and sin when `rotates` (q and k
+// heads), norm from `norm` (null: none), slots when `cached` (k and v heads).
+// Every thread of the block calls it; a later __syncthreads publishes it.
+template <int HD>
+__device__ __forceinline__ void stage_rope_inputs(const RopeKvParams &r, int r0, int m,
+                                                  const bf16 *norm, bool rotates, bool cached,
+                                                  RopeInputs<HD> &in) {
+  const int half = r.rot_dim / 2;
+  if (rotates)
+    for (int idx = threadIdx.x; idx < m * half; idx += blockDim.x) {
+      const int row = idx / half, f = idx - row * half;
+      rope_cos_sin(r, r.positions[r0 + row], f, in.cos[row][f], in.sin[row][f]);
+    }
+  if (norm != nullptr)
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) in.norm[i] = __bfloat162float(norm[i]);
+  if (cached && static_cast<int>(threadIdx.x) < m)
+    in.slot[threadIdx.x] = r.slots ? r.slots[r0 + threadIdx.x] : -1;
+}
+
 template <int HD, int CPW>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     qkv_rope_mma_kernel(SmallGemmParams all, RopeKvParams r) {
@@ -30,6 +59,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   __shared__ float ss_part[kMaxWarps][kSmallGemmTileRows];
   __shared__ __align__(16) bf16 norm_s[kMaxWarps * CPW * kSmallGemmChunk];
   __shared__ float head_rows[kSmallGemmTileRows][HD];  // the head's outputs, bias added
+  __shared__ RopeInputs<HD> rope;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_warps = blockDim.x >> 5;
   const int gq = lane >> 2, t = lane & 3;
@@ -47,18 +77,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
   }
   small_gemm_stage_norm<CPW>(g, warp, lane, norm_s);
-  // The epilogue's inputs that are final already (host indices, weights),
-  // into L1 now rather than a round trip after the sums.
-  if (warp == 0) {
-    if (lane < g.m) {
-      prefetch_l1(r.positions + r0 + lane);
-      if (r.slots) prefetch_l1(r.slots + r0 + lane);
-    }
-    if (lane == 16 && r.q_norm) prefetch_l1(r.q_norm);
-    if (lane == 17 && r.k_norm) prefetch_l1(r.k_norm);
-    if (lane == 18) prefetch_l1(r.inv_freq);
-    if (lane == 19 && r.bias) prefetch_l1(r.bias + head * HD);
-  }
+  if (warp == 0 && lane == 19 && r.bias) prefetch_l1(r.bias + head * HD);
+  // The epilogue's other inputs are final already (host-staged positions and
+  // slots, weights): the rows' cos and sin (a sincosf a thread), the head's
+  // norm weights and the slots go to shared memory now, so that the epilogue
+  // after the sums reads nothing from global memory.
+  const bool is_q = head < r.n_heads, is_v = head >= r.n_heads + r.n_kv_heads;
+  const bf16 *qk_norm = is_q ? r.q_norm : r.k_norm;
+  stage_rope_inputs<HD>(r, r0, g.m, is_v ? nullptr : qk_norm, !is_v, !is_q, rope);
   pdl_wait();  // the rows (and the cache slots written below) follow the previous kernel
   VEGAS_MARK(tl_qkv, 1, true);
   pdl_launch_dependents();
@@ -74,6 +100,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     partial[(warp * kTiles + j) * 32 + lane] =
         make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
   __syncthreads();
+  VEGAS_MARK(tl_qkv, 3, true);
 
   // Tile j's sum over the warps, by warp j % n_warps. Accumulator layout: rows
   // gq (x, y) and gq + 8 (z, w), columns 8j + 2t, 8j + 2t + 1.
@@ -92,9 +119,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
   }
   __syncthreads();
+  VEGAS_MARK(tl_qkv, 4, true);
   for (int row = warp; row < g.m; row += n_warps)
-    rope_kv_head(r, r0 + row, head, head_rows[row], lane);
-  VEGAS_MARK(tl_qkv, 3, true);
+    rope_kv_head_with(
+        r, r0 + row, head, head_rows[row], lane, rope.slot[row], !is_v && qk_norm != nullptr,
+        [&](int f, float &c, float &s) { c = rope.cos[row][f], s = rope.sin[row][f]; },
+        [&](int i) { return rope.norm[i]; });
+  VEGAS_MARK(tl_qkv, 5, true);
 }
 
 template <int HD>

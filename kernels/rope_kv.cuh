@@ -73,12 +73,17 @@ __device__ __forceinline__ void store_head(const float (&out)[kRopeMaxHeadDim / 
   if (lane == 0) scales[off / hd] = ldexpf(1.0f, e);
 }
 
-// One (row, head) of the stage, by one warp: head h counts q heads, then k,
-// then v. x holds the head's head_dim values (bias added) in shared memory;
-// q heads are written to q_out, k and v heads to their cache slot (none for
-// a slot < 0). Used by rope_kv and by the fused qkv_rope_mma.
-__device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int h, float *x,
-                                             int lane) {
+// One (row, head) of the stage, by one warp, given its inputs: `slot` (k and
+// v heads: the cache slot, < 0 = padding row, nothing written), cos_sin(f, c,
+// s) (frequency f's cos and sin at the row's position, multiplied by the
+// attention scaling) and norm_at(i) (the q or k norm weight, read when
+// has_norm). head h counts q heads, then k, then v. x holds the head's
+// head_dim values (bias added) in shared memory; q heads are written to
+// q_out, k and v heads to their cache slot.
+template <class CosSin, class NormAt>
+__device__ __forceinline__ void rope_kv_head_with(const RopeKvParams &p, int row, int h,
+                                                  const float *x, int lane, int slot, bool has_norm,
+                                                  CosSin cos_sin, NormAt norm_at) {
   const int hd = p.head_dim;
   const bool is_q = h < p.n_heads, is_v = h >= p.n_heads + p.n_kv_heads;
   bf16 *base = p.q_out;
@@ -87,7 +92,6 @@ __device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int
   if (is_q) {
     off = (static_cast<int64_t>(row) * p.n_heads + h) * hd;
   } else {
-    const int slot = p.slots ? p.slots[row] : -1;
     if (slot < 0) return;  // padding row: no cache write
     const int kvh = is_v ? h - p.n_heads - p.n_kv_heads : h - p.n_heads;
     base = is_v ? p.v_cache : p.k_cache;
@@ -102,15 +106,13 @@ __device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int
     store_head(out, hd, base, scales, off, lane);
     return;
   }
-  const bf16 *norm = is_q ? p.q_norm : p.k_norm;
   float scale = 1.0f;
-  if (norm) {
+  if (has_norm) {
     float ss = 0.0f;
     for (int i = lane; i < hd; i += 32) ss += x[i] * x[i];
     ss = warp_sum(ss);
     scale = rsqrtf(ss / hd + p.norm_eps);
   }
-  const float pos = static_cast<float>(p.positions[row]);
   float out[kRopeMaxHeadDim / 32];
   const int half = p.rot_dim / 2;
 #pragma unroll
@@ -118,20 +120,39 @@ __device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int
     const int i = lane + 32 * j;
     if (i >= hd) break;
     float xi = x[i] * scale;
-    if (norm) xi *= __bfloat162float(norm[i]);
+    if (has_norm) xi *= norm_at(i);
     if (i < p.rot_dim) {
       const int pair = i < half ? i + half : i - half;
       float xp = x[pair] * scale;
-      if (norm) xp *= __bfloat162float(norm[pair]);
+      if (has_norm) xp *= norm_at(pair);
       float s, c;
-      sincosf(pos * p.inv_freq[i < half ? i : i - half], &s, &c);
-      c *= p.attention_scaling;
-      s *= p.attention_scaling;
+      cos_sin(i < half ? i : i - half, c, s);
       xi = i < half ? xi * c - xp * s : xi * c + xp * s;
     }
     out[j] = xi;
   }
   store_head(out, hd, base, scales, off, lane);
+}
+
+// Frequency f's cos and sin at `position`, times the attention scaling: the
+// one formula of both callers of rope_kv_head_with.
+__device__ __forceinline__ void rope_cos_sin(const RopeKvParams &p, int32_t position, int f,
+                                             float &c, float &s) {
+  sincosf(static_cast<float>(position) * p.inv_freq[f], &s, &c);
+  c *= p.attention_scaling;
+  s *= p.attention_scaling;
+}
+
+// rope_kv_head_with, its inputs read from global memory (rope_kv).
+__device__ __forceinline__ void rope_kv_head(const RopeKvParams &p, int row, int h, float *x,
+                                             int lane) {
+  const bool is_q = h < p.n_heads;
+  const int slot = !is_q && p.slots ? p.slots[row] : -1;
+  const bf16 *norm = is_q ? p.q_norm : p.k_norm;
+  rope_kv_head_with(
+      p, row, h, x, lane, slot, norm != nullptr,
+      [&](int f, float &c, float &s) { rope_cos_sin(p, p.positions[row], f, c, s); },
+      [&](int i) { return __bfloat162float(norm[i]); });
 }
 #endif
 

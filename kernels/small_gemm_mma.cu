@@ -18,6 +18,8 @@
 
 #if defined(VEGAS_TIMELINE)
 VEGAS_TIMELINE_TABLE(tl_gemm_o)
+VEGAS_TIMELINE_TABLE(tl_gemm_gu)
+VEGAS_TIMELINE_TABLE(tl_gemm_down)
 #endif
 
 namespace vegas::kernels {
@@ -109,8 +111,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int tile0 = blockIdx.x * tiles_per_block;
   const int n_tiles = min(tiles_per_block, (p.n + per_tile - 1) / per_tile - tile0);
   const int rows[2] = {g, g + 8};
-  const bool tl = add && p.k == p.n;  // the o projection (this model), for the timeline
+  // The timeline's tables: the o projection (k == n on this model), gate/up, down.
+  const bool tl = add && p.k == p.n, tl_gu = swiglu, tl_down = add && p.k != p.n;
   VEGAS_MARK(tl_gemm_o, 0, tl);
+  VEGAS_MARK(tl_gemm_gu, 0, tl_gu);
+  VEGAS_MARK(tl_gemm_down, 0, tl_down);
 
   // The weights do not depend on the previous kernel: the first tile's are
   // requested before the PDL wait.
@@ -119,6 +124,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   small_gemm_stage_norm<kChunksPerWarp>(p, warp, lane, norm_s);
   pdl_wait();  // the rows below come from the previous kernel
   VEGAS_MARK(tl_gemm_o, 1, tl);
+  VEGAS_MARK(tl_gemm_gu, 1, tl_gu);
+  VEGAS_MARK(tl_gemm_down, 1, tl_down);
   pdl_launch_dependents();
 
   // Warp c % n_warps sums and stores tile c. For kAddF32 it requests the
@@ -169,6 +176,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     store_tile(p, tile, lane, acc, old);
   }
   VEGAS_MARK(tl_gemm_o, 2, tl);
+  VEGAS_MARK(tl_gemm_gu, 2, tl_gu);
+  VEGAS_MARK(tl_gemm_down, 2, tl_down);
 }
 
 }  // namespace

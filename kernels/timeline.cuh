@@ -4,7 +4,7 @@
 // marked launch overwrites; name_print() writes it out. It shows where a short
 // kernel's time goes inside the chain of PDL launches, which ncu (kernels
 // serialised) cannot. Marked now: qkv_rope_mma, the bf16 tensor-core decode
-// attention and the o projection, each of a step's last layer.
+// attention, the o projection, gate/up and down, each of a step's last layer.
 //   cmake -S . -B build-tl -G Ninja -DVEGAS_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
 //     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-DVEGAS_TIMELINE \
 //     -DCMAKE_CXX_FLAGS=-DVEGAS_TIMELINE && ninja -C build-tl bench_cuda_decode
@@ -44,15 +44,22 @@ __device__ __forceinline__ void mark(Table &tab, int mark) {
 // Prints one table: per block, each mark as ns after the table's earliest
 // stamp (global timer) and as cycles after the block's mark 0.
 inline void print(const char *name, const Table &h, int marks) {
+  // Blocks stamped more than 100 us before the latest launch's are left over
+  // from an earlier launch with a larger grid (a verify pass before drafts).
+  unsigned long long latest = 0;
+  for (int b = 0; b < kBlocks; ++b)
+    if (h.t[b][0] > latest) latest = h.t[b][0];
+  auto current = [&](int b) { return h.t[b][0] != 0 && h.t[b][0] + 100000ull >= latest; };
   unsigned long long t0 = ~0ull;
   int blocks = 0;
   for (int b = 0; b < kBlocks; ++b)
-    if (h.t[b][0] != 0) {
+    if (current(b)) {
       blocks = b + 1;
       if (h.t[b][0] < t0) t0 = h.t[b][0];
     }
   std::printf("timeline %s: %d blocks, t0 %llu\n", name, blocks, t0);
   for (int b = 0; b < blocks; ++b) {
+    if (!current(b)) continue;
     std::printf("  %-4d sm %-3d ns", b, h.sm[b]);
     for (int m = 0; m < marks; ++m)
       std::printf(" %7lld", h.t[b][m] ? static_cast<long long>(h.t[b][m] - t0) : -1ll);

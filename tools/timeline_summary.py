@@ -4,7 +4,7 @@
 usage: timeline_summary.py OUTPUT...   (the stdout of bench_cuda_decode or bench_cuda_phases)
 
 Each table is one kernel's last launch (qkv_rope_mma, the decode attention and
-the o projection of the step's last layer), one line per block with its marks
+the o projection, gate/up and down of the step's last layer), one line per block with its marks
 in ns. Printed per table and mark: min / median / max over the blocks, in us
 after the qkv kernel's first stamp, so that the three kernels share one clock.
 """
@@ -37,6 +37,8 @@ def main():
         base = tables["tl_qkv"][0]
         print("==", path)
         for name, (t0, rows) in tables.items():
+            if not rows:
+                continue
             off = t0 - base
             marks = []
             for k in range(len(rows[0])):

@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
     return 1;
   }
 #if defined(VEGAS_TIMELINE)
-  tl_qkv_print(4);
+  tl_qkv_print(6);
   tl_attn_print(6);
   tl_gemm_o_print(3);
 #endif

@@ -295,6 +295,8 @@ void bench_round(BackendModel &model, const std::string &model_name, const Shape
 void tl_qkv_print(int marks);  // kernels/timeline.cuh
 void tl_attn_print(int marks);
 void tl_gemm_o_print(int marks);
+void tl_gemm_gu_print(int marks);
+void tl_gemm_down_print(int marks);
 void tl_select_print(int marks);
 #endif
 
@@ -335,9 +337,11 @@ int main(int argc, char **argv) {
     return 1;
   }
 #if defined(VEGAS_TIMELINE)
-  tl_qkv_print(4);
+  tl_qkv_print(6);
   tl_attn_print(6);
   tl_gemm_o_print(3);
+  tl_gemm_gu_print(3);
+  tl_gemm_down_print(3);
   tl_select_print(5);
 #endif
   return 0;

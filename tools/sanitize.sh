@@ -25,6 +25,9 @@ heavy+='|PrefixCache\.(SecondRequestPrefillsOnlyTheDifference|EvictionNeverTouch
 # The chi-square tests of speculative sampling (2.5 minutes of arithmetic under
 # ASan): AcceptSampledLossless runs the same acceptance code on fewer draws.
 heavy+='|SpeculativeSampling\.'
+# The same for token trees (~26 s under ASan): AcceptTreeSampled.* runs the
+# tree acceptance code on a few draws.
+heavy+='|AcceptTreeSampledLossless\.'
 # The fp8 cache's lossless check on the 2K prompts (past the 15-minute timeout
 # under ASan on the CI machine): Fp8KvCacheRoundsTheStoredValues and test_kv_fp8
 # run the fp8 rounding, and the lossless shards the same round code.

@@ -32,11 +32,15 @@ cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream)
 bool decode_attention_mma_applies(const PagedAttentionParams &p);
 cudaError_t decode_attention_mma(const PagedAttentionParams &p, cudaStream_t stream);
 // Its launch bounds' blocks per multiprocessor for `p` (one for sparse steps
-// on bf16 caches, which take deeper stages).
+// on bf16 caches, which take deeper stages; choose_splits sizes their wave by it).
 int32_t decode_attention_mma_resident_blocks(const PagedAttentionParams &p);
 // Keys per split for the sparse sets of a step like `p` (sparse_step, n_seqs,
-// heads, k_scale set): with the deep stages, what they request in one go.
+// heads, k_scale set): short splits where clusters merge them, else with the
+// deep stages what they request in one go.
 int32_t decode_attention_sparse_split_keys(const PagedAttentionParams &p);
+// The most splits a step like `p` should take: a cluster's most where sparse
+// sets are merged in clusters (more would lose the cluster merge).
+int32_t decode_attention_mma_max_splits(const PagedAttentionParams &p);
 // Sets the variant's shared-memory limit (paged_attention_init calls it).
 cudaError_t decode_attention_mma_init();
 // decode_attention_mma's kernel for fp8 caches (decode_attention_mma_fp8.cu),

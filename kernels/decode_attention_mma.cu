@@ -34,8 +34,9 @@ constexpr int kWarps = kMmaWarps;
 constexpr int kNk = 16;        // keys per warp step
 constexpr int kStages = 3;     // per warp: the step computed and two in flight
 constexpr int kMinBlocks = 2;  // per multiprocessor: 110 KB of stages each
-// Sparse draft steps of few (sequence, KV head) pairs: one block per
-// multiprocessor with kDeepStages stages a warp, so that a block's share of a
+// Sparse draft steps of few (sequence, KV head) pairs that take one split
+// (or more than a cluster holds; sparse_cluster_form takes the others): one
+// block per multiprocessor with kDeepStages stages a warp, so that a block's share of a
 // selected set (kSparseSplitKeys keys) is requested in full before the PDL
 // wait. With three stages their few steps ran at the pace of the memory
 // latency, one look-up and copy in flight behind each computed step. At more
@@ -45,6 +46,9 @@ constexpr int kDeepStages = 6;
 constexpr int kDeepMaxPairs = 32;
 constexpr int kSparseSplitKeys = (kDeepStages - 1) * kMmaWarps * kNk;
 constexpr int kShallowSparseSplitKeys = 256;
+// Sparse steps of few pairs cut their sets into splits of this many keys (up
+// to kMaxClusterSplits) that a cluster merges (sparse_cluster_form).
+constexpr int kClusterSparseSplitKeys = 160;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD, int GROUP, int STAGES>
@@ -219,14 +223,28 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
   VEGAS_MARK(tl_attn, 5, tl);
 }
 
+// Sparse draft steps of few (sequence, KV head) pairs on bf16 caches: short
+// splits (kClusterSparseSplitKeys keys, two blocks a multiprocessor) merged in
+// clusters. A block of the deep stages issues its whole share of the set
+// before the PDL wait, and its issue, one multiprocessor's copies, outlasted
+// the qkv kernel it waits on; more blocks share the copies, and the cluster
+// merge costs no global round trip (README, session 29).
+// VEGAS_CUDA_SPARSE_CLUSTER=0 keeps the deep stages (A/B).
+bool sparse_cluster_form(const PagedAttentionParams &p) {
+  static const bool enabled = variant_enabled("VEGAS_CUDA_SPARSE_CLUSTER");
+  return enabled && p.sparse_step && p.k_scale == nullptr &&
+         p.n_seqs * p.n_kv_heads <= kDeepMaxPairs;
+}
+
 // The split merge through clusters (decode_finish_cluster) instead of
 // partial results in global memory, a counter and the last block's L2 reads:
 // for 2 .. kMaxClusterSplits splits merged in the kernel. Correct (the gpu
-// tests pass with it) but slower where it applies (22m 8K x 16 vanilla step
-// 0.327 -> 0.444 ms), so off unless VEGAS_CUDA_CLUSTER_MERGE=1.
+// tests pass with it) but slower for dense steps (22m 8K x 16 vanilla step
+// 0.327 -> 0.444 ms), so there off unless VEGAS_CUDA_CLUSTER_MERGE=1;
+// sparse steps of few pairs take it (sparse_cluster_form).
 bool cluster_merge_applies(const PagedAttentionParams &p) {
   static const bool enabled = variant_opted_in("VEGAS_CUDA_CLUSTER_MERGE");
-  return enabled && p.split_counters != nullptr && p.n_splits >= 2 &&
+  return (enabled || sparse_cluster_form(p)) && p.split_counters != nullptr && p.n_splits >= 2 &&
          p.n_splits <= kMaxClusterSplits;
 }
 
@@ -303,8 +321,13 @@ int32_t decode_attention_mma_resident_blocks(const PagedAttentionParams &p) {
 }
 
 int32_t decode_attention_sparse_split_keys(const PagedAttentionParams &p) {
-  return decode_attention_mma_applies(p) && deep_applies(p) ? kSparseSplitKeys
-                                                            : kShallowSparseSplitKeys;
+  if (!decode_attention_mma_applies(p)) return kShallowSparseSplitKeys;
+  if (sparse_cluster_form(p)) return kClusterSparseSplitKeys;
+  return deep_applies(p) ? kSparseSplitKeys : kShallowSparseSplitKeys;
+}
+
+int32_t decode_attention_mma_max_splits(const PagedAttentionParams &p) {
+  return sparse_cluster_form(p) ? kMaxClusterSplits : 64;
 }
 
 cudaError_t decode_attention_mma_init() {

@@ -492,7 +492,8 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
                                                             kernels::kVerifyWarpsMinKeysPerSplit));
   want = std::min<int64_t>(want, kMaxSplits);
   if (decode_kernel && kernels::decode_attention_mma_applies(probe))
-    want = std::min<int64_t>(want, mma_decode_max_splits());
+    want = std::min<int64_t>(
+        {want, int64_t{mma_decode_max_splits()}, kernels::decode_attention_mma_max_splits(probe)});
   want = std::min<int64_t>(want, split_rows_capacity_ / s.rows);
   int32_t splits = 1;
   while (splits * 2 <= want) splits *= 2;

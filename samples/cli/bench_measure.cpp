@@ -210,6 +210,13 @@ std::string policy_label(const std::string &policy, float window_share) {
   return policy + ":" + share;
 }
 
+SpecSettings draft_model_spec(const SpecSettings &base, const vegas_model *draft) {
+  SpecSettings m = base;
+  m.label = "model";
+  m.draft_model = draft;
+  return m;
+}
+
 SpecSettings parse_policy_spec(const std::string &spec, const SpecSettings &base,
                                const char *command) {
   SpecSettings s = base;

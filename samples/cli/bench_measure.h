@@ -80,6 +80,9 @@ SpecSettings parse_policy_spec(const std::string &spec, const SpecSettings &base
                                const char *command);
 // The canonical label of a policy and window share: "vegas:0.25".
 std::string policy_label(const std::string &policy, float window_share);
+// `base` with the draft model `draft` drafting every round, labelled "model"
+// (the candidate of vegas tune and the series of vegas bench --report).
+SpecSettings draft_model_spec(const SpecSettings &base, const vegas_model *draft);
 
 // What every measured run shares: the model, where prompts come from, the
 // sampling, the length of each generation and the speculative settings that

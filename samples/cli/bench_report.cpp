@@ -186,10 +186,7 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   std::vector<SpecSettings> series = specs;
   if (!run.spec.draft_model_dir.empty()) {
     draft = load_draft_model(run.model, run.spec.draft_model_dir);
-    SpecSettings m = run.spec;
-    m.label = "model";
-    m.draft_model = draft.model.get();
-    series.push_back(m);
+    series.push_back(draft_model_spec(run.spec, draft.model.get()));
   }
   const PromptSource source(run, model, kCommand);
   const int32_t max_gamma =

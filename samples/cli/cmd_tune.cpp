@@ -185,10 +185,7 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   LoadedModel draft;
   if (!a.run.spec.draft_model_dir.empty()) {
     draft = load_draft_model(a.run.model, a.run.spec.draft_model_dir);
-    SpecSettings m = a.run.spec;
-    m.label = "model";
-    m.draft_model = draft.model.get();
-    candidates.push_back(m);
+    candidates.push_back(draft_model_spec(a.run.spec, draft.model.get()));
   }
   auto by_model = [](const TunePoint &p) { return p.spec.draft_model != nullptr; };
   const PromptSource source(a.run, model, kCommand);

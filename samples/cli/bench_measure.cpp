@@ -347,6 +347,7 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
 
   std::vector<double> steps;
   std::vector<int64_t> committed;  // tokens generated so far, after each step
+  std::vector<bool> full;          // every sequence decoding before and after the step
   // Seconds per token of each sequence that was active (a vanilla step, or a
   // chain of them, spread over the tokens each sequence got from it).
   std::vector<double> token_steps;
@@ -357,6 +358,8 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     check(vegas_session_step(session, &active), "decode step");
     steps.push_back(now_s() - t0);
     committed.push_back(generated().second);
+    const auto n = static_cast<int32_t>(seqs.size());
+    full.push_back(active_before == n && active == n);
     const int64_t made = committed.back() - before;
     if (made > 0) token_steps.push_back(steps.back() * active_before / static_cast<double>(made));
   }
@@ -367,6 +370,14 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     const int64_t tokens = committed.back() - committed[kWarmupSteps - 1];
     m.steady_tokens_per_s = t > 0 ? static_cast<double>(tokens) / t : 0.0;
   }
+  double full_s = 0.0;
+  int64_t full_tokens = 0;
+  for (size_t i = kWarmupSteps; i < steps.size(); ++i)
+    if (full[i]) {
+      full_s += steps[i];
+      full_tokens += committed[i] - committed[i - 1];
+    }
+  m.full_batch_tokens_per_s = full_s > 0 ? static_cast<double>(full_tokens) / full_s : 0.0;
   // The first decode step may still contain graph capture / warm-up: drop it from the median.
   std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
   m.median_step_s = median(warm);

@@ -144,6 +144,14 @@ struct Measured {
   // a speculative run has several step shapes and far fewer steps to amortise
   // them). 0 when the run had too few steps.
   double steady_tokens_per_s = 0.0;
+  // Tokens per second over the steps after the warm-up in which every
+  // sequence took part (none had finished, none finished in it): the whole
+  // batch's rate. A speculative run lasts until its slowest sequence is done,
+  // so its tail runs rounds of few sequences at nearly a full round's cost,
+  // and which sequence is slowest changes with the sampled path: this figure
+  // leaves that tail out (A/Bs of a few percent, README session 29). 0 when
+  // no such step.
+  double full_batch_tokens_per_s = 0.0;
   vegas_session_stats stats{};
   Prompts tokens;  // per sequence
   // With logprobs_seq: that sequence's token log-probabilities (top 2).

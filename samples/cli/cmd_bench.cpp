@@ -235,6 +235,7 @@ void run_bench(const BenchArgs &a) {
     j["decode_tokens_per_s"] = step_s > 0 ? static_cast<double>(prompts.size()) / step_s : 0.0;
     j["decode_tokens_per_s_mean"] = vanilla_tps;
     j["decode_tokens_per_s_steady"] = vanilla.steady_tokens_per_s;
+    j["decode_tokens_per_s_full_batch"] = vanilla.full_batch_tokens_per_s;
     j["fraction_of_floor"] = step_s > 0 ? floor_s / step_s : 0.0;
   }
   if (vegas_mode) {
@@ -255,6 +256,9 @@ void run_bench(const BenchArgs &a) {
     v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;
     if (with_vanilla && vanilla.steady_tokens_per_s > 0)
       v["speedup_steady"] = vegas.steady_tokens_per_s / vanilla.steady_tokens_per_s;
+    v["decode_tokens_per_s_full_batch"] = vegas.full_batch_tokens_per_s;
+    if (with_vanilla && vanilla.full_batch_tokens_per_s > 0 && vegas.full_batch_tokens_per_s > 0)
+      v["speedup_full_batch"] = vegas.full_batch_tokens_per_s / vanilla.full_batch_tokens_per_s;
     v["prefill_seconds"] = vegas.prefill_s;
     if (with_vanilla) {
       v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;

@@ -290,6 +290,24 @@ def test_sampled_bench_over_seeds(tmp_path):
     assert r.returncode != 0 and "--seeds" in r.stderr
 
 
+def test_sampled_bench_reports_the_full_batch_rate(tmp_path):
+    """The full-batch rate counts only steps in which every sequence took part:
+    vanilla's sequences run in lockstep, so its rate is positive; Vegas's
+    speed-up over those steps is the ratio of the two rates."""
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    r = run("bench", "--backend", "cpu", "--mode", "vegas", "--prompts", str(prompts),
+            "--context", "96", "--batch", "2", "--new-tokens", "32", "--gamma", "3",
+            "--temperature", "0.8", "--seed", "7")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    v = d["vegas"]
+    assert d["decode_tokens_per_s_full_batch"] > 0
+    assert v["decode_tokens_per_s_full_batch"] > 0
+    assert v["speedup_full_batch"] == pytest.approx(
+        v["decode_tokens_per_s_full_batch"] / d["decode_tokens_per_s_full_batch"])
+
+
 def test_tune_keeps_the_model_directorys_profile(tmp_path):
     """Without --out, tune refuses to overwrite a profile already in the model
     directory (the shipped one, measured on a GPU) before measuring anything;

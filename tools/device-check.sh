@@ -160,7 +160,8 @@ import json, sys
 j = json.load(open(sys.argv[1])); v = j["vegas"]
 van, veg = j["decode_tokens_per_s"], v["decode_tokens_per_s"]
 print(f"drafters ctx {sys.argv[2]:>5} T {sys.argv[3]:<3} {sys.argv[4]:<12} tau {v['tau']:5.2f} "
-      f"vanilla {van:7.0f} tok/s {veg:7.0f} = {veg / van:4.2f}x (steady {v.get('speedup_steady', 0):4.2f}x) "
+      f"vanilla {van:7.0f} tok/s {veg:7.0f} = {veg / van:4.2f}x (steady {v.get('speedup_steady', 0):4.2f}x, "
+      f"full batch {v.get('speedup_full_batch', 0):4.2f}x) "
       f"identical {v.get('identical_to_vanilla')} first difference {v.get('first_difference')}")
 PY
       done
@@ -187,6 +188,7 @@ j = json.load(open(sys.argv[1])); v = j["vegas"]; s = v.get("stats", v)
 print(f"vegas ctx {sys.argv[2]:>5} {sys.argv[3]:<10} ws {sys.argv[4]:<4} tau {s.get('tau', 0):5.2f} "
       f"vanilla {j.get('decode_tokens_per_s', 0):8.0f} tok/s vegas {v['decode_tokens_per_s']:8.0f} tok/s "
       f"speedup {v.get('speedup', 0):4.2f}x steady {v.get('decode_tokens_per_s_steady', 0):8.0f} vs {j.get('decode_tokens_per_s_steady', 0):8.0f} = {v.get('speedup_steady', 0):4.2f}x "
+      f"full batch {v.get('speedup_full_batch', 0):4.2f}x "
       f"select {s.get('select_share', 0)*100:4.1f}% "
       f"draft {s.get('draft_share', 0)*100:4.1f}% verify {s.get('verify_share', 0)*100:4.1f}%")
 PY

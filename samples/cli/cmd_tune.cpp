@@ -229,11 +229,11 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
     // can use); the draft model's best is kept beside it.
     t.choice = *points.best_of([&](const TunePoint &p) { return !by_model(p); });
     if (const TunePoint *d = points.best_of(by_model)) t.draft_model = *d;
-    std::fprintf(
-        stderr, "[tune] bucket context %s batch %s: %s gamma %d ratio %g (%.2fx vanilla)\n",
-        range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
-        t.choice.spec.label.c_str(), t.choice.spec.gamma, static_cast<double>(t.choice.spec.ratio),
-        t.vanilla_tokens_per_s > 0 ? t.choice.tokens_per_s / t.vanilla_tokens_per_s : 0.0);
+    std::fprintf(stderr,
+                 "[tune] bucket context %s batch %s: %s gamma %d ratio %g (%.2fx vanilla)\n",
+                 range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
+                 t.choice.spec.label.c_str(), t.choice.spec.gamma,
+                 static_cast<double>(t.choice.spec.ratio), t.speedup_of(t.choice));
     nlohmann::json pts = nlohmann::json::array();
     for (const TunePoint &p : points.all()) pts.push_back(point_json(p));
     sweep_buckets.push_back({{"context", job.context},
@@ -250,11 +250,10 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
                              {"choice", point_json(t.choice)}});
     if (t.draft_model) {
       sweep_buckets.back()["draft_model_choice"] = point_json(*t.draft_model);
-      std::fprintf(
-          stderr, "[tune] bucket context %s batch %s: the draft model at gamma %d (%.2fx)\n",
-          range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
-          t.draft_model->spec.gamma,
-          t.vanilla_tokens_per_s > 0 ? t.draft_model->tokens_per_s / t.vanilla_tokens_per_s : 0.0);
+      std::fprintf(stderr,
+                   "[tune] bucket context %s batch %s: the draft model at gamma %d (%.2fx)\n",
+                   range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
+                   t.draft_model->spec.gamma, t.speedup_of(*t.draft_model));
     }
     tuned.push_back(std::move(t));
   }

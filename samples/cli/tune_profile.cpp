@@ -30,10 +30,7 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
   nlohmann::json list = nlohmann::json::array();
   for (const TunedBucket &b : buckets) {
     const TunePoint &c = b.choice;
-    auto speedup_of = [&](const TunePoint &p) {
-      return b.vanilla_tokens_per_s > 0 ? p.tokens_per_s / b.vanilla_tokens_per_s : 0.0;
-    };
-    const double speedup = speedup_of(c);
+    const double speedup = b.speedup_of(c);
     list.push_back({{"context_min", b.context.min},
                     {"context_max", b.context.max},
                     {"batch_min", b.batch.min},
@@ -53,7 +50,7 @@ nlohmann::json profile_json(const ProfileInfo &info, const std::vector<TunedBuck
       list.back()["draft_model"] = {{"gamma", b.draft_model->spec.gamma},
                                     {"tau", b.draft_model->tau},
                                     {"tokens_per_s", b.draft_model->tokens_per_s},
-                                    {"speedup", speedup_of(*b.draft_model)}};
+                                    {"speedup", b.speedup_of(*b.draft_model)}};
   }
   return {{"format", "vegas-profile/1"}, {"model", info.model},           {"backend", info.backend},
           {"device", info.device},       {"created_by", info.created_by}, {"buckets", list}};

@@ -37,6 +37,11 @@ struct TunedBucket {
   double vanilla_tokens_per_s = 0.0;
   TunePoint choice;
   std::optional<TunePoint> draft_model;
+
+  // A point's tokens/s over vanilla's here; 0 when vanilla is unknown.
+  double speedup_of(const TunePoint &p) const {
+    return vanilla_tokens_per_s > 0 ? p.tokens_per_s / vanilla_tokens_per_s : 0.0;
+  }
 };
 
 struct ProfileInfo {

@@ -16,11 +16,6 @@ const TunePoint &BucketPoints::at(const SpecSettings &spec, int32_t step) {
   return points_.back();
 }
 
-const TunePoint &BucketPoints::best() const {
-  const TunePoint *b = best_of([](const TunePoint &) { return true; });
-  return b != nullptr ? *b : points_.at(0);
-}
-
 const TunePoint *BucketPoints::best_of(const std::function<bool(const TunePoint &)> &keep) const {
   const TunePoint *best = nullptr;
   for (const TunePoint &p : points_)

@@ -47,9 +47,8 @@ class BucketPoints {
   const TunePoint &at(const SpecSettings &spec, int32_t step);
   // In measurement order.
   const std::vector<TunePoint> &all() const { return points_; }
-  // The point of highest tokens/s (the first of equals); all() must not be empty.
-  const TunePoint &best() const;
-  // The same among the points `keep` accepts; null when it accepts none.
+  // The point of highest tokens/s (the first of equals) among the points
+  // `keep` accepts; null when it accepts none.
   const TunePoint *best_of(const std::function<bool(const TunePoint &)> &keep) const;
 
  private:

@@ -74,43 +74,65 @@ __device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLa
   return d;
 }
 
-// U warp steps per loop trip: their weight loads all in flight before any
+// One loop trip's loads of a warp: U warp steps from input value v0 on, each
+// a lane's 16 bytes of its R rows and their scales.
+template <QuantFormat F, int U, int R>
+__device__ __forceinline__ void load_trip(const QuantGemvParams &p, const int (&rows)[R], int v0,
+                                          uint4 (&w)[U][R], float (&scale)[U][R]) {
+  constexpr int V = kLaneValues<F>;
+  const int k = p.w.k;
+  const int64_t row_bytes = quant_row_bytes(F, k);
+  const int scales_per_row = k / kQuantBlock;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int vu = v0 + u * 32 * V;  // k is a multiple of 32 V: warp-uniform
+    if (vu >= k) break;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      w[u][r] = __ldg(
+          reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, vu)));
+      if constexpr (F == QuantFormat::kF8)
+        scale[u][r] =
+            __ldg(p.w.scales_f32 + static_cast<int64_t>(rows[r]) * (k / kF8Group) + vu / kF8Group);
+      else
+        scale[u][r] = __half2float(
+            p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + vu / kQuantBlock]);
+    }
+  }
+}
+
+// U warp steps per loop trip, their weight loads all in flight before any
 // math (a step of a few thousand rows is 1-2 MB in flight across the GPU,
-// short of what hides HBM's latency).
+// short of what hides HBM's latency); with several input rows the next
+// trip's are issued before this one's math, so that a warp has two trips of
+// loads in flight. The weights do not depend on the previous kernel: the
+// first trip's are requested before the PDL wait, which the input rows follow.
 template <int M, QuantFormat F, int U, int R = kRowsPerWarp<M>>
 __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
-  pdl_enter();
   constexpr int V = kLaneValues<F>;
+  constexpr int kTrip = U * 32 * V;
+  // Two trips in flight at several input rows; at one, where U steps a trip
+  // are in flight already, the second trip's registers cost more than it hid
+  // (the commit has the timings).
+  constexpr bool kPipelined = M > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k = p.w.k, n_rows = p.w.n;
   const int row0 = (blockIdx.x * kWarps + warp) * R;
-  if (row0 >= n_rows) return;  // warp-uniform; no barrier follows
-  const int64_t row_bytes = quant_row_bytes(F, k);
-  const int scales_per_row = k / kQuantBlock;
+  const bool active = row0 < n_rows;  // warp-uniform; no barrier follows
   // Rows past the end read row n_rows - 1 again and store nothing.
   int rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
+  uint4 w[U][R];
+  float scale[U][R];
+  if (active) load_trip<F, U, R>(p, rows, lane * V, w, scale);
+  pdl_enter();
+  if (!active) return;
   float acc[R][M] = {};
-  for (int v0 = lane * V; v0 < k; v0 += U * 32 * V) {
-    uint4 w[U][R];
-    float scale[U][R];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int vu = v0 + u * 32 * V;  // k is a multiple of 32 V: warp-uniform
-      if (vu >= k) break;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        w[u][r] = __ldg(
-            reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, vu)));
-        if constexpr (F == QuantFormat::kF8)
-          scale[u][r] = __ldg(p.w.scales_f32 + static_cast<int64_t>(rows[r]) * (k / kF8Group) +
-                              vu / kF8Group);
-        else
-          scale[u][r] = __half2float(
-              p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + vu / kQuantBlock]);
-      }
-    }
+  for (int v0 = lane * V; v0 < k; v0 += kTrip) {
+    uint4 w_next[U][R];
+    float scale_next[U][R];
+    if (kPipelined && v0 + kTrip < k) load_trip<F, U, R>(p, rows, v0 + kTrip, w_next, scale_next);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int vu = v0 + u * 32 * V;
@@ -124,6 +146,17 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
           acc[r][m] = fmaf(lane_dot<F>(w[u][r], xs), scale[u][r], acc[r][m]);
       }
     }
+    if (!kPipelined) {
+      if (v0 + kTrip < k) load_trip<F, U, R>(p, rows, v0 + kTrip, w, scale);
+      continue;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        w[u][r] = w_next[u][r];
+        scale[u][r] = scale_next[u][r];
+      }
   }
   store_rows<R, M>(p, acc, row0, lane);
 }

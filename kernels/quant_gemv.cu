@@ -146,17 +146,17 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
           acc[r][m] = fmaf(lane_dot<F>(w[u][r], xs), scale[u][r], acc[r][m]);
       }
     }
-    if (!kPipelined) {
-      if (v0 + kTrip < k) load_trip<F, U, R>(p, rows, v0 + kTrip, w, scale);
-      continue;
+    if constexpr (kPipelined) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          w[u][r] = w_next[u][r];
+          scale[u][r] = scale_next[u][r];
+        }
+    } else if (v0 + kTrip < k) {
+      load_trip<F, U, R>(p, rows, v0 + kTrip, w, scale);
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        w[u][r] = w_next[u][r];
-        scale[u][r] = scale_next[u][r];
-      }
   }
   store_rows<R, M>(p, acc, row0, lane);
 }

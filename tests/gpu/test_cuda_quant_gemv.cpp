@@ -174,8 +174,8 @@ TEST(CudaQuantGemv, MatchesHostReference) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   for (const QuantFormat f : kFormats)
-    for (const auto &[n, k] :
-         std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}})
+    for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}, {37, 4096}})
       for (const int m : {1, 3, 8}) {
         if (k % kernels::quant_gemv_k_align(f) != 0) continue;  // 1,536: an odd count of steps
         const TestMatrix t = random_matrix(f, n, k, rng);
@@ -234,6 +234,46 @@ TEST(CudaQuantGemv, MatchesHostReference) {
                 ASSERT_EQ(y[size_t(r * wide + o)], y0[size_t(r * wide + o)]) << "ldy padding";
         }
       }
+}
+
+// Proves a row's sums do not depend on how many input rows share the launch:
+// the kernels for one input row and for several (other rows a warp, other
+// steps a trip) add each lane's products in the same order, so that a
+// verification pass's row scores its token exactly as a vanilla step's row
+// does. One row at a time against eight together, bit for bit.
+TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  constexpr int kRows = 8;
+  for (const QuantFormat f : kFormats)
+    for (const int64_t k : {1536, 2048, 3072, 4096}) {
+      if (k % kernels::quant_gemv_k_align(f) != 0) continue;
+      const int64_t n = 300;
+      const TestMatrix t = random_matrix(f, n, k, rng);
+      std::vector<uint16_t> x(static_cast<size_t>(kRows * k));
+      for (uint16_t &v : x) v = f32_to_bf16(normal(rng));
+      cuda::DeviceBuffer xd, yd;
+      xd.allocate(x.size() * 2, "test");
+      yd.allocate(static_cast<size_t>(kRows * n) * 4, "test");
+      cudaMemcpy(xd.get(), x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+      auto run = [&](int first, int m) {
+        kernels::QuantGemvParams p;
+        p.w = t.d.m;
+        p.x = xd.get<kernels::bf16>() + first * k;
+        p.m = m;
+        p.y_f32 = yd.get<float>() + first * n;
+        EXPECT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
+      };
+      run(0, kRows);
+      std::vector<float> together(static_cast<size_t>(kRows * n)), alone(together.size());
+      cudaMemcpy(together.data(), yd.get(), together.size() * 4, cudaMemcpyDeviceToHost);
+      for (int r = 0; r < kRows; ++r) run(r, 1);
+      cudaMemcpy(alone.data(), yd.get(), alone.size() * 4, cudaMemcpyDeviceToHost);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(std::memcmp(together.data(), alone.data(), together.size() * 4), 0)
+          << "format " << int(f) << " k " << k;
+    }
 }
 
 // Proves quant_dequantize writes every value bit for bit as the host's

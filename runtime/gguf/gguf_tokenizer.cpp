@@ -157,7 +157,10 @@ std::string gguf_pre_type(const nlohmann::json &tokenizer_json) {
   return {};
 }
 
-std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
+namespace {
+
+// tokenizer.ggml.model: byte-level BPE ("gpt2") is the one supported.
+void check_model(const File &file) {
   if (!file.has(kModel))
     fail(VEGAS_ERR_UNSUPPORTED,
          file.source() + ": no tokenizer (metadata " + kModel + " is absent)");
@@ -166,9 +169,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
     fail(VEGAS_ERR_UNSUPPORTED, file.source() + ": metadata " + kModel + " \"" + model +
                                     "\" is not a supported tokenizer (only \"gpt2\", byte-level "
                                     "BPE, is)");
-  // llama.cpp reads an absent pre type as "default" too.
-  const PreType pre = pre_type(file.source(), file.has(kPre) ? file.get_string(kPre) : "default");
+}
 
+// tokenizer.ggml.tokens, each checked to be a UTF-8 string.
+const json &read_tokens(const File &file) {
   const json &tokens = file.get_array(kTokens);
   const size_t n = tokens.size();
   if (n == 0) bad(file, kTokens, "is empty");
@@ -179,45 +183,58 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
     if (!utf8::is_valid(tokens[i].get_ref<const std::string &>()))
       bad(file, kTokens + ("[" + std::to_string(i) + "]"), "is not UTF-8");
   }
-  std::vector<int64_t> types(n, kNormal);
-  if (file.has(kTokenType)) {
-    const json &tt = file.get_array(kTokenType);
-    if (tt.size() != n)
-      bad(file, kTokenType,
-          "has " + std::to_string(tt.size()) + " entries for " + std::to_string(n) + " tokens");
-    for (size_t i = 0; i < n; ++i) {
-      if (!tt[i].is_number_integer() || tt[i].get<int64_t>() < kUndefined ||
-          tt[i].get<int64_t>() > kByte)
-        bad(file, kTokenType + ("[" + std::to_string(i) + "]"),
-            "is " + tt[i].dump() + ", not a token type (0 to 6)");
-      types[i] = tt[i].get<int64_t>();
-    }
-  }
+  return tokens;
+}
 
-  // Sort the ids: vocabulary entries, added tokens, and ids that hold nothing.
-  json vocab = json::object();
-  json::object_t &vocab_map = vocab.get_ref<json::object_t &>();
-  json added = json::array();
-  std::vector<bool> unused(n, false);
+// tokenizer.ggml.token_type for n tokens, or every one normal when absent.
+std::vector<int64_t> read_token_types(const File &file, size_t n) {
+  std::vector<int64_t> types(n, kNormal);
+  if (!file.has(kTokenType)) return types;
+  const json &tt = file.get_array(kTokenType);
+  if (tt.size() != n)
+    bad(file, kTokenType,
+        "has " + std::to_string(tt.size()) + " entries for " + std::to_string(n) + " tokens");
+  for (size_t i = 0; i < n; ++i) {
+    if (!tt[i].is_number_integer() || tt[i].get<int64_t>() < kUndefined ||
+        tt[i].get<int64_t>() > kByte)
+      bad(file, kTokenType + ("[" + std::to_string(i) + "]"),
+          "is " + tt[i].dump() + ", not a token type (0 to 6)");
+    types[i] = tt[i].get<int64_t>();
+  }
+  return types;
+}
+
+// The token ids sorted as tokenizer.json keeps them: vocabulary entries,
+// added tokens, and the converter's fillers for ids that hold nothing.
+struct SortedIds {
+  json vocab = json::object();  // text -> id
+  json added = json::array();   // tokenizer.json's added_tokens
   std::vector<size_t> added_ids;
-  for (size_t id = 0; id < n; ++id) {
+  std::vector<bool> unused;
+};
+
+SortedIds sort_ids(const File &file, const json &tokens, const std::vector<int64_t> &types) {
+  SortedIds ids;
+  json::object_t &vocab_map = ids.vocab.get_ref<json::object_t &>();
+  ids.unused.assign(tokens.size(), false);
+  for (size_t id = 0; id < tokens.size(); ++id) {
     const std::string &text = tokens[id].get_ref<const std::string &>();
     const int64_t type = types[id];
     if (type == kUnused && text == "[PAD" + std::to_string(id) + "]") {
-      unused[id] = true;  // the converter's filler for an id the vocabulary lacks
+      ids.unused[id] = true;  // the converter's filler for an id the vocabulary lacks
       continue;
     }
     if (type == kControl || type == kUnknown || type == kUserDefined) {
       // As HF's added tokens; the converter stored their text pre-normalized.
       const bool special = type != kUserDefined;
-      added.push_back({{"id", id},
-                       {"content", text},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", false},
-                       {"special", special}});
-      added_ids.push_back(id);
+      ids.added.push_back({{"id", id},
+                           {"content", text},
+                           {"single_word", false},
+                           {"lstrip", false},
+                           {"rstrip", false},
+                           {"normalized", false},
+                           {"special", special}});
+      ids.added_ids.push_back(id);
       continue;
     }
     const auto [it, fresh] = vocab_map.emplace(text, id);
@@ -225,15 +242,19 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
       bad(file, kTokens + ("[" + std::to_string(id) + "]"),
           "\"" + text + "\" repeats token " + it->second.dump());
   }
+  return ids;
+}
 
+// tokenizer.ggml.merges, each checked to be "a b". An added token that a
+// merge uses was in the Hugging Face vocabulary too (its loader would refuse
+// the merge otherwise): it goes back into ids.vocab.
+json read_merges(const File &file, const json &tokens, SortedIds &ids) {
   const json &merge_list = file.get_array(kMerges);
   json merges = json::array();
   merges.get_ref<json::array_t &>().reserve(merge_list.size());
-  // An added token that a merge uses was in the Hugging Face vocabulary too
-  // (its loader would refuse the merge otherwise): put it back there.
   std::unordered_map<std::string_view, size_t> added_text;
   bool added_first_byte[256] = {};  // a cheap test before the lookup
-  for (size_t id : added_ids) {
+  for (size_t id : ids.added_ids) {
     const std::string &text = tokens[id].get_ref<const std::string &>();
     if (text.empty()) continue;
     added_text.emplace(text, id);
@@ -256,11 +277,23 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
     if (added_first_byte[static_cast<unsigned char>(b[0])]) note_use(b);
     merges.push_back(merge_list[i]);  // "a b", checked to be exactly that
   }
-  for (size_t id : added_ids)
+  json::object_t &vocab_map = ids.vocab.get_ref<json::object_t &>();
+  for (size_t id : ids.added_ids)
     if (added_in_vocab.count(id) != 0)
       vocab_map.emplace(tokens[id].get_ref<const std::string &>(), id);
+  return merges;
+}
 
+// tokenizer_config.json's special tokens and add_* flags, and the bos and
+// eos ids they name (-1: none).
+struct Specials {
   json config = json::object();
+  int64_t bos = -1, eos = -1;
+};
+
+Specials special_tokens(const File &file, const json &tokens, const SortedIds &ids,
+                        const PreType &pre) {
+  Specials sp;
   const bool add_bos = file.has(kAddBos) ? file.get_bool(kAddBos) : pre.add_bos;
   const bool add_eos = file.has(kAddEos) ? file.get_bool(kAddEos) : false;
   // A special id that names the [PAD] filler (a converter padding the vocab
@@ -268,42 +301,50 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
   // file's own metadata asks for it to be added to every prompt (a pre type's
   // default to add bos then adds none).
   auto special_token = [&](const char *key, const char *config_key, bool file_adds) {
-    const int64_t id = token_id(file, key, n);
+    const int64_t id = token_id(file, key, tokens.size());
     if (id < 0) return id;
-    if (unused[static_cast<size_t>(id)]) {
+    if (ids.unused[static_cast<size_t>(id)]) {
       if (file_adds)
         bad(file, key, std::to_string(id) + " names an unused token, which the file adds");
       return int64_t{-1};
     }
-    config[config_key] = tokens[static_cast<size_t>(id)];
+    sp.config[config_key] = tokens[static_cast<size_t>(id)];
     return id;
   };
-  const int64_t bos = special_token(kBosId, "bos_token", file.has(kAddBos) && add_bos);
-  const int64_t eos = special_token(kEosId, "eos_token", add_eos);
+  sp.bos = special_token(kBosId, "bos_token", file.has(kAddBos) && add_bos);
+  sp.eos = special_token(kEosId, "eos_token", add_eos);
   special_token(kPadId, "pad_token", false);
-  config["add_bos_token"] = add_bos && bos >= 0;
-  config["add_eos_token"] = add_eos && eos >= 0;
-  if (file.has(kChatTemplate)) config["chat_template"] = file.get_string(kChatTemplate);
+  sp.config["add_bos_token"] = add_bos && sp.bos >= 0;
+  sp.config["add_eos_token"] = add_eos && sp.eos >= 0;
+  if (file.has(kChatTemplate)) sp.config["chat_template"] = file.get_string(kChatTemplate);
+  return sp;
+}
 
-  // Assembled by moves: the vocabulary and merges are the bulk of it.
+// The tokenizer.json the metadata stands for, assembled by moves (the
+// vocabulary and merges are the bulk of it).
+json tokenizer_json(SortedIds ids, json merges, const PreType &pre) {
   json bpe = json::object();
   bpe["type"] = "BPE";
-  bpe["vocab"] = std::move(vocab);
+  bpe["vocab"] = std::move(ids.vocab);
   bpe["merges"] = std::move(merges);
   bpe["ignore_merges"] = pre.ignore_merges;
   bpe["fuse_unk"] = false;
   bpe["byte_fallback"] = false;
   json tokenizer = json::object();
   tokenizer["version"] = "1.0";
-  tokenizer["added_tokens"] = std::move(added);
+  tokenizer["added_tokens"] = std::move(ids.added);
   tokenizer["normalizer"] = pre.normalizer;
   tokenizer["pre_tokenizer"] = pre.pre_tokenizer;
   tokenizer["post_processor"] = nullptr;
   tokenizer["decoder"] = byte_level(true);
   tokenizer["model"] = std::move(bpe);
-  std::unique_ptr<Tokenizer> out;
+  return tokenizer;
+}
+
+// The tokenizer of `tokenizer` and `config`, its errors named after the file.
+std::unique_ptr<Tokenizer> build(const File &file, const json &tokenizer, const json &config) {
   try {
-    out = std::make_unique<BpeTokenizer>(tokenizer, config);
+    return std::make_unique<BpeTokenizer>(tokenizer, config);
   } catch (const Error &e) {
     // Says "tokenizer.json: model.merges[i]..."; the indices are the metadata's.
     throw Error(e.status(),
@@ -311,15 +352,33 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
   } catch (const json::exception &e) {
     fail(VEGAS_ERR_FORMAT, file.source() + ": tokenizer metadata: " + e.what());
   }
-  // A bos/eos text that also names another token would have been found as that one.
-  if (bos >= 0 && out->special_ids().bos != bos)
+}
+
+// A bos/eos text that also names another token would have been found as that one.
+void check_special_ids(const File &file, const Tokenizer &t, const Specials &sp) {
+  if (sp.bos >= 0 && t.special_ids().bos != sp.bos)
     bad(file, kBosId,
-        std::to_string(bos) + ": its text names token " + std::to_string(out->special_ids().bos) +
+        std::to_string(sp.bos) + ": its text names token " + std::to_string(t.special_ids().bos) +
             " first");
-  if (eos >= 0 && out->special_ids().eos != eos)
+  if (sp.eos >= 0 && t.special_ids().eos != sp.eos)
     bad(file, kEosId,
-        std::to_string(eos) + ": its text names token " + std::to_string(out->special_ids().eos) +
+        std::to_string(sp.eos) + ": its text names token " + std::to_string(t.special_ids().eos) +
             " first");
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_from_gguf(const File &file) {
+  check_model(file);
+  // llama.cpp reads an absent pre type as "default" too.
+  const PreType pre = pre_type(file.source(), file.has(kPre) ? file.get_string(kPre) : "default");
+  const json &tokens = read_tokens(file);
+  SortedIds ids = sort_ids(file, tokens, read_token_types(file, tokens.size()));
+  json merges = read_merges(file, tokens, ids);
+  const Specials specials = special_tokens(file, tokens, ids, pre);
+  std::unique_ptr<Tokenizer> out =
+      build(file, tokenizer_json(std::move(ids), std::move(merges), pre), specials.config);
+  check_special_ids(file, *out, specials);
   return out;
 }
 

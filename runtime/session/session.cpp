@@ -425,10 +425,15 @@ int32_t Session::step() {
 
 int64_t Session::forward_step(const StepPlan &plan) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Sequence *> &ready = plan.forward;
+  const ForwardBatch batch = forward_batch(plan);
+  const ForwardDraws draws = forward_and_draw(plan.forward, batch, t0);
+  return commit_forward(plan, batch, draws);
+}
+
+ForwardBatch Session::forward_batch(const StepPlan &plan) {
   ForwardBatch batch;
-  for (size_t i = 0; i < ready.size(); ++i) {
-    Sequence &seq = *ready[i];
+  for (size_t i = 0; i < plan.forward.size(); ++i) {
+    Sequence &seq = *plan.forward[i];
     SeqRows r = pending_rows(seq, plan.rows[i]);
     if (spec_ && r.logits == SeqRows::Logits::kLast && seq.n_generated() == 0) {
       spec_->prepare_prefill_capture(seq, r, active_count());
@@ -436,11 +441,19 @@ int64_t Session::forward_step(const StepPlan &plan) {
     }
     batch.seqs.push_back(r);
   }
-  std::vector<int64_t> logit_row(ready.size(), -1);
+  return batch;
+}
+
+Session::ForwardDraws Session::forward_and_draw(const std::vector<Sequence *> &ready,
+                                                const ForwardBatch &batch,
+                                                std::chrono::steady_clock::time_point t0) {
+  ForwardDraws d;
+  d.logit_row.assign(ready.size(), -1);
+  d.token.assign(ready.size(), -1);
   std::vector<RowSampling> row_rules;
   for (size_t i = 0; i < ready.size(); ++i) {
     if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-    logit_row[i] = static_cast<int64_t>(row_rules.size());
+    d.logit_row[i] = static_cast<int64_t>(row_rules.size());
     const Sequence &seq = *ready[i];
     RowSampling rule;
     rule.params = &seq.req.sampling;
@@ -452,51 +465,54 @@ int64_t Session::forward_step(const StepPlan &plan) {
   // Sampling on the device when the backend can (only the ids come back);
   // otherwise the logits come back and every row is drawn here, in parallel
   // (each sequence has its own Rng), then committed in order on this thread.
-  std::vector<int32_t> drawn(ready.size(), -1);
   std::vector<int32_t> device_ids(row_rules.size());
   // A sequence that records logprobs needs its whole row on the host.
   bool rows_wanted = false;
   for (size_t i = 0; i < ready.size(); ++i)
-    rows_wanted = rows_wanted || (logit_row[i] >= 0 && ready[i]->req.logprobs);
+    rows_wanted = rows_wanted || (d.logit_row[i] >= 0 && ready[i]->req.logprobs);
   const bool on_device = !row_rules.empty() && !rows_wanted &&
                          context_->forward_sample(batch, row_rules.data(), device_ids.data());
-  const float *logits = on_device ? nullptr : context_->forward(batch);
+  d.logits = on_device ? nullptr : context_->forward(batch);
   if (spec_ && params_.spec.draft_model) follow_prefill(ready, batch);
-  const int32_t vocab = model_->config().vocab_size;
-  const double forward_seconds = seconds_since(t0);
+  d.seconds = seconds_since(t0);
   if (on_device) {
     for (size_t i = 0; i < ready.size(); ++i) {
-      if (logit_row[i] < 0) continue;
+      if (d.logit_row[i] < 0) continue;
       Sequence &seq = *ready[i];
-      drawn[i] = device_ids[static_cast<size_t>(logit_row[i])];
+      d.token[i] = device_ids[static_cast<size_t>(d.logit_row[i])];
       // The device drew with the counter it was given; a sampled row used one draw.
       if (!seq.req.sampling.greedy()) seq.rng.skip(1);
     }
-  } else {
-    parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
-      Sequence &seq = *ready[static_cast<size_t>(i)];
-      if (logit_row[static_cast<size_t>(i)] < 0 || seq.finished()) return;
-      std::vector<int32_t> history;
-      if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
-      TokenDistribution dist;
-      build_distribution(logits + logit_row[static_cast<size_t>(i)] * vocab, vocab,
-                         seq.req.sampling, history, &dist);
-      drawn[static_cast<size_t>(i)] =
-          seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
-    });
+    return d;
   }
+  const int32_t vocab = model_->config().vocab_size;
+  parallel_rows(static_cast<int64_t>(ready.size()), [&](int64_t i) {
+    const size_t at = static_cast<size_t>(i);
+    Sequence &seq = *ready[at];
+    if (d.logit_row[at] < 0 || seq.finished()) return;
+    std::vector<int32_t> history;
+    if (seq.req.sampling.has_penalties()) history.assign(seq.tokens.begin(), seq.tokens.end());
+    TokenDistribution dist;
+    build_distribution(d.logits + d.logit_row[at] * vocab, vocab, seq.req.sampling, history, &dist);
+    d.token[at] = seq.req.sampling.greedy() ? dist.ids[0] : sample_from(dist, seq.rng.uniform());
+  });
+  return d;
+}
+
+int64_t Session::commit_forward(const StepPlan &plan, const ForwardBatch &batch,
+                                const ForwardDraws &d) {
+  const int32_t vocab = model_->config().vocab_size;
   int64_t committed = 0;
-  for (size_t i = 0; i < ready.size(); ++i) {
-    Sequence &seq = *ready[i];
+  for (size_t i = 0; i < plan.forward.size(); ++i) {
+    Sequence &seq = *plan.forward[i];
     const bool prefill = plan.rows[i] > 1 || seq.n_generated() == 0;
-    count_seconds(seq, prefill, forward_seconds);
+    count_seconds(seq, prefill, d.seconds);
     // Cancelled from a callback of an earlier sequence: its pages are gone.
     if (seq.finished()) continue;
     scheduler_.advance(seq, plan.rows[i]);
     if (batch.seqs[i].logits == SeqRows::Logits::kNone) continue;
-    const int32_t token = drawn[i];
     const bool first_token = seq.n_generated() == 0;
-    commit_token(seq, token, on_device ? nullptr : logits + logit_row[i] * vocab);
+    commit_token(seq, d.token[i], d.logits ? d.logits + d.logit_row[i] * vocab : nullptr);
     ++committed;
     if (spec_ && first_token && !seq.finished()) spec_->select_after_prefill(seq);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -109,6 +110,19 @@ class Session {
   // sequence's next token where its last row is the newest. Returns the
   // tokens committed.
   int64_t forward_step(const StepPlan &plan);
+  // forward_step's phases: the plan's rows as a batch (a prompt's last chunk
+  // captures the scores the first selection needs); the pass and each
+  // sequence's draw (on the device where the backend can); the commits.
+  struct ForwardDraws {
+    std::vector<int64_t> logit_row;  // per plan sequence: its row of the logits, or -1
+    std::vector<int32_t> token;      // per plan sequence: its drawn token, or -1
+    const float *logits = nullptr;   // null when drawn on the device
+    double seconds = 0.0;            // the pass, from the step's start
+  };
+  ForwardBatch forward_batch(const StepPlan &plan);
+  ForwardDraws forward_and_draw(const std::vector<Sequence *> &ready, const ForwardBatch &batch,
+                                std::chrono::steady_clock::time_point t0);
+  int64_t commit_forward(const StepPlan &plan, const ForwardBatch &batch, const ForwardDraws &d);
   // A draft model prefills the prompt rows the model just ran (SpeculativeDecoder::follow_prefill).
   void follow_prefill(const std::vector<Sequence *> &ready, const ForwardBatch &batch);
   // A speculative round of the decoding `seqs`: plan, reserve, run, apply

@@ -326,7 +326,10 @@ const char *rope_type_name(RopeType t) {
   return "?";
 }
 
-ModelConfig parse_model_config(const std::string &json_text, const std::string &source) {
+namespace {
+
+// The document's top level, which must be a JSON object.
+json parse_object(const std::string &json_text, const std::string &source) {
   check_json_depth(json_text, source);
   json j;
   try {
@@ -335,12 +338,11 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
     fail(VEGAS_ERR_FORMAT, source + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) fail(VEGAS_ERR_FORMAT, source + ": top level must be a JSON object");
-  const Fields f(j, source, "");
+  return j;
+}
 
-  ModelConfig c;
-  parse_architecture(f, source, c);
-  check_quantization(f, source);
-
+// The vocabulary, widths, layer and head counts and head_dim.
+void parse_shape(const json &j, const Fields &f, ModelConfig &c) {
   c.vocab_size = static_cast<int32_t>(f.integer("vocab_size", 1, kMaxVocab));
   c.hidden_size = static_cast<int32_t>(f.integer("hidden_size", 1, kMaxHidden));
   c.intermediate_size = static_cast<int32_t>(f.integer("intermediate_size", 1, kMaxIntermediate));
@@ -374,7 +376,10 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
                                std::to_string(c.n_heads) + ") and head_dim is not given");
     c.head_dim = c.hidden_size / c.n_heads;
   }
+}
 
+// The context length, the norms' epsilon and whether the embeddings are tied.
+void parse_limits(const Fields &f, ModelConfig &c) {
   const int64_t max_pos_default = c.arch == Architecture::kLlama     ? 2048
                                   : c.arch == Architecture::kMistral ? 4096 * 32
                                                                      : 32768;
@@ -383,7 +388,11 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
   if (!(c.rms_norm_eps > 0.0) || !(c.rms_norm_eps < 1.0))
     f.bad("rms_norm_eps", "must be in (0, 1), got " + Fields::format(c.rms_norm_eps));
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
+}
 
+// What each architecture's attention and MLP carry: q/k norms, biases and
+// Mistral's sliding window.
+void parse_attention_kind(const json &j, const Fields &f, ModelConfig &c) {
   switch (c.arch) {
     case Architecture::kQwen3:
       c.qk_norm = true;
@@ -403,6 +412,19 @@ ModelConfig parse_model_config(const std::string &json_text, const std::string &
         c.sliding_window = f.integer("sliding_window", 1, kMaxPosition);
       break;
   }
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string &json_text, const std::string &source) {
+  const json j = parse_object(json_text, source);
+  const Fields f(j, source, "");
+  ModelConfig c;
+  parse_architecture(f, source, c);
+  check_quantization(f, source);
+  parse_shape(j, f, c);
+  parse_limits(f, c);
+  parse_attention_kind(j, f, c);
   check_attention_layout(f, source, c);
 
   parse_rope(f, source, c);

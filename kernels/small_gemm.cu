@@ -158,8 +158,9 @@ cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream) {
 }
 
 cudaError_t small_gemm_init() {
-  cudaError_t e =
-      cudaFuncSetAttribute(small_gemm_kernel<kOutPerWarp>,
+  cudaError_t e = small_gemm_mma_init();
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(small_gemm_kernel<kOutPerWarp>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem));
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(small_gemm_kernel<2 * kOutPerWarp>,

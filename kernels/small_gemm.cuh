@@ -61,6 +61,14 @@ bool small_gemm_supports(int32_t m, int32_t k);
 cudaError_t small_gemm(const SmallGemmParams &p, cudaStream_t stream);
 constexpr int kSmallGemmMmaMaxK = 2048;
 cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream);
+// small_gemm_mma's kernel for two or more row tiles, with `tiles` column tiles
+// a block (0: its own choice; else 1 .. 8, at most two per warp of 128
+// inputs), for tests and timing; small_gemm_mma calls it by itself.
+cudaError_t small_gemm_staged(const SmallGemmParams &p, cudaStream_t stream, int tiles);
+// Whether small_gemm_staged takes `tiles` column tiles a block at this K
+// (one and two always, for K up to kSmallGemmMmaMaxK).
+bool small_gemm_staged_supports(int32_t k, int tiles);
+cudaError_t small_gemm_mma_init();  // small_gemm_init calls it
 
 #if defined(__CUDACC__)
 // The epilogue of both kernels (small_gemm.cu, small_gemm_mma.cu): output

@@ -11,6 +11,15 @@
 // Fragments come straight from global memory (small_gemm_fragments.cuh): the
 // k order inside an mma is free as long as A and B agree, so inputs
 // 8t+{0,1}, 8t+{2,3} feed one k16 step and 8t+{4,5}, 8t+{6,7} the next.
+//
+// With several row tiles (verification) the staged kernel takes the call
+// instead: every column block re-normalised its row tile's inputs, so a
+// 112-row SwiGLU spent its time re-reading and re-normalising the same rows
+// in 64 column blocks a row tile, not in the weights or the mma. Its blocks
+// take up to 8 column tiles, copy all their weights into shared memory before
+// the PDL wait (no per-tile round trip), compute every tile back to back and
+// meet at one barrier; each tile's sums are the per-tile kernel's, operation
+// for operation, so a row's outputs do not depend on the kernel.
 #include <cstdlib>
 
 #include "small_gemm_fragments.cuh"
@@ -180,7 +189,165 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   VEGAS_MARK(tl_gemm_down, 2, tl_down);
 }
 
+// Shared memory of a staged block: per warp and column tile, the weight
+// fragments each lane copied (2 x kChunksPerWarp x 32 uint4) and the warp's
+// partial sums of the tile (2 x 32 float4).
+constexpr int kStagedTileWeights = 2 * kChunksPerWarp * 32;
+constexpr int kStagedTilePartials = 2 * 32;
+constexpr size_t staged_smem(int warps, int tiles) {
+  return sizeof(uint4) * static_cast<size_t>(warps) * tiles *
+         (kStagedTileWeights + kStagedTilePartials);
+}
+constexpr int kStagedMaxTiles = 8;
+constexpr int kStagedOwned = 2;  // column tiles a warp stores: tiles <= 2 x warps
+constexpr size_t kStagedMaxSmem = 200 * 1024;
+
+// Block (x, y): column tiles x * tiles .. + tiles - 1 of row tile y, as
+// small_gemm_mma_kernel's, but each warp copies its slice of every tile's
+// weights into its own shared memory (it alone reads them back, so no barrier
+// guards them) before the PDL wait, and writes each tile's partial sums as
+// soon as the tile's mma are done: one barrier a block. Tile c is summed and
+// stored by warp c % warps, in warp order, as the per-tile kernel does.
+__global__ void __launch_bounds__(kMaxWarps * 32)
+    small_gemm_staged_kernel(SmallGemmParams all, int tiles_per_block) {
+  const SmallGemmParams p = small_gemm_row_tile(all, blockIdx.y);
+  extern __shared__ uint4 staged[];
+  __shared__ float ss_part[kMaxWarps][kSmallGemmTileRows];
+  __shared__ __align__(16) bf16 norm_s[kSmallGemmMmaMaxK];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
+  const bool add = p.epilogue == SmallGemmParams::Epilogue::kAddF32;
+  const int per_tile = swiglu ? 8 : kColsPerBlock;
+  const int tile0 = blockIdx.x * tiles_per_block;
+  const int n_tiles = min(tiles_per_block, (p.n + per_tile - 1) / per_tile - tile0);
+  uint4 *weights = staged + static_cast<size_t>(warp) * tiles_per_block * kStagedTileWeights;
+  float4 *partials = reinterpret_cast<float4 *>(staged + static_cast<size_t>(n_warps) *
+                                                             tiles_per_block * kStagedTileWeights);
+  // Partial sums of tile c of warp w: partials[(w * tiles_per_block + c) * 64 + j * 32 + lane].
+  auto partial_at = [&](int w, int c, int j) {
+    return partials + (static_cast<size_t>(w) * tiles_per_block + c) * kStagedTilePartials +
+           j * 32 + lane;
+  };
+
+  // Every tile's weights (load_weight_tile's fragments, zero past n or k).
+  for (int c = 0; c < n_tiles; ++c) {
+    const int col0 = (tile0 + c) * per_tile;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = swiglu ? col0 + g : col0 + 8 * j + g;
+      const bool valid = col < p.n;
+      const int r = swiglu && j == 1 ? p.n + col : col;
+      const bf16 *wrow = p.w + static_cast<int64_t>(valid ? r : 0) * p.k;
+#pragma unroll
+      for (int ch = 0; ch < kChunksPerWarp; ++ch) {
+        const int kk = small_gemm_input<kChunksPerWarp>(warp, ch, t);
+        mma::cp_async16(weights + (c * 2 + j) * kChunksPerWarp * 32 + ch * 32 + lane, wrow + kk,
+                        valid && kk < p.k);
+      }
+    }
+  }
+  mma::cp_async_commit();
+  small_gemm_stage_norm<kChunksPerWarp>(p, warp, lane, norm_s);
+  pdl_wait();  // the rows below come from the previous kernel
+  pdl_launch_dependents();
+
+  // kAddF32: the current outputs of the (at most two) tiles this warp stores.
+  float old[kStagedOwned][2][2][2] = {};  // [owned][row i][n8 tile j][column e]
+  if (add)
+#pragma unroll
+    for (int o = 0; o < kStagedOwned; ++o) {
+      const int c = warp + o * n_warps;
+      if (c >= n_tiles) break;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int row = g + 8 * i, col = (tile0 + c) * kColsPerBlock + 8 * j + 2 * t + e;
+            if (row < p.m && col < p.n) old[o][i][j][e] = p.y_f32[int64_t{row} * p.n + col];
+          }
+    }
+
+  uint4 xa[2][kChunksPerWarp];
+  // With f32 inputs: waits for this thread's copies and has a barrier.
+  small_gemm_a_fragments<kChunksPerWarp>(p, warp, n_warps, lane, ss_part, norm_s, xa);
+  mma::cp_async_wait<0>();  // (bf16 inputs: the call above did not wait)
+  for (int c = 0; c < n_tiles; ++c) {
+    uint4 wf[2][kChunksPerWarp];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int ch = 0; ch < kChunksPerWarp; ++ch)
+        wf[j][ch] = weights[(c * 2 + j) * kChunksPerWarp * 32 + ch * 32 + lane];
+    float acc[2][4];
+    small_gemm_mma_chunks<kChunksPerWarp, 2>(xa, wf, acc);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      *partial_at(warp, c, j) = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int o = 0; o < kStagedOwned; ++o) {
+    const int c = warp + o * n_warps;
+    if (c >= n_tiles) break;
+    float acc[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float4 s = *partial_at(0, c, j);
+      for (int w = 1; w < n_warps; ++w) {
+        const float4 q = *partial_at(w, c, j);
+        s.x += q.x, s.y += q.y, s.z += q.z, s.w += q.w;
+      }
+      acc[j][0] = s.x, acc[j][1] = s.y, acc[j][2] = s.z, acc[j][3] = s.w;
+    }
+    store_tile(p, tile0 + c, lane, acc, old[o]);
+  }
+}
+
+// Column tiles per staged block: VEGAS_CUDA_GEMM_STAGED_TILES (1, 2, 4 or 8)
+// where given, else the most that keep a block on every multiprocessor.
+// Always at most two per warp and within the shared memory.
+int staged_tiles_per_block(int col_tiles, int row_tiles, int warps) {
+  static const int forced = [] {
+    const char *env = std::getenv("VEGAS_CUDA_GEMM_STAGED_TILES");
+    const int n = env != nullptr ? std::atoi(env) : 0;
+    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
+  }();
+  static const int sms = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      n = 132;
+    return n;
+  }();
+  int tiles = forced;
+  if (tiles == 0) {
+    tiles = 2;
+    while (2 * tiles <= kStagedMaxTiles &&
+           (col_tiles + 2 * tiles - 1) / (2 * tiles) * row_tiles >= sms)
+      tiles *= 2;
+  }
+  while (tiles > 1 && (tiles > kStagedOwned * warps || staged_smem(warps, tiles) > kStagedMaxSmem))
+    tiles /= 2;  // small_gemm_staged_supports' limits
+  return tiles;
+}
+
+// The staged kernel for calls of several row tiles (on by default;
+// VEGAS_CUDA_GEMM_STAGED=0 keeps the per-tile kernel, for A/B timing).
+bool staged_enabled() {
+  static const bool enabled = variant_enabled("VEGAS_CUDA_GEMM_STAGED");
+  return enabled;
+}
+
 }  // namespace
+
+cudaError_t small_gemm_mma_init() {
+  return cudaFuncSetAttribute(small_gemm_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(kStagedMaxSmem));
+}
 
 int small_gemm_tiles_per_block(int col_tiles, int row_tiles) {
   static const int most = [] {
@@ -210,11 +377,32 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
   const int tiles = small_gemm_tiles_per_block(col_tiles, row_tiles);
   const int warps =
       (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
+  if (row_tiles > 1 && staged_enabled()) return small_gemm_staged(p, stream, 0);
   const dim3 grid(static_cast<unsigned>((col_tiles + tiles - 1) / tiles),
                   static_cast<unsigned>(row_tiles));
   return tiles == 1
              ? launch_kernel(small_gemm_mma_kernel<1>, grid, warps * 32, 0, stream, p, tiles)
              : launch_kernel(small_gemm_mma_kernel<2>, grid, warps * 32, 0, stream, p, tiles);
+}
+
+bool small_gemm_staged_supports(int32_t k, int tiles) {
+  const int warps = (k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
+  return k >= 8 && k <= kSmallGemmMmaMaxK && tiles >= 1 && tiles <= kStagedMaxTiles &&
+         tiles <= kStagedOwned * warps && staged_smem(warps, tiles) <= kStagedMaxSmem;
+}
+
+cudaError_t small_gemm_staged(const SmallGemmParams &p, cudaStream_t stream, int tiles) {
+  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
+  const int col_tiles = (p.n + (swiglu ? 8 : kColsPerBlock) - 1) / (swiglu ? 8 : kColsPerBlock);
+  const int row_tiles = static_cast<int>(small_gemm_row_tiles(p.m));
+  const int warps =
+      (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
+  if (tiles == 0) tiles = staged_tiles_per_block(col_tiles, row_tiles, warps);
+  if (!small_gemm_staged_supports(p.k, tiles)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((col_tiles + tiles - 1) / tiles),
+                  static_cast<unsigned>(row_tiles));
+  return launch_kernel(small_gemm_staged_kernel, grid, warps * 32, staged_smem(warps, tiles),
+                       stream, p, tiles);
 }
 
 }  // namespace vegas::kernels

@@ -8,6 +8,7 @@
 // after the RMSNorm prologue (see the comment at the check).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -219,6 +220,97 @@ TEST(SmallGemm, RowsDoNotDependOnTheRestOfTheCall) {
         const std::vector<uint32_t> in_all(all.begin() + size_t(row) * f.n,
                                            all.begin() + size_t(row + 1) * f.n);
         EXPECT_EQ(alone, in_all) << "n " << f.n << " m " << m << " row " << row;
+      }
+    }
+  }
+}
+
+// The staged kernel (several row tiles) against the per-tile kernel, which
+// small_gemm runs for a call of one row tile: with each tile count it allows
+// (1-8 column tiles a block, at most two per warp, within its shared memory)
+// and its own choice, every row's outputs are the same bits as those of its
+// 16-row tile run alone, for every epilogue, both input forms, K of one to
+// sixteen warps, ragged N and M. A count it does not support is refused.
+TEST(SmallGemm, StagedKernelEqualsThePerTileKernel) {
+  if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_EQ(kernels::small_gemm_init(), cudaSuccess);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  struct Form {
+    int n, k;
+    Epilogue epilogue;
+    bool norm;
+  };
+  for (const Form f :
+       {Form{520, 512, Epilogue::kStoreF32, true}, Form{1000, 512, Epilogue::kSwiglu, true},
+        Form{512, 1024, Epilogue::kAddF32, false}, Form{136, 128, Epilogue::kStoreBf16, false},
+        Form{264, 2048, Epilogue::kSwiglu, true}, Form{72, 256, Epilogue::kAddF32, true}}) {
+    for (const int m : {17, 112, 200}) {
+      const int w_rows = f.epilogue == Epilogue::kSwiglu ? 2 * f.n : f.n;
+      std::vector<uint16_t> w(size_t(w_rows) * f.k), xb(size_t(m) * f.k), nw(size_t(f.k));
+      std::vector<float> xf(size_t(m) * f.k), y0(size_t(m) * f.n);
+      for (auto &v : w) v = f32_to_bf16(g(rng) / 16.0f);
+      for (auto &v : xb) v = f32_to_bf16(g(rng));
+      for (auto &v : nw) v = f32_to_bf16(1.0f + 0.1f * g(rng));
+      for (auto &v : xf) v = 3.0f * g(rng);
+      for (auto &v : y0) v = g(rng);
+      Dev<uint16_t> w_d(w), xb_d(xb), nw_d(nw);
+      Dev<float> xf_d(xf);
+      // Rows [first, first + rows) through `gemm`; the outputs as raw bits.
+      auto run = [&](int first, int rows, auto gemm) {
+        Dev<uint16_t> ybf(size_t(rows) * f.n);
+        Dev<float> yf(std::vector<float>(y0.begin() + size_t(first) * f.n,
+                                         y0.begin() + size_t(first + rows) * f.n));
+        kernels::SmallGemmParams p;
+        p.m = rows;
+        p.n = f.n;
+        p.k = f.k;
+        p.w = w_d.as<kernels::bf16>();
+        if (f.norm) {
+          p.x_f32 = xf_d.get() + size_t(first) * f.k;
+          p.norm_weight = nw_d.as<kernels::bf16>();
+        } else {
+          p.x_bf16 = xb_d.as<kernels::bf16>() + size_t(first) * f.k;
+        }
+        p.epilogue = f.epilogue;
+        p.y_bf16 = ybf.as<kernels::bf16>();
+        p.y_f32 = yf.get();
+        const cudaError_t e = gemm(p);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint32_t> bits;
+        if (e != cudaSuccess) return bits;
+        if (f.epilogue == Epilogue::kSwiglu || f.epilogue == Epilogue::kStoreBf16) {
+          for (uint16_t b : ybf.download()) bits.push_back(b);
+        } else {
+          for (float v : yf.download()) {
+            uint32_t b;
+            std::memcpy(&b, &v, sizeof b);
+            bits.push_back(b);
+          }
+        }
+        return bits;
+      };
+      std::vector<uint32_t> per_tile;
+      for (int first = 0; first < m; first += kernels::kSmallGemmTileRows) {
+        const int rows = std::min(kernels::kSmallGemmTileRows, m - first);
+        const std::vector<uint32_t> part = run(first, rows, [](const kernels::SmallGemmParams &p) {
+          return kernels::small_gemm(p, nullptr);
+        });
+        per_tile.insert(per_tile.end(), part.begin(), part.end());
+      }
+      ASSERT_EQ(per_tile.size(), size_t(m) * f.n);
+      EXPECT_TRUE(kernels::small_gemm_staged_supports(f.k, 1));
+      EXPECT_TRUE(kernels::small_gemm_staged_supports(f.k, 2));
+      for (const int tiles : {0, 1, 2, 4, 8}) {
+        const std::vector<uint32_t> staged = run(0, m, [tiles](const kernels::SmallGemmParams &p) {
+          return kernels::small_gemm_staged(p, nullptr, tiles);
+        });
+        if (tiles != 0 && !kernels::small_gemm_staged_supports(f.k, tiles)) {
+          EXPECT_TRUE(staged.empty()) << "tiles " << tiles << " accepted at k " << f.k;
+          continue;
+        }
+        EXPECT_EQ(staged, per_tile)
+            << "n " << f.n << " k " << f.k << " m " << m << " tiles " << tiles;
       }
     }
   }

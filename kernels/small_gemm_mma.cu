@@ -13,7 +13,7 @@
 // 8t+{0,1}, 8t+{2,3} feed one k16 step and 8t+{4,5}, 8t+{6,7} the next.
 //
 // With several row tiles (verification) the staged kernel takes the call
-// instead: every column block re-normalised its row tile's inputs, so a
+// instead, but for the lm_head: every column block re-normalised its row tile's inputs, so a
 // 112-row SwiGLU spent its time re-reading and re-normalising the same rows
 // in 64 column blocks a row tile, not in the weights or the mma. Its blocks
 // take up to 8 column tiles, copy all their weights into shared memory before
@@ -377,7 +377,10 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
   const int tiles = small_gemm_tiles_per_block(col_tiles, row_tiles);
   const int warps =
       (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
-  if (row_tiles > 1 && staged_enabled()) return small_gemm_staged(p, stream, 0);
+  // The lm_head (kStoreF32: 8192 columns on the 22m) keeps the per-tile
+  // kernel, whose blocks of 4 tiles beat 8 staged ones there.
+  if (row_tiles > 1 && p.epilogue != SmallGemmParams::Epilogue::kStoreF32 && staged_enabled())
+    return small_gemm_staged(p, stream, 0);
   const dim3 grid(static_cast<unsigned>((col_tiles + tiles - 1) / tiles),
                   static_cast<unsigned>(row_tiles));
   return tiles == 1

@@ -13,9 +13,9 @@
 // 8t+{0,1}, 8t+{2,3} feed one k16 step and 8t+{4,5}, 8t+{6,7} the next.
 //
 // With several row tiles (verification) the staged kernel takes the call
-// instead, but for the lm_head: every column block re-normalised its row tile's inputs, so a
-// 112-row SwiGLU spent its time re-reading and re-normalising the same rows
-// in 64 column blocks a row tile, not in the weights or the mma. Its blocks
+// instead, but for the lm_head: every column block re-reads and re-normalises
+// its row tile's inputs (a 112-row SwiGLU did so in 64 column blocks a row
+// tile) and waits for each column tile's weights in turn. Its blocks
 // take up to 8 column tiles, copy all their weights into shared memory before
 // the PDL wait (no per-tile round trip), compute every tile back to back and
 // meet at one barrier; each tile's sums are the per-tile kernel's, operation

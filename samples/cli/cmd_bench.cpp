@@ -124,19 +124,135 @@ struct BenchArgs {
   ReplayArgs replay;     // --edit-replay N
 };
 
-void run_bench(const BenchArgs &a) {
-  RunArgs r = a.run;  // with the draft model it loads
-  if (!r.model.synthetic.empty() && !r.prompts_file.empty()) {
+// Refuses flag combinations a bench run cannot honour (exit status 2).
+void check_bench_args(const BenchArgs &a) {
+  if (!a.run.model.synthetic.empty() && !a.run.prompts_file.empty()) {
     std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");
     throw CLI::RuntimeError(2);
   }
-  // --mode auto: VEGAS_MODE_AUTO, with the speculative settings of --mode vegas.
-  const bool vegas_mode = a.mode == "vegas" || a.mode == "auto";
-  if (!vegas_mode && a.mode != "vanilla") {
+  if (a.mode != "vegas" && a.mode != "auto" && a.mode != "vanilla") {
     std::fprintf(stderr, "vegas bench: unknown --mode %s (vanilla, vegas or auto)\n",
                  a.mode.c_str());
     throw CLI::RuntimeError(2);
   }
+}
+
+// --edit-replay: an editing session on the first prompt, as one JSON line.
+void run_replay(const BenchArgs &a, const RunArgs &r, const LoadedModel &loaded,
+                const std::vector<std::vector<int32_t>> &prompts) {
+  const vegas_model_info &info = loaded.info;
+  const vegas_session_options base = session_options(
+      info, {prompts.at(0)}, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : 6, r.kv_type);
+  vegas_session_options so = base;
+  if (a.mode != "vanilla") so = speculative_options(base, r.spec);
+  if (a.mode == "auto") so.mode = VEGAS_MODE_AUTO;
+  nlohmann::json j =
+      edit_replay(loaded.model.get(), info, so, prompts.at(0), r.sampling, r.new_tokens, a.replay);
+  j["model"] = info.architecture;
+  j["synthetic"] = !r.model.synthetic.empty();
+  j["backend"] = backend_name(info.backend);
+  j["mode"] = a.mode;
+  j["device"] = loaded.device;
+  std::printf("%s\n", j.dump().c_str());
+}
+
+// Prefill work: 2 FLOPs per weight and token plus causal attention, 2 * 2 *
+// q_dim FLOPs per (query, key) pair per layer, over each prompt. The embedding
+// and the LM head (run on logit rows only) are not per-token GEMMs; info
+// cannot tell a tied head, so 2 * vocab * hidden is left out: exact for untied
+// models (Qwen3-8B), a lower bound for tied ones.
+double prefill_flops(const vegas_model_info &info,
+                     const std::vector<std::vector<int32_t>> &prompts) {
+  double attn_pairs = 0.0, tokens = 0.0;
+  for (const auto &p : prompts) {
+    attn_pairs += 0.5 * static_cast<double>(p.size()) * static_cast<double>(p.size() + 1);
+    tokens += static_cast<double>(p.size());
+  }
+  const double q_dim = static_cast<double>(info.n_heads) * info.head_dim;
+  const double gemm_params = static_cast<double>(info.n_params) -
+                             2.0 * static_cast<double>(info.vocab_size) * info.hidden_size;
+  return 2.0 * std::max(gemm_params, 0.0) * tokens + 4.0 * q_dim * info.n_layers * attn_pairs;
+}
+
+// The "vegas" object of a speculative run; with the vanilla run beside it,
+// the speed-ups and, greedy, where the two first differ (re-run for margins).
+nlohmann::json vegas_section(const BenchArgs &a, const RunArgs &r, vegas_model *model,
+                             const vegas_session_options &so, const vegas_session_options &vso,
+                             const std::vector<std::vector<int32_t>> &prompts,
+                             const Measured &vanilla, const Measured &vegas, bool with_vanilla) {
+  const SpecSettings &spec = r.spec;
+  nlohmann::json v = speculative_json(vegas);
+  v["policy"] = spec.policy;
+  v["gamma"] = spec.gamma;
+  v["ratio"] = spec.ratio;
+  v["min_tokens"] = spec.min_tokens;
+  v["window_share"] = spec.window_share;
+  v["sink"] = spec.sink;
+  v["score_kind"] = spec.score_kind;
+  v["tree_branches"] = spec.tree_branches;
+  v["tree_depth"] = spec.tree_depth;
+  v["draft_model"] = spec.draft_model_dir;
+  v["draft_window"] = spec.draft_window;
+  const double vegas_tps = vegas.mean_tokens_per_s();
+  v["decode_tokens_per_s"] = vegas_tps;
+  v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;
+  if (with_vanilla && vanilla.steady_tokens_per_s > 0)
+    v["speedup_steady"] = vegas.steady_tokens_per_s / vanilla.steady_tokens_per_s;
+  v["decode_tokens_per_s_full_batch"] = vegas.full_batch_tokens_per_s;
+  if (with_vanilla && vanilla.full_batch_tokens_per_s > 0 && vegas.full_batch_tokens_per_s > 0)
+    v["speedup_full_batch"] = vegas.full_batch_tokens_per_s / vanilla.full_batch_tokens_per_s;
+  v["prefill_seconds"] = vegas.prefill_s;
+  if (!with_vanilla) return v;
+  const double vanilla_tps = vanilla.mean_tokens_per_s();
+  v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;
+  // Greedy speculative decoding must reproduce vanilla exactly.
+  if (r.sampling.temperature <= 0.0f) {
+    v["identical_to_vanilla"] = vegas.tokens == vanilla.tokens;
+    nlohmann::json difference = first_difference(vanilla.tokens, vegas.tokens);
+    if (!difference.is_null()) {
+      const int32_t seq = difference["sequence"].get<int32_t>();
+      const Measured vanilla_rerun = measure(model, so, r.sampling, r.new_tokens, prompts, seq);
+      const Measured vegas_rerun = measure(model, vso, r.sampling, r.new_tokens, prompts, seq);
+      add_margins(&difference, vanilla, vanilla_rerun, vegas, vegas_rerun);
+    }
+    v["first_difference"] = difference;
+  }
+  if (a.seeds > 1 && r.sampling.temperature > 0.0f)
+    v["over_seeds"] = seed_spread(model, so, vso, r, prompts, a.seeds, v["speedup"].get<double>(),
+                                  v.value("tau", 0.0));
+  return v;
+}
+
+// The bytes a decode step must read (the weights, and the KV of every
+// sequence at its mean context over the run), and the time they take at the
+// bandwidth of the memory the weights live in (device memory on CUDA),
+// measured in this run.
+struct StepFloor {
+  double bytes = 0.0, bandwidth = 0.0, seconds = 0.0;
+};
+StepFloor step_floor(vegas_model *model, const vegas_model_info &info,
+                     const std::vector<std::vector<int32_t>> &prompts, int32_t new_tokens) {
+  double prompt_tokens = 0.0;
+  for (const auto &p : prompts) prompt_tokens += static_cast<double>(p.size());
+  const double n = static_cast<double>(std::max<size_t>(prompts.size(), 1));
+  const double avg_context = prompt_tokens / n + new_tokens / 2.0;
+  StepFloor f;
+  f.bytes =
+      static_cast<double>(info.weight_bytes) + avg_context * static_cast<double>(prompts.size()) *
+                                                   static_cast<double>(info.kv_bytes_per_token);
+  check(vegas_model_measure_bandwidth(model, &f.bandwidth), "vegas_model_measure_bandwidth");
+  // The copy's read + written bytes per second is the memory's traffic rate, the
+  // rate a read-only stream reaches too (H100: ~3000 GB/s both ways), so the
+  // floor is the bytes a step reads at that rate (as bench_cuda_decode).
+  f.seconds = f.bytes / f.bandwidth;
+  return f;
+}
+
+void run_bench(const BenchArgs &a) {
+  check_bench_args(a);
+  RunArgs r = a.run;  // with the draft model it loads
+  // --mode auto: VEGAS_MODE_AUTO, with the speculative settings of --mode vegas.
+  const bool vegas_mode = a.mode == "vegas" || a.mode == "auto";
   const LoadedModel loaded = load_model(r.model);
   vegas_model *model = loaded.model.get();
   LoadedModel draft;  // --draft-model, on the model's backend
@@ -146,29 +262,16 @@ void run_bench(const BenchArgs &a) {
   }
   const vegas_model_info &info = loaded.info;
   const auto prompts = PromptSource(r, loaded, "vegas bench").get(a.context, a.batch);
-  if (a.replay.requests > 0) {  // an editing session on the first prompt
-    const vegas_session_options base = session_options(
-        info, {prompts.at(0)}, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : 6, r.kv_type);
-    vegas_session_options so = base;
-    if (vegas_mode) so = speculative_options(base, r.spec);
-    if (a.mode == "auto") so.mode = VEGAS_MODE_AUTO;
-    nlohmann::json j =
-        edit_replay(model, info, so, prompts.at(0), r.sampling, r.new_tokens, a.replay);
-    j["model"] = info.architecture;
-    j["synthetic"] = !r.model.synthetic.empty();
-    j["backend"] = backend_name(info.backend);
-    j["mode"] = a.mode;
-    j["device"] = loaded.device;
-    std::printf("%s\n", j.dump().c_str());
+  if (a.replay.requests > 0) {
+    run_replay(a, r, loaded, prompts);
     return;
   }
   int64_t total_prompt = 0;
   for (const auto &p : prompts) total_prompt += static_cast<int64_t>(p.size());
-  const SpecSettings &spec = r.spec;
   // γ auto (0) may grow a sequence's drafts up to VEGAS_MAX_GAMMA.
   const vegas_session_options so = session_options(
-      info, prompts, r.new_tokens, spec.gamma > 0 ? spec.gamma : VEGAS_MAX_GAMMA, r.kv_type);
-  vegas_session_options vso = speculative_options(so, spec);
+      info, prompts, r.new_tokens, r.spec.gamma > 0 ? r.spec.gamma : VEGAS_MAX_GAMMA, r.kv_type);
+  vegas_session_options vso = speculative_options(so, r.spec);
   if (a.mode == "auto") vso.mode = VEGAS_MODE_AUTO;
 
   Measured vanilla;
@@ -178,20 +281,7 @@ void run_bench(const BenchArgs &a) {
   if (vegas_mode) vegas = measure(model, vso, r.sampling, r.new_tokens, prompts);
   const Measured &main_run = vegas_mode ? vegas : vanilla;
 
-  const double avg_context =
-      static_cast<double>(total_prompt) / std::max<size_t>(prompts.size(), 1) + r.new_tokens / 2.0;
-  const double bytes_per_step =
-      static_cast<double>(info.weight_bytes) + avg_context * static_cast<double>(prompts.size()) *
-                                                   static_cast<double>(info.kv_bytes_per_token);
-  // The bandwidth of the memory the weights live in (device memory on CUDA),
-  // measured in this run.
-  double bandwidth = 0.0;
-  check(vegas_model_measure_bandwidth(model, &bandwidth), "vegas_model_measure_bandwidth");
-  // The copy's read + written bytes per second is the memory's traffic rate, the
-  // rate a read-only stream reaches too (H100: ~3000 GB/s both ways), so the
-  // floor is the bytes a step reads at that rate (as bench_cuda_decode).
-  const double floor_s = bytes_per_step / bandwidth;
-
+  const StepFloor floor = step_floor(model, info, prompts, r.new_tokens);
   nlohmann::json j;
   j["model"] = info.architecture;
   j["synthetic"] = !r.model.synthetic.empty();
@@ -206,80 +296,25 @@ void run_bench(const BenchArgs &a) {
   j["top_p"] = r.sampling.top_p;
   j["prefill_seconds"] = main_run.prefill_s;
   j["prefill_tokens_per_s"] = main_run.prefill_s > 0 ? total_prompt / main_run.prefill_s : 0.0;
-  // Prefill work: 2 FLOPs per weight and token plus causal attention,
-  // 2 * 2 * q_dim FLOPs per (query, key) pair per layer, over each prompt. The
-  // embedding and the LM head (run on logit rows only) are not per-token GEMMs;
-  // info cannot tell a tied head, so 2 * vocab * hidden is left out: exact for
-  // untied models (Qwen3-8B), a lower bound for tied ones.
-  double attn_pairs = 0.0;
-  for (const auto &p : prompts)
-    attn_pairs += 0.5 * static_cast<double>(p.size()) * static_cast<double>(p.size() + 1);
-  const double q_dim = static_cast<double>(info.n_heads) * info.head_dim;
-  const double gemm_params = static_cast<double>(info.n_params) -
-                             2.0 * static_cast<double>(info.vocab_size) * info.hidden_size;
-  const double prefill_flops =
-      2.0 * std::max(gemm_params, 0.0) * static_cast<double>(total_prompt) +
-      4.0 * q_dim * info.n_layers * attn_pairs;
-  j["prefill_flops"] = prefill_flops;
-  j["prefill_tflops_per_s"] =
-      main_run.prefill_s > 0 ? prefill_flops / main_run.prefill_s / 1e12 : 0.0;
+  const double flops = prefill_flops(info, prompts);
+  j["prefill_flops"] = flops;
+  j["prefill_tflops_per_s"] = main_run.prefill_s > 0 ? flops / main_run.prefill_s / 1e12 : 0.0;
   j["decode_steps"] = main_run.decode_steps;
   j["median_step_ms"] = (vegas_mode ? main_run.median_step_s : main_run.median_token_step_s) * 1e3;
-  j["bytes_per_step"] = bytes_per_step;
-  j["copy_bandwidth_GBps"] = bandwidth / 1e9;
-  j["floor_step_ms"] = floor_s * 1e3;
-  const double vanilla_tps = vanilla.mean_tokens_per_s();
+  j["bytes_per_step"] = floor.bytes;
+  j["copy_bandwidth_GBps"] = floor.bandwidth / 1e9;
+  j["floor_step_ms"] = floor.seconds * 1e3;
   if (with_vanilla) {
     // Vanilla commits one token per sequence and step (a chain: one per step in it).
     const double step_s = vanilla.median_token_step_s;
     j["decode_tokens_per_s"] = step_s > 0 ? static_cast<double>(prompts.size()) / step_s : 0.0;
-    j["decode_tokens_per_s_mean"] = vanilla_tps;
+    j["decode_tokens_per_s_mean"] = vanilla.mean_tokens_per_s();
     j["decode_tokens_per_s_steady"] = vanilla.steady_tokens_per_s;
     j["decode_tokens_per_s_full_batch"] = vanilla.full_batch_tokens_per_s;
-    j["fraction_of_floor"] = step_s > 0 ? floor_s / step_s : 0.0;
+    j["fraction_of_floor"] = step_s > 0 ? floor.seconds / step_s : 0.0;
   }
-  if (vegas_mode) {
-    nlohmann::json v = speculative_json(vegas);
-    v["policy"] = spec.policy;
-    v["gamma"] = spec.gamma;
-    v["ratio"] = spec.ratio;
-    v["min_tokens"] = spec.min_tokens;
-    v["window_share"] = spec.window_share;
-    v["sink"] = spec.sink;
-    v["score_kind"] = spec.score_kind;
-    v["tree_branches"] = spec.tree_branches;
-    v["tree_depth"] = spec.tree_depth;
-    v["draft_model"] = spec.draft_model_dir;
-    v["draft_window"] = spec.draft_window;
-    const double vegas_tps = vegas.mean_tokens_per_s();
-    v["decode_tokens_per_s"] = vegas_tps;
-    v["decode_tokens_per_s_steady"] = vegas.steady_tokens_per_s;
-    if (with_vanilla && vanilla.steady_tokens_per_s > 0)
-      v["speedup_steady"] = vegas.steady_tokens_per_s / vanilla.steady_tokens_per_s;
-    v["decode_tokens_per_s_full_batch"] = vegas.full_batch_tokens_per_s;
-    if (with_vanilla && vanilla.full_batch_tokens_per_s > 0 && vegas.full_batch_tokens_per_s > 0)
-      v["speedup_full_batch"] = vegas.full_batch_tokens_per_s / vanilla.full_batch_tokens_per_s;
-    v["prefill_seconds"] = vegas.prefill_s;
-    if (with_vanilla) {
-      v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;
-      // Greedy speculative decoding must reproduce vanilla exactly.
-      if (r.sampling.temperature <= 0.0f) {
-        v["identical_to_vanilla"] = vegas.tokens == vanilla.tokens;
-        nlohmann::json difference = first_difference(vanilla.tokens, vegas.tokens);
-        if (!difference.is_null()) {
-          const int32_t seq = difference["sequence"].get<int32_t>();
-          const Measured vanilla_rerun = measure(model, so, r.sampling, r.new_tokens, prompts, seq);
-          const Measured vegas_rerun = measure(model, vso, r.sampling, r.new_tokens, prompts, seq);
-          add_margins(&difference, vanilla, vanilla_rerun, vegas, vegas_rerun);
-        }
-        v["first_difference"] = difference;
-      }
-      if (a.seeds > 1 && r.sampling.temperature > 0.0f)
-        v["over_seeds"] = seed_spread(model, so, vso, r, prompts, a.seeds,
-                                      v["speedup"].get<double>(), v.value("tau", 0.0));
-    }
-    j["vegas"] = v;
-  }
+  if (vegas_mode)
+    j["vegas"] = vegas_section(a, r, model, so, vso, prompts, vanilla, vegas, with_vanilla);
   std::printf("%s\n", j.dump().c_str());
 }
 

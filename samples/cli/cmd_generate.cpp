@@ -1,6 +1,7 @@
 // `vegas generate`: complete a prompt, streaming text or printing one JSON object.
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,16 +47,20 @@ int32_t stream_piece(int32_t, int32_t, const char *piece, size_t len, void *) {
   return 0;
 }
 
-void run_generate(const GenerateArgs &a) {
-  const std::string prompt =
-      a.prompt_file.empty() ? a.prompt : read_input_file(a.prompt_file, "prompt file");
-  vegas_model_options mo;
-  vegas_model_options_init(&mo);
-  mo.backend = parse_backend(a.backend);
-  mo.n_threads = a.threads;
-  vegas_model *model = nullptr;
-  check(vegas_model_load(a.model_dir.c_str(), &mo, &model), "loading the model");
+using ModelPtr = std::unique_ptr<vegas_model, void (*)(vegas_model *)>;
+using SessionPtr = std::unique_ptr<vegas_session, void (*)(vegas_session *)>;
 
+ModelPtr load(const std::string &dir, const vegas_model_options &mo, const char *what) {
+  vegas_model *m = nullptr;
+  check(vegas_model_load(dir.c_str(), &mo, &m), what);
+  return ModelPtr(m, vegas_model_free);
+}
+
+// The session for the prompt and the completion: --mode and its speculative
+// settings, the draft model (the session keeps its own reference), and
+// enough KV for both plus a page of slack per speculative round.
+SessionPtr create_session(const GenerateArgs &a, vegas_model *model, vegas_model *draft,
+                          const vegas_model_info &info, size_t n_prompt) {
   vegas_session_options so;
   vegas_session_options_init(&so);
   so.mode = a.mode == "vegas"  ? VEGAS_MODE_VEGAS
@@ -67,34 +72,39 @@ void run_generate(const GenerateArgs &a) {
   so.tree_branches = a.tree_branches;
   so.tree_depth = a.tree_depth;
   so.window_share = a.window_share;
-  vegas_model *draft = nullptr;  // the session keeps it alive: freed here at once
-  if (!a.draft_model_dir.empty()) {
-    const vegas_status ds = vegas_model_load(a.draft_model_dir.c_str(), &mo, &draft);
-    if (ds != VEGAS_OK) vegas_model_free(model);
-    check(ds, "loading the draft model");
+  if (draft != nullptr) {
     so.draft_model = draft;
     so.draft_window = a.draft_window;
   }
-  // Enough KV for the prompt and the completion (plus a page of slack per speculative round).
-  vegas_model_info info;
-  info.struct_size = sizeof(info);
-  check(vegas_model_get_info(model, &info), "model info");
-
-  const vegas_tokenizer *tok = vegas_model_tokenizer(model);
-  std::vector<int32_t> ids(prompt.size() + 16);
-  size_t n_ids = 0;
-  check(vegas_tokenize(tok, prompt.data(), prompt.size(), nullptr, ids.data(), ids.size(), &n_ids),
-        "tokenizing the prompt");
-  ids.resize(n_ids);
-  const uint64_t tokens_needed = n_ids + static_cast<uint64_t>(a.max_tokens) + 64;
+  const uint64_t tokens_needed = n_prompt + static_cast<uint64_t>(a.max_tokens) + 64;
   so.kv_bytes = (tokens_needed + 64) * info.kv_bytes_per_token;
   if (so.kv_bytes < (64ull << 20)) so.kv_bytes = 64ull << 20;
   vegas_session *session = nullptr;
-  const vegas_status st = vegas_session_create(model, &so, &session);
-  vegas_model_free(draft);
-  if (st != VEGAS_OK) vegas_model_free(model);
-  check(st, "creating the session");
+  check(vegas_session_create(model, &so, &session), "creating the session");
+  return SessionPtr(session, vegas_session_free);
+}
 
+std::vector<int32_t> tokenize_prompt(vegas_model *model, const std::string &prompt) {
+  std::vector<int32_t> ids(prompt.size() + 16);
+  size_t n_ids = 0;
+  check(vegas_tokenize(vegas_model_tokenizer(model), prompt.data(), prompt.size(), nullptr,
+                       ids.data(), ids.size(), &n_ids),
+        "tokenizing the prompt");
+  ids.resize(n_ids);
+  return ids;
+}
+
+// What a finished sequence produced.
+struct Completion {
+  vegas_sequence_info info{};
+  std::vector<int32_t> tokens;
+  std::string text;
+  double seconds = 0.0;  // submit to the end of the run
+};
+
+// Submits the prompt with the sampling flags and runs the session to the end.
+Completion complete(const GenerateArgs &a, vegas_session *session,
+                    const std::vector<int32_t> &ids) {
   vegas_sampling_options sampling;
   vegas_sampling_options_init(&sampling);
   sampling.temperature = a.temperature;
@@ -116,67 +126,84 @@ void run_generate(const GenerateArgs &a) {
   req.n_stop_strings = stops.size();
   req.on_token = a.json ? nullptr : stream_piece;
   int32_t seq = -1;
+  Completion c;
   const auto t0 = std::chrono::steady_clock::now();
   vegas_status rs = vegas_session_submit(session, &req, &seq);
   if (rs == VEGAS_OK) rs = vegas_session_run(session);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rs != VEGAS_OK) {
-    vegas_session_free(session);
-    vegas_model_free(model);
-    check(rs, "generating");
-  }
-  vegas_sequence_info si;
-  si.struct_size = sizeof(si);
-  check(vegas_sequence_get_info(session, seq, &si), "sequence info");
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  check(rs, "generating");
+  c.info.struct_size = sizeof(c.info);
+  check(vegas_sequence_get_info(session, seq, &c.info), "sequence info");
   size_t n_out = 0;
-  std::vector<int32_t> out(static_cast<size_t>(si.n_generated) + 1);
-  check(vegas_sequence_tokens(session, seq, out.data(), out.size(), &n_out), "tokens");
-  out.resize(n_out);
+  c.tokens.resize(static_cast<size_t>(c.info.n_generated) + 1);
+  check(vegas_sequence_tokens(session, seq, c.tokens.data(), c.tokens.size(), &n_out), "tokens");
+  c.tokens.resize(n_out);
   size_t n_text = 0;
   vegas_sequence_text(session, seq, nullptr, 0, &n_text);
-  std::string text(n_text, '\0');
-  check(vegas_sequence_text(session, seq, text.data(), text.size(), &n_text), "text");
+  c.text.assign(n_text, '\0');
+  check(vegas_sequence_text(session, seq, c.text.data(), c.text.size(), &n_text), "text");
+  return c;
+}
+
+// --json's object, or the summary line on stderr after the streamed text.
+void report(const GenerateArgs &a, const Completion &c, const vegas_model_info &info) {
+  const vegas_sequence_info &si = c.info;
   static const char *reasons[] = {"running",  "eos",       "length", "stop",
                                   "callback", "cancelled", "error"};
   const char *reason =
       si.finish_reason >= 0 && si.finish_reason <= 6 ? reasons[si.finish_reason] : "?";
   const double decode_tps = si.decode_seconds > 0 ? (si.n_generated - 1) / si.decode_seconds : 0.0;
-  if (a.json) {
-    nlohmann::json j;
-    j["tokens"] = out;
-    j["text"] = text;
-    j["stats"] = {
-        {"prompt_tokens", si.n_prompt},
-        {"generated_tokens", si.n_generated},
-        {"finish_reason", reason},
-        {"status", vegas_status_name(static_cast<vegas_status>(si.status))},
-        {"backend", backend_name(info.backend)},
-        {"mode", a.mode},
-        {"seconds", seconds},
-        {"prefill_seconds", si.prefill_seconds},
-        {"decode_seconds", si.decode_seconds},
-        {"prefill_tokens_per_s", si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0},
-        {"decode_tokens_per_s", decode_tps},
-        {"rounds", si.rounds},
-        {"drafted", si.drafted},
-        {"accepted", si.accepted},
-        {"tokens_per_round", si.tokens_per_round}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
+  const double prefill_tps = si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0;
+  if (!a.json) {
     std::fprintf(
         stderr,
         "\n[%d prompt tokens, %d generated (%s) in %.2f s: prefill %.1f tok/s, decode %.1f "
         "tok/s, %s]\n",
-        si.n_prompt, si.n_generated, reason, seconds,
-        si.prefill_seconds > 0 ? si.n_prompt / si.prefill_seconds : 0.0, decode_tps,
+        si.n_prompt, si.n_generated, reason, c.seconds, prefill_tps, decode_tps,
         backend_name(info.backend));
+    return;
   }
-  vegas_session_free(session);
-  vegas_model_free(model);
-  if (si.finish_reason == VEGAS_FINISH_ERROR) {
+  nlohmann::json j;
+  j["tokens"] = c.tokens;
+  j["text"] = c.text;
+  j["stats"] = {{"prompt_tokens", si.n_prompt},
+                {"generated_tokens", si.n_generated},
+                {"finish_reason", reason},
+                {"status", vegas_status_name(static_cast<vegas_status>(si.status))},
+                {"backend", backend_name(info.backend)},
+                {"mode", a.mode},
+                {"seconds", c.seconds},
+                {"prefill_seconds", si.prefill_seconds},
+                {"decode_seconds", si.decode_seconds},
+                {"prefill_tokens_per_s", prefill_tps},
+                {"decode_tokens_per_s", decode_tps},
+                {"rounds", si.rounds},
+                {"drafted", si.drafted},
+                {"accepted", si.accepted},
+                {"tokens_per_round", si.tokens_per_round}};
+  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+void run_generate(const GenerateArgs &a) {
+  const std::string prompt =
+      a.prompt_file.empty() ? a.prompt : read_input_file(a.prompt_file, "prompt file");
+  vegas_model_options mo;
+  vegas_model_options_init(&mo);
+  mo.backend = parse_backend(a.backend);
+  mo.n_threads = a.threads;
+  const ModelPtr model = load(a.model_dir, mo, "loading the model");
+  ModelPtr draft(nullptr, vegas_model_free);  // --draft-model, on the same backend
+  if (!a.draft_model_dir.empty()) draft = load(a.draft_model_dir, mo, "loading the draft model");
+  vegas_model_info info;
+  info.struct_size = sizeof(info);
+  check(vegas_model_get_info(model.get(), &info), "model info");
+  const std::vector<int32_t> ids = tokenize_prompt(model.get(), prompt);
+  const SessionPtr session = create_session(a, model.get(), draft.get(), info, ids.size());
+  const Completion c = complete(a, session.get(), ids);
+  report(a, c, info);
+  if (c.info.finish_reason == VEGAS_FINISH_ERROR) {
     std::fprintf(stderr, "vegas: generation stopped: %s\n",
-                 vegas_status_name(static_cast<vegas_status>(si.status)));
+                 vegas_status_name(static_cast<vegas_status>(c.info.status)));
     throw CLI::RuntimeError(1);
   }
 }

@@ -91,7 +91,9 @@ struct Batch {
     return n_rows[s] >= 1 && n_rows[s] <= kernels::kVerifyMaxRows && sparse_off[s] == -1;
   }
 
-  Batch(const Shape &shape, const std::vector<SeqSpec> &specs, uint32_t seed)
+  // cap_align: capture rows padded to a multiple of that many scores (the
+  // runtime pads to 8: 16-byte rows, which the verify kernels store whole).
+  Batch(const Shape &shape, const std::vector<SeqSpec> &specs, uint32_t seed, int cap_align = 1)
       : sh(shape), seqs(specs) {
     std::mt19937 rng(seed);
     int total_pages = 3;  // pages no sequence owns
@@ -134,7 +136,7 @@ struct Batch {
       selected.push_back(sel);
     }
     sparse_data.push_back(0);  // never empty
-    cap_stride = std::max(cap_stride, 1);
+    cap_stride = (std::max(cap_stride, 1) + cap_align - 1) / cap_align * cap_align;
     const size_t cache_n = size_t(total_pages) * sh.page_size * sh.n_kv_heads * sh.head_dim;
     kh = random_bf16(cache_n, rng);
     vh = random_bf16(cache_n, rng);
@@ -206,6 +208,7 @@ struct Batch {
       p.row_cap_slot = drc->get();
       p.seq_cap_cand = dcc->get();
       p.cap_stride = cap_stride;
+      p.capture_quads = true;  // taken where the rows are 16-byte aligned
     }
     p.verify_max_rows = verify_max_rows;
     return p;
@@ -450,8 +453,9 @@ void check_kernel(const Batch &b, const Batch::Ref &ref, const NamedKernel &kern
 //  2. the verify kernel alone (splits 1) on poisoned buffers: no write to
 //     rows of sequences it does not take;
 //  3. the paged kernel alone, compared with run 1 (output and capture).
-void check_batch_as(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
-  Batch b(sh, seqs, seed);
+void check_batch_as(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed,
+                    int cap_align) {
+  Batch b(sh, seqs, seed, cap_align);
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::verify_attention_init());
   const auto ref = b.reference_all();
@@ -460,11 +464,12 @@ void check_batch_as(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t 
 }
 
 // Every batch with bf16 caches and with fp8 caches.
-void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed) {
-  check_batch_as(sh, seqs, seed);
+void check_batch(const Shape &sh, const std::vector<SeqSpec> &seqs, uint32_t seed,
+                 int cap_align = 1) {
+  check_batch_as(sh, seqs, seed, cap_align);
   Shape fp8 = sh;
   fp8.fp8 = true;
-  check_batch_as(fp8, seqs, seed);
+  check_batch_as(fp8, seqs, seed, cap_align);
 }
 
 class VerifyAttention : public ::testing::Test {
@@ -563,9 +568,13 @@ std::vector<SeqSpec> verify_8k(bool capture) {
   return seqs;
 }
 
+// Also with the runtime's 16-byte capture rows, which the kernels store
+// eight scores at a time.
 TEST_F(VerifyAttention, MatchesReference8K) {
   check_batch({8, 2, 64, 16}, verify_8k(true), 301);
   check_batch({32, 8, 128, 16}, verify_8k(true), 302);
+  check_batch({8, 2, 64, 16}, verify_8k(true), 303, 8);
+  check_batch({32, 8, 128, 16}, verify_8k(true), 304, 8);
 }
 
 // Median of 15 timed runs after 3 warm-ups, in milliseconds.

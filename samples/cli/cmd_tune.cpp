@@ -159,25 +159,118 @@ std::vector<Job> plan_jobs(TuneArgs &a, const PromptSource &source, const vegas_
   return jobs;
 }
 
+// --out, or the model directory's vegas-profile.json (kept unless --replace:
+// it may be the one shipped with the model, from a long sweep elsewhere);
+// both outputs checked writable before the sweep costs an hour.
+void resolve_outputs(TuneArgs &a) {
+  if (a.out.empty()) {
+    if (!a.run.model.synthetic.empty())
+      usage_error("a synthetic model has no directory: give --out for the profile");
+    a.out = a.run.model.model_dir + "/vegas-profile.json";
+    std::error_code ec;
+    if (!a.replace && std::filesystem::exists(a.out, ec))
+      usage_error(a.out + " exists: give --out for the new profile, or --replace to overwrite it");
+  }
+  check_writable_dir(parent_dir(a.out), kCommand, "the profile (--out)");
+  if (!a.sweep_json.empty()) check_writable_dir(parent_dir(a.sweep_json), kCommand, "--sweep-json");
+}
+
+bool by_draft_model(const TunePoint &p) {
+  return p.spec.draft_model != nullptr;
+}
+
+// One bucket's sweep: vanilla, then every candidate's points; its choice
+// (the model's own drafting, what every session can use; the draft model's
+// best beside it) and its entry of the sweep JSON.
+TunedBucket tune_bucket(const TuneArgs &a, const LoadedModel &model, const Job &job,
+                        const std::vector<SpecSettings> &candidates, const Range &context,
+                        const Range &batch_range, int32_t max_gamma, nlohmann::json *sweep_bucket) {
+  const vegas_session_options base =
+      session_options(model.info, job.prompts, a.run.new_tokens, max_gamma, a.run.kv_type);
+  const int32_t batch = static_cast<int32_t>(job.prompts.size());
+  const Measured vanilla =
+      measure(model.model.get(), base, a.run.sampling, a.run.new_tokens, job.prompts);
+  std::fprintf(stderr, "[tune] context %d x %d vanilla: %.1f tok/s\n", job.context, batch,
+               vanilla.tokens_per_s());
+  BucketPoints points([&](const SpecSettings &spec) {
+    const Measured m = measure(model.model.get(), speculative_options(base, spec), a.run.sampling,
+                               a.run.new_tokens, job.prompts);
+    TunePoint p;
+    p.tau = m.stats.tokens_per_round;
+    p.tokens_per_s = m.tokens_per_s();
+    p.steady = m.steady();
+    std::fprintf(stderr, "[tune] context %d x %d %s gamma %d ratio %g: tau %.2f, %.1f tok/s\n",
+                 job.context, batch, spec.label.c_str(), spec.gamma,
+                 static_cast<double>(spec.ratio), p.tau, p.tokens_per_s);
+    return p;
+  });
+  nlohmann::json cands = nlohmann::json::array();
+  for (const SpecSettings &c : candidates)
+    cands.push_back(candidate_json(tune_candidate(c, a.grid, points)));
+  TunedBucket t;
+  t.context = context;
+  t.batch = batch_range;
+  t.vanilla_tokens_per_s = vanilla.tokens_per_s();
+  t.choice = *points.best_of([](const TunePoint &p) { return !by_draft_model(p); });
+  if (const TunePoint *d = points.best_of(by_draft_model)) t.draft_model = *d;
+  std::fprintf(stderr, "[tune] bucket context %s batch %s: %s gamma %d ratio %g (%.2fx vanilla)\n",
+               range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
+               t.choice.spec.label.c_str(), t.choice.spec.gamma,
+               static_cast<double>(t.choice.spec.ratio), t.speedup_of(t.choice));
+  nlohmann::json pts = nlohmann::json::array();
+  for (const TunePoint &p : points.all()) pts.push_back(point_json(p));
+  *sweep_bucket = {{"context", job.context},
+                   {"mean_context", job.mean_context},
+                   {"batch", batch},
+                   {"context_min", t.context.min},
+                   {"context_max", t.context.max},
+                   {"batch_min", t.batch.min},
+                   {"batch_max", t.batch.max},
+                   {"vanilla_tokens_per_s", t.vanilla_tokens_per_s},
+                   {"vanilla_steady", vanilla.steady()},
+                   {"candidates", cands},
+                   {"points", pts},
+                   {"choice", point_json(t.choice)}};
+  if (t.draft_model) {
+    (*sweep_bucket)["draft_model_choice"] = point_json(*t.draft_model);
+    std::fprintf(stderr, "[tune] bucket context %s batch %s: the draft model at gamma %d (%.2fx)\n",
+                 range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
+                 t.draft_model->spec.gamma, t.speedup_of(*t.draft_model));
+  }
+  return t;
+}
+
+// The whole sweep (--sweep-json, or stdout): the run's settings and every bucket.
+nlohmann::json sweep_json(const TuneArgs &a, const ProfileInfo &info, nlohmann::json buckets) {
+  std::vector<double> ratios;
+  for (float r : a.grid.ratios) ratios.push_back(tidy(r));
+  return {{"format", "vegas-tune-sweep/1"},
+          {"model", info.model},
+          {"backend", info.backend},
+          {"device", info.device},
+          {"created_by", info.created_by},
+          {"profile", a.out},
+          {"new_tokens", a.run.new_tokens},
+          {"temperature", a.run.sampling.temperature},
+          {"top_k", a.run.sampling.top_k},
+          {"top_p", a.run.sampling.top_p},
+          {"min_tokens", a.run.spec.min_tokens},
+          {"candidates", a.candidates},
+          {"draft_model", a.run.spec.draft_model_dir},
+          {"ratios", ratios},
+          {"gammas", a.grid.gammas},
+          {"large_gamma", a.grid.large_gamma},
+          {"tau_tolerance", a.grid.tau_tolerance},
+          {"buckets", std::move(buckets)}};
+}
+
 void run_tune(TuneArgs a, const CLI::App &cmd) {
   apply_defaults(a, cmd);
   check_args(a);
   std::vector<SpecSettings> candidates;
   for (const std::string &c : a.candidates)
     candidates.push_back(parse_policy_spec(c, a.run.spec, kCommand));
-  if (a.out.empty()) {
-    if (!a.run.model.synthetic.empty())
-      usage_error("a synthetic model has no directory: give --out for the profile");
-    a.out = a.run.model.model_dir + "/vegas-profile.json";
-    // The model directory's profile may be the one shipped with it (measured
-    // on another machine, in a long sweep): replaced only when asked.
-    std::error_code ec;
-    if (!a.replace && std::filesystem::exists(a.out, ec))
-      usage_error(a.out + " exists: give --out for the new profile, or --replace to overwrite it");
-  }
-  // Before the sweep: a profile that cannot be written should not cost an hour.
-  check_writable_dir(parent_dir(a.out), kCommand, "the profile (--out)");
-  if (!a.sweep_json.empty()) check_writable_dir(parent_dir(a.sweep_json), kCommand, "--sweep-json");
+  resolve_outputs(a);
 
   const LoadedModel model = load_model(a.run.model);
   // --draft-model: one more candidate, "model", the draft model drafting every
@@ -187,7 +280,6 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
     draft = load_draft_model(a.run.model, a.run.spec.draft_model_dir);
     candidates.push_back(draft_model_spec(a.run.spec, draft.model.get()));
   }
-  auto by_model = [](const TunePoint &p) { return p.spec.draft_model != nullptr; };
   const PromptSource source(a.run, model, kCommand);
   const int32_t max_gamma =
       std::max(a.grid.large_gamma, *std::max_element(a.grid.gammas.begin(), a.grid.gammas.end()));
@@ -199,89 +291,16 @@ void run_tune(TuneArgs a, const CLI::App &cmd) {
   std::vector<TunedBucket> tuned;
   nlohmann::json sweep_buckets = nlohmann::json::array();
   for (const Job &job : jobs) {
-    const vegas_session_options base =
-        session_options(model.info, job.prompts, a.run.new_tokens, max_gamma, a.run.kv_type);
-    const int32_t batch = static_cast<int32_t>(job.prompts.size());
-    const Measured vanilla =
-        measure(model.model.get(), base, a.run.sampling, a.run.new_tokens, job.prompts);
-    std::fprintf(stderr, "[tune] context %d x %d vanilla: %.1f tok/s\n", job.context, batch,
-                 vanilla.tokens_per_s());
-    BucketPoints points([&](const SpecSettings &spec) {
-      const Measured m = measure(model.model.get(), speculative_options(base, spec), a.run.sampling,
-                                 a.run.new_tokens, job.prompts);
-      TunePoint p;
-      p.tau = m.stats.tokens_per_round;
-      p.tokens_per_s = m.tokens_per_s();
-      p.steady = m.steady();
-      std::fprintf(stderr, "[tune] context %d x %d %s gamma %d ratio %g: tau %.2f, %.1f tok/s\n",
-                   job.context, batch, spec.label.c_str(), spec.gamma,
-                   static_cast<double>(spec.ratio), p.tau, p.tokens_per_s);
-      return p;
-    });
-    nlohmann::json cands = nlohmann::json::array();
-    for (const SpecSettings &c : candidates)
-      cands.push_back(candidate_json(tune_candidate(c, a.grid, points)));
-    TunedBucket t;
-    t.context = ctx_ranges[job.context_range];
-    t.batch = batch_ranges[job.batch_range];
-    t.vanilla_tokens_per_s = vanilla.tokens_per_s();
-    // The bucket's setting is the model's own drafting (what every session
-    // can use); the draft model's best is kept beside it.
-    t.choice = *points.best_of([&](const TunePoint &p) { return !by_model(p); });
-    if (const TunePoint *d = points.best_of(by_model)) t.draft_model = *d;
-    std::fprintf(stderr,
-                 "[tune] bucket context %s batch %s: %s gamma %d ratio %g (%.2fx vanilla)\n",
-                 range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
-                 t.choice.spec.label.c_str(), t.choice.spec.gamma,
-                 static_cast<double>(t.choice.spec.ratio), t.speedup_of(t.choice));
-    nlohmann::json pts = nlohmann::json::array();
-    for (const TunePoint &p : points.all()) pts.push_back(point_json(p));
-    sweep_buckets.push_back({{"context", job.context},
-                             {"mean_context", job.mean_context},
-                             {"batch", batch},
-                             {"context_min", t.context.min},
-                             {"context_max", t.context.max},
-                             {"batch_min", t.batch.min},
-                             {"batch_max", t.batch.max},
-                             {"vanilla_tokens_per_s", t.vanilla_tokens_per_s},
-                             {"vanilla_steady", vanilla.steady()},
-                             {"candidates", cands},
-                             {"points", pts},
-                             {"choice", point_json(t.choice)}});
-    if (t.draft_model) {
-      sweep_buckets.back()["draft_model_choice"] = point_json(*t.draft_model);
-      std::fprintf(stderr,
-                   "[tune] bucket context %s batch %s: the draft model at gamma %d (%.2fx)\n",
-                   range_text(t.context, false).c_str(), range_text(t.batch, true).c_str(),
-                   t.draft_model->spec.gamma, t.speedup_of(*t.draft_model));
-    }
-    tuned.push_back(std::move(t));
+    nlohmann::json bucket;
+    tuned.push_back(tune_bucket(a, model, job, candidates, ctx_ranges[job.context_range],
+                                batch_ranges[job.batch_range], max_gamma, &bucket));
+    sweep_buckets.push_back(std::move(bucket));
   }
 
   ProfileInfo info{model.name, backend_name(model.info.backend), model.device, command_line()};
   write_file_atomically(a.out, profile_json(info, tuned).dump(2) + "\n", kCommand);
   std::fprintf(stderr, "[tune] wrote %s\n", a.out.c_str());
-
-  std::vector<double> ratios;
-  for (float r : a.grid.ratios) ratios.push_back(tidy(r));
-  nlohmann::json sweep = {{"format", "vegas-tune-sweep/1"},
-                          {"model", info.model},
-                          {"backend", info.backend},
-                          {"device", info.device},
-                          {"created_by", info.created_by},
-                          {"profile", a.out},
-                          {"new_tokens", a.run.new_tokens},
-                          {"temperature", a.run.sampling.temperature},
-                          {"top_k", a.run.sampling.top_k},
-                          {"top_p", a.run.sampling.top_p},
-                          {"min_tokens", a.run.spec.min_tokens},
-                          {"candidates", a.candidates},
-                          {"draft_model", a.run.spec.draft_model_dir},
-                          {"ratios", ratios},
-                          {"gammas", a.grid.gammas},
-                          {"large_gamma", a.grid.large_gamma},
-                          {"tau_tolerance", a.grid.tau_tolerance},
-                          {"buckets", sweep_buckets}};
+  const nlohmann::json sweep = sweep_json(a, info, std::move(sweep_buckets));
   if (a.sweep_json.empty())
     std::printf("%s\n", sweep.dump().c_str());
   else

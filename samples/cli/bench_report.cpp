@@ -166,6 +166,111 @@ void add_report_options(CLI::App *cmd, ReportArgs &r) {
   cmd->add_option("--python", r.python, "--report: the Python that runs the plot script");
 }
 
+namespace {
+
+// --contexts (default: the sweep's own, cut to the prompts and the model)
+// and --sweep-context (default: the one nearest 8192), checked.
+void resolve_contexts(ReportArgs &r, const RunArgs &run, const PromptSource &source,
+                      const LoadedModel &model, int32_t max_gamma) {
+  if (r.contexts.empty())
+    r.contexts =
+        default_contexts(r.quick, source.longest(), model.info, run.new_tokens + max_gamma);
+  check_contexts(r.contexts, run.new_tokens, max_gamma, model.info, kCommand, "--contexts");
+  if (r.sweep_context == 0) {
+    r.sweep_context = *std::min_element(
+        r.contexts.begin(), r.contexts.end(),
+        [](int32_t a, int32_t b) { return std::abs(a - 8192) < std::abs(b - 8192); });
+  } else if (std::find(r.contexts.begin(), r.contexts.end(), r.sweep_context) == r.contexts.end()) {
+    std::fprintf(stderr, "%s: --sweep-context %d is not one of --contexts\n", kCommand,
+                 r.sweep_context);
+    throw CLI::RuntimeError(2);
+  }
+}
+
+// The sweep context's acceptance by draft position, one series each.
+nlohmann::json acceptance_json(ContextRuns &runs, const RunArgs &run,
+                               const std::vector<SpecSettings> &series) {
+  nlohmann::json j = {{"context", runs.mean_context()},
+                      {"gamma", run.spec.gamma},
+                      {"ratio", tidy(run.spec.ratio)},
+                      {"series", nlohmann::json::array()}};
+  for (const SpecSettings &s : series)
+    j["series"].push_back(
+        {{"label", s.label}, {"acceptance_by_position", runs.speculative(s).acceptance}});
+  return j;
+}
+
+// τ and tokens/s of each policy at every --ratios value.
+nlohmann::json tau_vs_ratio_json(ContextRuns &runs, const RunArgs &run, const ReportArgs &r,
+                                 const std::vector<SpecSettings> &specs) {
+  std::vector<double> ratios;
+  for (float x : r.ratios) ratios.push_back(tidy(x));
+  nlohmann::json j = {{"context", runs.mean_context()},
+                      {"gamma", run.spec.gamma},
+                      {"ratios", ratios},
+                      {"series", nlohmann::json::array()}};
+  for (const SpecSettings &s : specs) {
+    nlohmann::json tau = nlohmann::json::array(), tps = nlohmann::json::array();
+    for (float ratio : r.ratios) {
+      SpecSettings at = s;
+      at.ratio = ratio;
+      const Point &p = runs.speculative(at);
+      tau.push_back(p.tau);
+      tps.push_back(p.tokens_per_s);
+    }
+    j["series"].push_back({{"label", s.label}, {"tau", tau}, {"tokens_per_s", tps}});
+  }
+  return j;
+}
+
+// The heat map: the --heatmap-policy's tokens/s and τ over --gammas x --ratios.
+nlohmann::json heatmap_json(ContextRuns &runs, const ReportArgs &r, const SpecSettings &heat) {
+  std::vector<double> ratios;
+  for (float x : r.ratios) ratios.push_back(tidy(x));
+  nlohmann::json grid = nlohmann::json::array(), tau_grid = nlohmann::json::array();
+  for (int32_t g : r.gammas) {
+    nlohmann::json row = nlohmann::json::array(), tau_row = nlohmann::json::array();
+    for (float ratio : r.ratios) {
+      SpecSettings at = heat;
+      at.gamma = g;
+      at.ratio = ratio;
+      const Point &p = runs.speculative(at);
+      row.push_back(p.tokens_per_s);
+      tau_row.push_back(p.tau);
+    }
+    grid.push_back(row);
+    tau_grid.push_back(tau_row);
+  }
+  return {{"context", runs.mean_context()},
+          {"label", heat.label},
+          {"gammas", r.gammas},
+          {"ratios", ratios},
+          {"tokens_per_s", grid},
+          {"tau", tau_grid},
+          {"vanilla_tokens_per_s", runs.vanilla()}};
+}
+
+// report.json's head: what was run, on what.
+nlohmann::json report_head(const LoadedModel &model, const RunArgs &run, int32_t batch) {
+  nlohmann::json j;
+  j["format"] = "vegas-report/1";
+  j["model"] = model.name;
+  j["backend"] = backend_name(model.info.backend);
+  j["device"] = model.device;
+  j["created_by"] = command_line();
+  j["batch"] = batch;
+  j["new_tokens"] = run.new_tokens;
+  j["temperature"] = run.sampling.temperature;
+  j["top_k"] = run.sampling.top_k;
+  j["top_p"] = run.sampling.top_p;
+  j["min_tokens"] = run.spec.min_tokens;
+  j["prompts"] = run.prompts_file.empty() ? "random ids" : run.prompts_file;
+  j["draft_model"] = run.spec.draft_model_dir;
+  return j;
+}
+
+}  // namespace
+
 void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   if (r.plot && r.no_plot) {
     std::fprintf(stderr, "%s: --plot and --no-plot contradict each other\n", kCommand);
@@ -191,28 +296,12 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
   const PromptSource source(run, model, kCommand);
   const int32_t max_gamma =
       std::max(run.spec.gamma, *std::max_element(r.gammas.begin(), r.gammas.end()));
-  if (r.contexts.empty())
-    r.contexts =
-        default_contexts(r.quick, source.longest(), model.info, run.new_tokens + max_gamma);
-  check_contexts(r.contexts, run.new_tokens, max_gamma, model.info, kCommand, "--contexts");
-  if (r.sweep_context == 0) {
-    r.sweep_context = *std::min_element(
-        r.contexts.begin(), r.contexts.end(),
-        [](int32_t a, int32_t b) { return std::abs(a - 8192) < std::abs(b - 8192); });
-  } else if (std::find(r.contexts.begin(), r.contexts.end(), r.sweep_context) == r.contexts.end()) {
-    std::fprintf(stderr, "%s: --sweep-context %d is not one of --contexts\n", kCommand,
-                 r.sweep_context);
-    throw CLI::RuntimeError(2);
-  }
+  resolve_contexts(r, run, source, model, max_gamma);
 
-  nlohmann::json throughput_series = nlohmann::json::array();
-  nlohmann::json vanilla_tps = nlohmann::json::array();
+  nlohmann::json vanilla_tps = nlohmann::json::array(), mean_contexts = nlohmann::json::array();
   std::vector<nlohmann::json> policy_tps(series.size(), nlohmann::json::array());
   std::vector<nlohmann::json> policy_tau(series.size(), nlohmann::json::array());
-  nlohmann::json mean_contexts = nlohmann::json::array();
   nlohmann::json acceptance, tau_vs_ratio, heatmap;
-  std::vector<double> ratios;
-  for (float x : r.ratios) ratios.push_back(tidy(x));
   for (int32_t c : r.contexts) {
     ContextRuns runs(model, run, source.get(c, batch), max_gamma);
     mean_contexts.push_back(runs.mean_context());
@@ -223,72 +312,17 @@ void run_report(RunArgs run, int32_t batch, ReportArgs r, const CLI::App &cmd) {
       policy_tau[i].push_back(p.tau);
     }
     if (c != r.sweep_context) continue;
-
-    acceptance = {{"context", runs.mean_context()},
-                  {"gamma", run.spec.gamma},
-                  {"ratio", tidy(run.spec.ratio)},
-                  {"series", nlohmann::json::array()}};
-    for (const SpecSettings &s : series)
-      acceptance["series"].push_back(
-          {{"label", s.label}, {"acceptance_by_position", runs.speculative(s).acceptance}});
-
-    tau_vs_ratio = {{"context", runs.mean_context()},
-                    {"gamma", run.spec.gamma},
-                    {"ratios", ratios},
-                    {"series", nlohmann::json::array()}};
-    for (const SpecSettings &s : specs) {
-      nlohmann::json tau = nlohmann::json::array(), tps = nlohmann::json::array();
-      for (float ratio : r.ratios) {
-        SpecSettings at = s;
-        at.ratio = ratio;
-        const Point &p = runs.speculative(at);
-        tau.push_back(p.tau);
-        tps.push_back(p.tokens_per_s);
-      }
-      tau_vs_ratio["series"].push_back({{"label", s.label}, {"tau", tau}, {"tokens_per_s", tps}});
-    }
-
-    nlohmann::json grid = nlohmann::json::array(), tau_grid = nlohmann::json::array();
-    for (int32_t g : r.gammas) {
-      nlohmann::json row = nlohmann::json::array(), tau_row = nlohmann::json::array();
-      for (float ratio : r.ratios) {
-        SpecSettings at = heat;
-        at.gamma = g;
-        at.ratio = ratio;
-        const Point &p = runs.speculative(at);
-        row.push_back(p.tokens_per_s);
-        tau_row.push_back(p.tau);
-      }
-      grid.push_back(row);
-      tau_grid.push_back(tau_row);
-    }
-    heatmap = {{"context", runs.mean_context()},
-               {"label", heat.label},
-               {"gammas", r.gammas},
-               {"ratios", ratios},
-               {"tokens_per_s", grid},
-               {"tau", tau_grid},
-               {"vanilla_tokens_per_s", runs.vanilla()}};
+    acceptance = acceptance_json(runs, run, series);
+    tau_vs_ratio = tau_vs_ratio_json(runs, run, r, specs);
+    heatmap = heatmap_json(runs, r, heat);
   }
+  nlohmann::json throughput_series = nlohmann::json::array();
   throughput_series.push_back({{"label", "vanilla"}, {"tokens_per_s", vanilla_tps}});
   for (size_t i = 0; i < series.size(); ++i)
     throughput_series.push_back(
         {{"label", series[i].label}, {"tokens_per_s", policy_tps[i]}, {"tau", policy_tau[i]}});
 
-  nlohmann::json j;
-  j["format"] = "vegas-report/1";
-  j["model"] = model.name;
-  j["backend"] = backend_name(model.info.backend);
-  j["device"] = model.device;
-  j["created_by"] = command_line();
-  j["batch"] = batch;
-  j["new_tokens"] = run.new_tokens;
-  j["temperature"] = run.sampling.temperature;
-  j["top_k"] = run.sampling.top_k;
-  j["top_p"] = run.sampling.top_p;
-  j["min_tokens"] = run.spec.min_tokens;
-  j["prompts"] = run.prompts_file.empty() ? "random ids" : run.prompts_file;
-  j["draft_model"] = run.spec.draft_model_dir;
+  nlohmann::json j = report_head(model, run, batch);
   j["throughput"] = {{"contexts", r.contexts},
                      {"mean_contexts", mean_contexts},
                      {"gamma", run.spec.gamma},

@@ -142,7 +142,14 @@ std::string directory_name(std::string path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-int serve(const ServerOptions &o) {
+// The model (owned: its borrowed tokenizer lives as long as it), its info and
+// tokenizer; exits on failure.
+struct ServedModel {
+  std::unique_ptr<vegas_model, void (*)(vegas_model *)> model{nullptr, vegas_model_free};
+  const vegas_tokenizer *tokenizer = nullptr;
+  vegas_model_info info{};
+};
+ServedModel load_served_model(const ServerOptions &o) {
   vegas_model_options mo;
   vegas_model_options_init(&mo);
   mo.backend = o.backend == "cpu"    ? VEGAS_BACKEND_CPU
@@ -152,16 +159,22 @@ int serve(const ServerOptions &o) {
   vegas_model *model = nullptr;
   vegas_status st = vegas_model_load(o.model_dir.c_str(), &mo, &model);
   if (st != VEGAS_OK) die("loading the model", st);
-  const vegas_tokenizer *tokenizer = vegas_model_tokenizer(model);
-  if (tokenizer == nullptr) die("the model has no tokenizer", VEGAS_ERR_UNSUPPORTED);
-  vegas_model_info info;
-  info.struct_size = sizeof(info);
-  st = vegas_model_get_info(model, &info);
+  ServedModel m;
+  m.model.reset(model);
+  m.tokenizer = vegas_model_tokenizer(model);
+  if (m.tokenizer == nullptr) die("the model has no tokenizer", VEGAS_ERR_UNSUPPORTED);
+  m.info.struct_size = sizeof(m.info);
+  st = vegas_model_get_info(model, &m.info);
   if (st != VEGAS_OK) die("model info", st);
+  return m;
+}
 
-  // KV for every slot at its longest by default: prompt + output, a speculative
-  // round and a page of slack each; sequences that still overflow (or find the
-  // smaller pool of --kv-tokens full) end with KV_FULL.
+// The session all slots share, with KV for every slot at its longest by
+// default: prompt + output, a speculative round and a page of slack each;
+// sequences that still overflow (or find the smaller pool of --kv-tokens
+// full) end with KV_FULL. Exits on failure.
+vegas_session *create_served_session(const ServerOptions &o, const ServedModel &m,
+                                     uint64_t *kv_tokens) {
   vegas_session_options so;
   vegas_session_options_init(&so);
   so.mode = o.mode == "vegas"  ? VEGAS_MODE_VEGAS
@@ -173,36 +186,58 @@ int serve(const ServerOptions &o) {
   const uint64_t tokens_per_slot = static_cast<uint64_t>(o.max_prompt_tokens) +
                                    static_cast<uint64_t>(o.max_output_tokens) +
                                    static_cast<uint64_t>(o.gamma) + 1 + 2 * 16;
-  const uint64_t kv_tokens = o.kv_tokens > 0 ? static_cast<uint64_t>(o.kv_tokens)
-                                             : tokens_per_slot * static_cast<uint64_t>(o.parallel);
-  so.kv_bytes = kv_tokens * info.kv_bytes_per_token;
+  *kv_tokens = o.kv_tokens > 0 ? static_cast<uint64_t>(o.kv_tokens)
+                               : tokens_per_slot * static_cast<uint64_t>(o.parallel);
+  so.kv_bytes = *kv_tokens * m.info.kv_bytes_per_token;
   vegas_session *session = nullptr;
-  st = vegas_session_create(model, &so, &session);
+  const vegas_status st = vegas_session_create(m.model.get(), &so, &session);
   if (st != VEGAS_OK) die("creating the session", st);
-  // The model handle stays until the end: its borrowed tokenizer lives as long as it.
-  std::unique_ptr<vegas_model, void (*)(vegas_model *)> model_owner(model, vegas_model_free);
+  return session;
+}
+
+FrontLimits front_limits(const ServerOptions &o) {
+  FrontLimits l;
+  l.max_body_bytes = kMaxBodyBytes;
+  l.request_deadline = std::chrono::seconds(o.request_timeout);
+  l.max_connections = static_cast<size_t>(o.max_connections);
+  l.max_per_client = static_cast<size_t>(o.max_client_connections);
+  return l;
+}
+
+// SIGTERM drains: no new requests (503), running ones may finish within the
+// drain timeout, then they are cancelled and their streams still end with a
+// final event; only then do the sockets close.
+void drain_and_stop(const ServerOptions &o, ConnectionFront &front, Engine &engine,
+                    httplib::Server &server) {
+  front.drain();
+  wait_until_answered(front, std::chrono::seconds(o.drain_timeout));
+  engine.stop();
+  wait_until_answered(front, std::chrono::seconds(5));
+  front.stop();
+  server.stop();
+}
+
+int serve(const ServerOptions &o) {
+  const ServedModel m = load_served_model(o);
+  uint64_t kv_tokens = 0;
+  vegas_session *session = create_served_session(o, m, &kv_tokens);
 
   const std::string model_name = o.model_name.empty() ? directory_name(o.model_dir) : o.model_name;
   Metrics metrics;
-  PromptFormat format(tokenizer);
+  PromptFormat format(m.tokenizer);
   Engine engine(session, &format, o.parallel, o.max_queue, &metrics);
   RequestLimits limits;
   limits.max_prompt_tokens = o.max_prompt_tokens;
   limits.max_output_tokens = o.max_output_tokens;
-  limits.vocab_size = info.vocab_size;
-  limits.max_prompt_bytes =
-      max_prompt_text_bytes(o.max_prompt_tokens, longest_token_bytes(tokenizer, info.vocab_size));
+  limits.vocab_size = m.info.vocab_size;
+  limits.max_prompt_bytes = max_prompt_text_bytes(
+      o.max_prompt_tokens, longest_token_bytes(m.tokenizer, m.info.vocab_size));
   RequestParser parser(&format, limits);
   HttpApi api(o, model_name, &engine, &metrics, &parser);
 
   // Clients talk to the front; httplib's workers listen on loopback behind it
   // and answer one request per connection.
-  FrontLimits front_limits;
-  front_limits.max_body_bytes = kMaxBodyBytes;
-  front_limits.request_deadline = std::chrono::seconds(o.request_timeout);
-  front_limits.max_connections = static_cast<size_t>(o.max_connections);
-  front_limits.max_per_client = static_cast<size_t>(o.max_client_connections);
-  ConnectionFront front(front_limits);
+  ConnectionFront front(front_limits(o));
   api.set_client_connected([&front](uint64_t id) { return front.alive(id); });
 
   httplib::Server server;
@@ -228,22 +263,14 @@ int serve(const ServerOptions &o) {
   std::thread front_thread([&front] { front.run(); });
 
   std::fprintf(stderr, "vegas-server: KV pool %.0f MiB (%llu tokens for %d slots)\n",
-               static_cast<double>(so.kv_bytes) / (1 << 20),
+               static_cast<double>(kv_tokens * m.info.kv_bytes_per_token) / (1 << 20),
                static_cast<unsigned long long>(kv_tokens), o.parallel);
   std::printf("vegas-server: listening on http://%s:%d (model %s, mode %s, %d slots)\n",
               o.host.c_str(), port, model_name.c_str(), o.mode.c_str(), o.parallel);
   std::fflush(stdout);
 
-  // SIGTERM drains: no new requests (503), running ones may finish within the
-  // drain timeout, then they are cancelled and their streams still end with a
-  // final event; only then do the sockets close.
   wait_for_stop_signal();
-  front.drain();
-  wait_until_answered(front, std::chrono::seconds(o.drain_timeout));
-  engine.stop();
-  wait_until_answered(front, std::chrono::seconds(5));
-  front.stop();
-  server.stop();
+  drain_and_stop(o, front, engine, server);
   front_thread.join();
   workers.join();
   std::printf("vegas-server: stopped\n");

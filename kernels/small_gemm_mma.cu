@@ -39,10 +39,13 @@ constexpr int kChunksPerWarp = 4;  // 128 inputs per warp
 constexpr int kMaxWarps = kSmallGemmMmaMaxK / (kSmallGemmChunk * kChunksPerWarp);
 constexpr int kColsPerBlock = 16;  // two n8 tiles
 
-// Weight fragments of column tile `tile` (16 output columns, or 8 for SwiGLU:
-// their gate (j = 0) and up (j = 1) rows) for this warp's slice of K.
-__device__ __forceinline__ void load_weight_tile(const SmallGemmParams &p, int tile, int warp,
-                                                 int lane, uint4 (&wf)[2][kChunksPerWarp]) {
+// Calls f(j, c, source, valid) for each 16-byte piece of column tile
+// `tile`'s weight fragments that this lane holds (16 output columns, or 8 for
+// SwiGLU: their gate (j = 0) and up (j = 1) rows; chunk c of this warp's slice
+// of K); `valid` is false past n or k, where the piece is zeros.
+template <typename F>
+__device__ __forceinline__ void for_each_weight_piece(const SmallGemmParams &p, int tile, int warp,
+                                                      int lane, F &&f) {
   const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
   const int g = lane >> 2, t = lane & 3;
   const int col0 = tile * (swiglu ? 8 : kColsPerBlock);
@@ -55,9 +58,17 @@ __device__ __forceinline__ void load_weight_tile(const SmallGemmParams &p, int t
 #pragma unroll
     for (int c = 0; c < kChunksPerWarp; ++c) {
       const int kk = small_gemm_input<kChunksPerWarp>(warp, c, t);
-      wf[j][c] = load16_or_zero(wrow + kk, valid && kk < p.k);
+      f(j, c, wrow + kk, valid && kk < p.k);
     }
   }
+}
+
+// Weight fragments of column tile `tile` for this warp's slice of K.
+__device__ __forceinline__ void load_weight_tile(const SmallGemmParams &p, int tile, int warp,
+                                                 int lane, uint4 (&wf)[2][kChunksPerWarp]) {
+  for_each_weight_piece(p, tile, warp, lane, [&](int j, int c, const bf16 *src, bool valid) {
+    wf[j][c] = load16_or_zero(src, valid);
+  });
 }
 
 // Column tile `tile`'s sums (acc, lane layout of an m16n8 accumulator: rows g
@@ -232,22 +243,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   };
 
   // Every tile's weights (load_weight_tile's fragments, zero past n or k).
-  for (int c = 0; c < n_tiles; ++c) {
-    const int col0 = (tile0 + c) * per_tile;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int col = swiglu ? col0 + g : col0 + 8 * j + g;
-      const bool valid = col < p.n;
-      const int r = swiglu && j == 1 ? p.n + col : col;
-      const bf16 *wrow = p.w + static_cast<int64_t>(valid ? r : 0) * p.k;
-#pragma unroll
-      for (int ch = 0; ch < kChunksPerWarp; ++ch) {
-        const int kk = small_gemm_input<kChunksPerWarp>(warp, ch, t);
-        mma::cp_async16(weights + (c * 2 + j) * kChunksPerWarp * 32 + ch * 32 + lane, wrow + kk,
-                        valid && kk < p.k);
-      }
-    }
-  }
+  for (int c = 0; c < n_tiles; ++c)
+    for_each_weight_piece(
+        p, tile0 + c, warp, lane, [&](int j, int ch, const bf16 *src, bool valid) {
+          mma::cp_async16(weights + (c * 2 + j) * kChunksPerWarp * 32 + ch * 32 + lane, src, valid);
+        });
   mma::cp_async_commit();
   small_gemm_stage_norm<kChunksPerWarp>(p, warp, lane, norm_s);
   pdl_wait();  // the rows below come from the previous kernel

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -153,6 +154,75 @@ TEST(SmallGemm, MatchesReferenceForEveryEpilogue) {
   }
 }
 
+// Random inputs of m rows for one GEMM form (f32 rows under an RMSNorm, or
+// bf16 rows), and the outputs, as raw bits, of rows [first, first + rows)
+// through `gemm` (empty where it refused the call).
+struct BitsProblem {
+  int n, k;
+  Epilogue epilogue;
+  bool norm;
+  std::vector<float> y0;  // the outputs' values before the call (kAddF32 adds to them)
+  std::unique_ptr<Dev<uint16_t>> w, xb, nw;
+  std::unique_ptr<Dev<float>> xf;
+
+  BitsProblem(int n_, int k_, int m, Epilogue e, bool norm_, std::mt19937 &rng)
+      : n(n_), k(k_), epilogue(e), norm(norm_) {
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    const int w_rows = e == Epilogue::kSwiglu ? 2 * n : n;
+    std::vector<uint16_t> wh(size_t(w_rows) * k), xbh(size_t(m) * k), nwh(static_cast<size_t>(k));
+    std::vector<float> xfh(size_t(m) * k);
+    y0.resize(size_t(m) * n);
+    for (auto &v : wh) v = f32_to_bf16(g(rng) / 16.0f);
+    for (auto &v : xbh) v = f32_to_bf16(g(rng));
+    for (auto &v : nwh) v = f32_to_bf16(1.0f + 0.1f * g(rng));
+    for (auto &v : xfh) v = 3.0f * g(rng);
+    for (auto &v : y0) v = g(rng);
+    w = std::make_unique<Dev<uint16_t>>(wh);
+    xb = std::make_unique<Dev<uint16_t>>(xbh);
+    nw = std::make_unique<Dev<uint16_t>>(nwh);
+    xf = std::make_unique<Dev<float>>(xfh);
+  }
+
+  template <typename Gemm>
+  std::vector<uint32_t> run(int first, int rows, Gemm &&gemm) const {
+    Dev<uint16_t> ybf(size_t(rows) * n);
+    Dev<float> yf(
+        std::vector<float>(y0.begin() + size_t(first) * n, y0.begin() + size_t(first + rows) * n));
+    kernels::SmallGemmParams p;
+    p.m = rows;
+    p.n = n;
+    p.k = k;
+    p.w = w->as<kernels::bf16>();
+    if (norm) {
+      p.x_f32 = xf->get() + size_t(first) * k;
+      p.norm_weight = nw->as<kernels::bf16>();
+    } else {
+      p.x_bf16 = xb->as<kernels::bf16>() + size_t(first) * k;
+    }
+    p.epilogue = epilogue;
+    p.y_bf16 = ybf.as<kernels::bf16>();
+    p.y_f32 = yf.get();
+    const cudaError_t e = gemm(p);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint32_t> bits;
+    if (e != cudaSuccess) return bits;
+    if (epilogue == Epilogue::kSwiglu || epilogue == Epilogue::kStoreBf16) {
+      for (uint16_t b : ybf.download()) bits.push_back(b);
+    } else {
+      for (float v : yf.download()) {
+        uint32_t b;
+        std::memcpy(&b, &v, sizeof b);
+        bits.push_back(b);
+      }
+    }
+    return bits;
+  }
+};
+
+cudaError_t small_gemm_call(const kernels::SmallGemmParams &p) {
+  return kernels::small_gemm(p, nullptr);
+}
+
 // A row's outputs are the same bits whatever else shares the call: a
 // verification pass (many rows, several column tiles a block) must score a
 // token exactly as the vanilla step of one or 16 rows would (greedy Vegas
@@ -162,7 +232,6 @@ TEST(SmallGemm, RowsDoNotDependOnTheRestOfTheCall) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   ASSERT_EQ(kernels::small_gemm_init(), cudaSuccess);
   std::mt19937 rng(5);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   struct Form {
     int n, k;
     Epilogue epilogue;
@@ -170,53 +239,11 @@ TEST(SmallGemm, RowsDoNotDependOnTheRestOfTheCall) {
   for (const Form f : {Form{8192, 512, Epilogue::kStoreF32}, Form{1024, 512, Epilogue::kSwiglu},
                        Form{512, 1024, Epilogue::kAddF32}}) {
     for (const int m : {112, 448}) {
-      const bool norm = f.epilogue != Epilogue::kAddF32;
-      const int w_rows = f.epilogue == Epilogue::kSwiglu ? 2 * f.n : f.n;
-      std::vector<uint16_t> w(size_t(w_rows) * f.k), xb(size_t(m) * f.k), nw(size_t(f.k));
-      std::vector<float> xf(size_t(m) * f.k), y0(size_t(m) * f.n);
-      for (auto &v : w) v = f32_to_bf16(g(rng) / 16.0f);
-      for (auto &v : xb) v = f32_to_bf16(g(rng));
-      for (auto &v : nw) v = f32_to_bf16(1.0f + 0.1f * g(rng));
-      for (auto &v : xf) v = 3.0f * g(rng);
-      for (auto &v : y0) v = g(rng);
-      Dev<uint16_t> w_d(w), xb_d(xb), nw_d(nw);
-      Dev<float> xf_d(xf);
-      // Run rows [first, first + rows) of the input; the outputs, as raw bits.
-      auto run = [&](int first, int rows) {
-        Dev<uint16_t> ybf(size_t(rows) * f.n);
-        Dev<float> yf(std::vector<float>(y0.begin() + size_t(first) * f.n,
-                                         y0.begin() + size_t(first + rows) * f.n));
-        kernels::SmallGemmParams p;
-        p.m = rows;
-        p.n = f.n;
-        p.k = f.k;
-        p.w = w_d.as<kernels::bf16>();
-        if (norm) {
-          p.x_f32 = xf_d.get() + size_t(first) * f.k;
-          p.norm_weight = nw_d.as<kernels::bf16>();
-        } else {
-          p.x_bf16 = xb_d.as<kernels::bf16>() + size_t(first) * f.k;
-        }
-        p.epilogue = f.epilogue;
-        p.y_bf16 = ybf.as<kernels::bf16>();
-        p.y_f32 = yf.get();
-        EXPECT_EQ(kernels::small_gemm(p, nullptr), cudaSuccess);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<uint32_t> bits;
-        if (f.epilogue == Epilogue::kSwiglu) {
-          for (uint16_t b : ybf.download()) bits.push_back(b);
-        } else {
-          for (float v : yf.download()) {
-            uint32_t b;
-            std::memcpy(&b, &v, sizeof b);
-            bits.push_back(b);
-          }
-        }
-        return bits;
-      };
-      const std::vector<uint32_t> all = run(0, m);
+      const BitsProblem problem(f.n, f.k, m, f.epilogue, f.epilogue != Epilogue::kAddF32, rng);
+      const std::vector<uint32_t> all = problem.run(0, m, small_gemm_call);
+      ASSERT_EQ(all.size(), size_t(m) * f.n);
       for (const int row : {0, 37, 111}) {
-        const std::vector<uint32_t> alone = run(row, 1);
+        const std::vector<uint32_t> alone = problem.run(row, 1, small_gemm_call);
         const std::vector<uint32_t> in_all(all.begin() + size_t(row) * f.n,
                                            all.begin() + size_t(row + 1) * f.n);
         EXPECT_EQ(alone, in_all) << "n " << f.n << " m " << m << " row " << row;
@@ -235,7 +262,6 @@ TEST(SmallGemm, StagedKernelEqualsThePerTileKernel) {
   if (!test::have_gpu()) GTEST_SKIP() << "no CUDA device";
   ASSERT_EQ(kernels::small_gemm_init(), cudaSuccess);
   std::mt19937 rng(9);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   struct Form {
     int n, k;
     Epilogue epilogue;
@@ -246,65 +272,21 @@ TEST(SmallGemm, StagedKernelEqualsThePerTileKernel) {
         Form{512, 1024, Epilogue::kAddF32, false}, Form{136, 128, Epilogue::kStoreBf16, false},
         Form{264, 2048, Epilogue::kSwiglu, true}, Form{72, 256, Epilogue::kAddF32, true}}) {
     for (const int m : {17, 112, 200}) {
-      const int w_rows = f.epilogue == Epilogue::kSwiglu ? 2 * f.n : f.n;
-      std::vector<uint16_t> w(size_t(w_rows) * f.k), xb(size_t(m) * f.k), nw(size_t(f.k));
-      std::vector<float> xf(size_t(m) * f.k), y0(size_t(m) * f.n);
-      for (auto &v : w) v = f32_to_bf16(g(rng) / 16.0f);
-      for (auto &v : xb) v = f32_to_bf16(g(rng));
-      for (auto &v : nw) v = f32_to_bf16(1.0f + 0.1f * g(rng));
-      for (auto &v : xf) v = 3.0f * g(rng);
-      for (auto &v : y0) v = g(rng);
-      Dev<uint16_t> w_d(w), xb_d(xb), nw_d(nw);
-      Dev<float> xf_d(xf);
-      // Rows [first, first + rows) through `gemm`; the outputs as raw bits.
-      auto run = [&](int first, int rows, auto gemm) {
-        Dev<uint16_t> ybf(size_t(rows) * f.n);
-        Dev<float> yf(std::vector<float>(y0.begin() + size_t(first) * f.n,
-                                         y0.begin() + size_t(first + rows) * f.n));
-        kernels::SmallGemmParams p;
-        p.m = rows;
-        p.n = f.n;
-        p.k = f.k;
-        p.w = w_d.as<kernels::bf16>();
-        if (f.norm) {
-          p.x_f32 = xf_d.get() + size_t(first) * f.k;
-          p.norm_weight = nw_d.as<kernels::bf16>();
-        } else {
-          p.x_bf16 = xb_d.as<kernels::bf16>() + size_t(first) * f.k;
-        }
-        p.epilogue = f.epilogue;
-        p.y_bf16 = ybf.as<kernels::bf16>();
-        p.y_f32 = yf.get();
-        const cudaError_t e = gemm(p);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<uint32_t> bits;
-        if (e != cudaSuccess) return bits;
-        if (f.epilogue == Epilogue::kSwiglu || f.epilogue == Epilogue::kStoreBf16) {
-          for (uint16_t b : ybf.download()) bits.push_back(b);
-        } else {
-          for (float v : yf.download()) {
-            uint32_t b;
-            std::memcpy(&b, &v, sizeof b);
-            bits.push_back(b);
-          }
-        }
-        return bits;
-      };
+      const BitsProblem problem(f.n, f.k, m, f.epilogue, f.norm, rng);
       std::vector<uint32_t> per_tile;
       for (int first = 0; first < m; first += kernels::kSmallGemmTileRows) {
         const int rows = std::min(kernels::kSmallGemmTileRows, m - first);
-        const std::vector<uint32_t> part = run(first, rows, [](const kernels::SmallGemmParams &p) {
-          return kernels::small_gemm(p, nullptr);
-        });
+        const std::vector<uint32_t> part = problem.run(first, rows, small_gemm_call);
         per_tile.insert(per_tile.end(), part.begin(), part.end());
       }
       ASSERT_EQ(per_tile.size(), size_t(m) * f.n);
       EXPECT_TRUE(kernels::small_gemm_staged_supports(f.k, 1));
       EXPECT_TRUE(kernels::small_gemm_staged_supports(f.k, 2));
       for (const int tiles : {0, 1, 2, 4, 8}) {
-        const std::vector<uint32_t> staged = run(0, m, [tiles](const kernels::SmallGemmParams &p) {
-          return kernels::small_gemm_staged(p, nullptr, tiles);
-        });
+        const std::vector<uint32_t> staged =
+            problem.run(0, m, [tiles](const kernels::SmallGemmParams &p) {
+              return kernels::small_gemm_staged(p, nullptr, tiles);
+            });
         if (tiles != 0 && !kernels::small_gemm_staged_supports(f.k, tiles)) {
           EXPECT_TRUE(staged.empty()) << "tiles " << tiles << " accepted at k " << f.k;
           continue;

@@ -191,33 +191,22 @@ const json *find_rope_dict(const Fields &top) {
   return rp;
 }
 
-void parse_rope(const Fields &top, const std::string &source, ModelConfig &c) {
-  RopeConfig &r = c.rope;
-  const json *dict = find_rope_dict(top);
-  static const json kEmpty = json::object();
-  const Fields rp(dict != nullptr ? *dict : kEmpty, source,
-                  top.has("rope_scaling") ? "rope_scaling." : "rope_parameters.");
-
+RopeType parse_rope_type(const Fields &rp, const std::string &source) {
   std::string type = "default";
   if (rp.has("rope_type"))
     type = rp.string_or("rope_type", type);
   else if (rp.has("type"))
     type = rp.string_or("type", type);
-  if (type == "default") {
-    r.type = RopeType::kDefault;
-  } else if (type == "linear") {
-    r.type = RopeType::kLinear;
-  } else if (type == "llama3") {
-    r.type = RopeType::kLlama3;
-  } else if (type == "yarn") {
-    r.type = RopeType::kYarn;
-  } else {
-    fail(VEGAS_ERR_UNSUPPORTED,
-         source + ": rope type '" + type +
-             "' is not supported (supported: default, linear, llama3, yarn)");
-  }
+  if (type == "default") return RopeType::kDefault;
+  if (type == "linear") return RopeType::kLinear;
+  if (type == "llama3") return RopeType::kLlama3;
+  if (type == "yarn") return RopeType::kYarn;
+  fail(VEGAS_ERR_UNSUPPORTED, source + ": rope type '" + type +
+                                  "' is not supported (supported: default, linear, llama3, yarn)");
+}
 
-  // rope_theta and partial_rotary_factor: inside the dict first, then top level.
+// rope_theta and partial_rotary_factor: inside the dict first, then top level.
+void parse_rope_base(const Fields &top, const Fields &rp, RopeConfig &r) {
   if (rp.has("rope_theta"))
     r.theta = rp.number_above("rope_theta", 1.0);
   else if (top.has("rope_theta"))
@@ -229,7 +218,44 @@ void parse_rope(const Fields &top, const std::string &source, ModelConfig &c) {
       prf_src.bad("partial_rotary_factor",
                   "must be <= 1, got " + Fields::format(r.partial_rotary_factor));
   }
+}
 
+void parse_llama3(const Fields &rp, RopeConfig &r) {
+  r.factor = rp.number_above("factor", 0.0);
+  r.low_freq_factor = rp.number_above("low_freq_factor", 0.0);
+  r.high_freq_factor = rp.number_above("high_freq_factor", 0.0);
+  if (!(r.high_freq_factor > r.low_freq_factor))
+    rp.bad("high_freq_factor", "must be greater than low_freq_factor (" +
+                                   Fields::format(r.low_freq_factor) + "), got " +
+                                   Fields::format(r.high_freq_factor));
+}
+
+void parse_yarn(const Fields &rp, int64_t max_position, RopeConfig &r) {
+  // A null factor means "the ratio of the two context lengths".
+  r.factor = rp.has("factor")
+                 ? rp.number_above("factor", 0.0)
+                 : static_cast<double>(max_position) / static_cast<double>(r.original_max_position);
+  if (rp.has("attention_factor")) r.attention_factor = rp.number_above("attention_factor", 0.0);
+  // transformers reads these as `value or default`: 0 means the default too.
+  const double beta_fast = rp.number_or("beta_fast", 0.0);
+  const double beta_slow = rp.number_or("beta_slow", 0.0);
+  r.beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;
+  r.beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
+  if (!(r.beta_fast > 0.0) || !(r.beta_slow > 0.0))
+    rp.bad("beta_fast", "and beta_slow must be positive");
+  r.mscale = rp.number_or("mscale", 0.0);
+  r.mscale_all_dim = rp.number_or("mscale_all_dim", 0.0);
+  r.truncate = rp.boolean_or("truncate", true);
+}
+
+void parse_rope(const Fields &top, const std::string &source, ModelConfig &c) {
+  RopeConfig &r = c.rope;
+  const json *dict = find_rope_dict(top);
+  static const json kEmpty = json::object();
+  const Fields rp(dict != nullptr ? *dict : kEmpty, source,
+                  top.has("rope_scaling") ? "rope_scaling." : "rope_parameters.");
+  r.type = parse_rope_type(rp, source);
+  parse_rope_base(top, rp, r);
   if (r.type == RopeType::kDefault) return;
   if (r.type == RopeType::kLinear) {
     r.factor = rp.number_above("factor", 0.0);
@@ -242,32 +268,10 @@ void parse_rope(const Fields &top, const std::string &source, ModelConfig &c) {
   else
     r.original_max_position =
         rp.integer_or("original_max_position_embeddings", c.max_position, 1, kMaxPosition);
-
-  if (r.type == RopeType::kLlama3) {
-    r.factor = rp.number_above("factor", 0.0);
-    r.low_freq_factor = rp.number_above("low_freq_factor", 0.0);
-    r.high_freq_factor = rp.number_above("high_freq_factor", 0.0);
-    if (!(r.high_freq_factor > r.low_freq_factor))
-      rp.bad("high_freq_factor", "must be greater than low_freq_factor (" +
-                                     Fields::format(r.low_freq_factor) + "), got " +
-                                     Fields::format(r.high_freq_factor));
-    return;
-  }
-  // yarn: a null factor means "the ratio of the two context lengths".
-  r.factor = rp.has("factor") ? rp.number_above("factor", 0.0)
-                              : static_cast<double>(c.max_position) /
-                                    static_cast<double>(r.original_max_position);
-  if (rp.has("attention_factor")) r.attention_factor = rp.number_above("attention_factor", 0.0);
-  // transformers reads these as `value or default`: 0 means the default too.
-  const double beta_fast = rp.number_or("beta_fast", 0.0);
-  const double beta_slow = rp.number_or("beta_slow", 0.0);
-  r.beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;
-  r.beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
-  if (!(r.beta_fast > 0.0) || !(r.beta_slow > 0.0))
-    rp.bad("beta_fast", "and beta_slow must be positive");
-  r.mscale = rp.number_or("mscale", 0.0);
-  r.mscale_all_dim = rp.number_or("mscale_all_dim", 0.0);
-  r.truncate = rp.boolean_or("truncate", true);
+  if (r.type == RopeType::kLlama3)
+    parse_llama3(rp, r);
+  else
+    parse_yarn(rp, c.max_position, r);
 }
 
 void check_attention_layout(const Fields &f, const std::string &source, const ModelConfig &c) {

@@ -124,6 +124,67 @@ bool is_safe_relative_path(const std::string &p) {
   return true;
 }
 
+// The safetensors header of `file` (an 8-byte little-endian length, then
+// that many bytes of JSON), checked to lie inside the file, to be a JSON
+// object and to nest within bounds; *header_len receives its length.
+json read_header(const MappedFile &file, const std::string &path, uint64_t *header_len) {
+  const uint64_t size = file.size();
+  if (size < 8)
+    fail(VEGAS_ERR_FORMAT, path + ": " + std::to_string(size) +
+                               " bytes is too short for a safetensors header (truncated file?)");
+  const uint64_t len = read_le64(file.data());
+  if (len > size - 8)
+    fail(VEGAS_ERR_FORMAT, path + ": header length " + std::to_string(len) +
+                               " runs past the end of the file (" + std::to_string(size) +
+                               " bytes; truncated?)");
+  if (len > kMaxHeaderBytes)
+    fail(VEGAS_ERR_FORMAT, path + ": header length " + std::to_string(len) + " is absurd");
+  const auto *header = reinterpret_cast<const char *>(file.data() + 8);
+  check_json_depth(header, header + len, path + ": header");
+  json j;
+  try {
+    j = json::parse(header, header + len);
+  } catch (const json::exception &e) {
+    fail(VEGAS_ERR_FORMAT, path + ": header is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) fail(VEGAS_ERR_FORMAT, path + ": header is not a JSON object");
+  *header_len = len;
+  return j;
+}
+
+// The header's tensors (not __metadata__), each checked to lie in the
+// data_size bytes of data that follow the header, pointing into them.
+std::vector<Entry> tensor_entries(const json &header, const std::string &path, const uint8_t *data,
+                                  uint64_t data_size) {
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    Entry e = parse_entry(path, it.key(), it.value());
+    if (e.end > data_size)
+      fail(VEGAS_ERR_FORMAT, path + ": tensor " + it.key() + ": data_offsets [" +
+                                 std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                                 "] run past the end of the data (" + std::to_string(data_size) +
+                                 " bytes; truncated file?)");
+    e.view.data = data + e.begin;
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+// Two tensors must not share bytes (holes between them are tolerated).
+void check_no_overlap(const std::vector<Entry> &entries, const std::string &path) {
+  std::vector<const Entry *> by_offset;
+  for (const Entry &e : entries)
+    if (e.end > e.begin) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry *a, const Entry *b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i]->begin < by_offset[i - 1]->end)
+      fail(VEGAS_ERR_FORMAT, path + ": tensors " + by_offset[i - 1]->view.name + " and " +
+                                 by_offset[i]->view.name + " overlap");
+  }
+}
+
 }  // namespace
 
 WeightStore::~WeightStore() = default;
@@ -215,54 +276,11 @@ void WeightStore::add_index(const std::string &dir, const std::string &index_pat
 
 void WeightStore::add_file(const std::string &path) {
   std::unique_ptr<MappedFile> file = MappedFile::open(path);
-  const uint64_t size = file->size();
-  if (size < 8)
-    fail(VEGAS_ERR_FORMAT, path + ": " + std::to_string(size) +
-                               " bytes is too short for a safetensors header (truncated file?)");
-  const uint64_t header_len = read_le64(file->data());
-  if (header_len > size - 8)
-    fail(VEGAS_ERR_FORMAT, path + ": header length " + std::to_string(header_len) +
-                               " runs past the end of the file (" + std::to_string(size) +
-                               " bytes; truncated?)");
-  if (header_len > kMaxHeaderBytes)
-    fail(VEGAS_ERR_FORMAT, path + ": header length " + std::to_string(header_len) + " is absurd");
-  const auto *header = reinterpret_cast<const char *>(file->data() + 8);
-  check_json_depth(header, header + header_len, path + ": header");
-  json j;
-  try {
-    j = json::parse(header, header + header_len);
-  } catch (const json::exception &e) {
-    fail(VEGAS_ERR_FORMAT, path + ": header is not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) fail(VEGAS_ERR_FORMAT, path + ": header is not a JSON object");
-
-  const uint8_t *data = file->data() + 8 + header_len;
-  const uint64_t data_size = size - 8 - header_len;
-  std::vector<Entry> entries;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    Entry e = parse_entry(path, it.key(), it.value());
-    if (e.end > data_size)
-      fail(VEGAS_ERR_FORMAT, path + ": tensor " + it.key() + ": data_offsets [" +
-                                 std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                                 "] run past the end of the data (" + std::to_string(data_size) +
-                                 " bytes; truncated file?)");
-    e.view.data = data + e.begin;
-    entries.push_back(std::move(e));
-  }
-
-  // Two tensors must not share bytes (holes between them are tolerated).
-  std::vector<const Entry *> by_offset;
-  for (const Entry &e : entries)
-    if (e.end > e.begin) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const Entry *a, const Entry *b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i]->begin < by_offset[i - 1]->end)
-      fail(VEGAS_ERR_FORMAT, path + ": tensors " + by_offset[i - 1]->view.name + " and " +
-                                 by_offset[i]->view.name + " overlap");
-  }
-
+  uint64_t header_len = 0;
+  const json header = read_header(*file, path, &header_len);
+  std::vector<Entry> entries =
+      tensor_entries(header, path, file->data() + 8 + header_len, file->size() - 8 - header_len);
+  check_no_overlap(entries, path);
   for (Entry &e : entries) {
     auto prev = file_of_.find(e.view.name);
     if (prev != file_of_.end())

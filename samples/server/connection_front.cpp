@@ -295,65 +295,71 @@ void ConnectionFront::on_client_readable(Connection &c) {
   buffered_bytes_ += static_cast<uint64_t>(n);
   c.budget += static_cast<uint64_t>(n);
   c.request.append(piece, static_cast<size_t>(n));
+  if (!c.head_done && !take_head(c)) return;
+  if (!take_body(c)) return;
+  c.to_client.clear();  // a 100 Continue not yet sent is no longer wanted
+  c.client_sent = 0;
+  on_request_complete(c);
+}
 
-  if (!c.head_done) {
-    switch (c.head_reader.feed(c.request)) {
-      case HeadStatus::kIncomplete:
-        return;
-      case HeadStatus::kTooLarge:
-        reply(c, 431, "Request Header Fields Too Large",
-              "the request head is over " + std::to_string(limits_.head.max_bytes >> 10) +
-                  " KiB or " + std::to_string(limits_.head.max_fields) + " header fields");
-        return;
-      case HeadStatus::kBad:
-        reply(c, 400, "Bad Request", "malformed request: " + c.head_reader.error());
-        return;
-      case HeadStatus::kComplete:
-        break;
-    }
-    c.head_done = true;
-    const RequestHead &head = c.head_reader.head();
-    if (head.chunked) {
-      c.chunks = std::make_unique<ChunkedBodyScanner>(limits_.max_body_bytes);
-    } else if (head.content_length > limits_.max_body_bytes) {
-      reply(c, 413, "Payload Too Large",
-            "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) +
-                " MiB");
-      return;
-    }
-    const bool body_expected = head.chunked || head.content_length > 0;
-    if (head.expect_continue && body_expected && c.request.size() == c.head_reader.head_bytes())
-      c.to_client = "HTTP/1.1 100 Continue\r\n\r\n";
+bool ConnectionFront::take_head(Connection &c) {
+  switch (c.head_reader.feed(c.request)) {
+    case HeadStatus::kIncomplete:
+      return false;
+    case HeadStatus::kTooLarge:
+      reply(c, 431, "Request Header Fields Too Large",
+            "the request head is over " + std::to_string(limits_.head.max_bytes >> 10) +
+                " KiB or " + std::to_string(limits_.head.max_fields) + " header fields");
+      return false;
+    case HeadStatus::kBad:
+      reply(c, 400, "Bad Request", "malformed request: " + c.head_reader.error());
+      return false;
+    case HeadStatus::kComplete:
+      break;
   }
+  c.head_done = true;
+  const RequestHead &head = c.head_reader.head();
+  if (head.chunked) {
+    c.chunks = std::make_unique<ChunkedBodyScanner>(limits_.max_body_bytes);
+  } else if (head.content_length > limits_.max_body_bytes) {
+    reply(
+        c, 413, "Payload Too Large",
+        "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) + " MiB");
+    return false;
+  }
+  const bool body_expected = head.chunked || head.content_length > 0;
+  if (head.expect_continue && body_expected && c.request.size() == c.head_reader.head_bytes())
+    c.to_client = "HTTP/1.1 100 Continue\r\n\r\n";
+  return true;
+}
+
+bool ConnectionFront::take_body(Connection &c) {
   const size_t body_start = c.head_reader.head_bytes();
   if (c.chunks) {
     switch (c.chunks->feed(c.request, body_start)) {
       case ChunkedBodyScanner::Status::kMore:
         flush_client(c);
-        return;
+        return false;
       case ChunkedBodyScanner::Status::kTooLarge:
         reply(c, 413, "Payload Too Large",
               "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) +
                   " MiB");
-        return;
+        return false;
       case ChunkedBodyScanner::Status::kBad:
         reply(c, 400, "Bad Request", "malformed chunked request body");
-        return;
+        return false;
       case ChunkedBodyScanner::Status::kDone:
         c.request.resize(c.chunks->end());  // pipelined bytes after it are dropped
-        break;
+        return true;
     }
-  } else {
-    const uint64_t end = body_start + c.head_reader.head().content_length;
-    if (c.request.size() < end) {
-      flush_client(c);
-      return;
-    }
-    c.request.resize(static_cast<size_t>(end));
   }
-  c.to_client.clear();  // a 100 Continue not yet sent is no longer wanted
-  c.client_sent = 0;
-  on_request_complete(c);
+  const uint64_t end = body_start + c.head_reader.head().content_length;
+  if (c.request.size() < end) {
+    flush_client(c);
+    return false;
+  }
+  c.request.resize(static_cast<size_t>(end));
+  return true;
 }
 
 void ConnectionFront::on_request_complete(Connection &c) {

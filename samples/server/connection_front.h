@@ -59,6 +59,11 @@ class ConnectionFront {
   struct Connection;
   void accept_clients();
   void on_client_readable(Connection &c);
+  // The parts of a request as its bytes arrive: false while more are due or
+  // after replying to a bad one (take_head also prepares the body's reading
+  // and a 100 Continue; take_body cuts c.request at the body's end).
+  bool take_head(Connection &c);
+  bool take_body(Connection &c);
   void on_request_complete(Connection &c);
   void start_upstream(Connection &c);
   void on_upstream_ready(Connection &c, short revents);

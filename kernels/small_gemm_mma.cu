@@ -307,15 +307,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   }
 }
 
-// Column tiles per staged block: VEGAS_CUDA_GEMM_STAGED_TILES (1, 2, 4 or 8)
-// where given, else the most that keep a block on every multiprocessor.
-// Always at most two per warp and within the shared memory.
-int staged_tiles_per_block(int col_tiles, int row_tiles, int warps) {
-  static const int forced = [] {
-    const char *env = std::getenv("VEGAS_CUDA_GEMM_STAGED_TILES");
-    const int n = env != nullptr ? std::atoi(env) : 0;
-    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
-  }();
+// Warps of a block of either kernel: K cut in slices of 128 inputs.
+int warps_for(int32_t k) {
+  return (k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
+}
+
+// Column tiles of a call: 16 output columns a tile, 8 for SwiGLU.
+int col_tiles_of(const SmallGemmParams &p) {
+  const int per_tile = p.epilogue == SmallGemmParams::Epilogue::kSwiglu ? 8 : kColsPerBlock;
+  return (p.n + per_tile - 1) / per_tile;
+}
+
+int multiprocessors() {
   static const int sms = [] {
     int device = 0, n = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
@@ -323,15 +326,31 @@ int staged_tiles_per_block(int col_tiles, int row_tiles, int warps) {
       n = 132;
     return n;
   }();
-  int tiles = forced;
-  if (tiles == 0) {
-    tiles = 2;
-    while (2 * tiles <= kStagedMaxTiles &&
-           (col_tiles + 2 * tiles - 1) / (2 * tiles) * row_tiles >= sms)
-      tiles *= 2;
-  }
-  while (tiles > 1 && (tiles > kStagedOwned * warps || staged_smem(warps, tiles) > kStagedMaxSmem))
-    tiles /= 2;  // small_gemm_staged_supports' limits
+  return sms;
+}
+
+// Column tiles a block, doubled from `least` up to `most` while the grid
+// keeps at least min_blocks blocks.
+int tiles_keeping_blocks(int col_tiles, int row_tiles, int least, int most, int min_blocks) {
+  int tiles = least;
+  while (2 * tiles <= most && (col_tiles + 2 * tiles - 1) / (2 * tiles) * row_tiles >= min_blocks)
+    tiles *= 2;
+  return tiles;
+}
+
+// Column tiles per staged block: VEGAS_CUDA_GEMM_STAGED_TILES (1, 2, 4 or 8)
+// where given, else the most that keep a block on every multiprocessor.
+// Halved until small_gemm_staged_supports takes it (two a warp, shared memory).
+int staged_tiles_per_block(int col_tiles, int row_tiles, int32_t k) {
+  static const int forced = [] {
+    const char *env = std::getenv("VEGAS_CUDA_GEMM_STAGED_TILES");
+    const int n = env != nullptr ? std::atoi(env) : 0;
+    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
+  }();
+  int tiles = forced != 0 ? forced
+                          : tiles_keeping_blocks(col_tiles, row_tiles, 2, kStagedMaxTiles,
+                                                 multiprocessors());
+  while (tiles > 1 && !small_gemm_staged_supports(k, tiles)) tiles /= 2;
   return tiles;
 }
 
@@ -356,31 +375,18 @@ int small_gemm_tiles_per_block(int col_tiles, int row_tiles) {
     return n >= 1 && n <= 64 ? n : 4;
   }();
   if (row_tiles <= 1) return 1;  // one row tile: its inputs are read once per column block anyway
-  static const int min_blocks = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      sms = 132;
-    return 2 * sms;
-  }();
-  int tiles = 1;
-  while (2 * tiles <= most && (col_tiles + 2 * tiles - 1) / (2 * tiles) * row_tiles >= min_blocks)
-    tiles *= 2;
-  return tiles;
+  return tiles_keeping_blocks(col_tiles, row_tiles, 1, most, 2 * multiprocessors());
 }
 
 cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
-  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
-  const int per_tile = swiglu ? 8 : kColsPerBlock;
-  const int col_tiles = (p.n + per_tile - 1) / per_tile;
   const int row_tiles = static_cast<int>(small_gemm_row_tiles(p.m));
-  const int tiles = small_gemm_tiles_per_block(col_tiles, row_tiles);
-  const int warps =
-      (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
   // The lm_head (kStoreF32: 8192 columns on the 22m) keeps the per-tile
   // kernel, whose blocks of 4 tiles beat 8 staged ones there.
   if (row_tiles > 1 && p.epilogue != SmallGemmParams::Epilogue::kStoreF32 && staged_enabled())
     return small_gemm_staged(p, stream, 0);
+  const int col_tiles = col_tiles_of(p);
+  const int tiles = small_gemm_tiles_per_block(col_tiles, row_tiles);
+  const int warps = warps_for(p.k);
   const dim3 grid(static_cast<unsigned>((col_tiles + tiles - 1) / tiles),
                   static_cast<unsigned>(row_tiles));
   return tiles == 1
@@ -389,18 +395,16 @@ cudaError_t small_gemm_mma(const SmallGemmParams &p, cudaStream_t stream) {
 }
 
 bool small_gemm_staged_supports(int32_t k, int tiles) {
-  const int warps = (k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
+  const int warps = warps_for(k);
   return k >= 8 && k <= kSmallGemmMmaMaxK && tiles >= 1 && tiles <= kStagedMaxTiles &&
          tiles <= kStagedOwned * warps && staged_smem(warps, tiles) <= kStagedMaxSmem;
 }
 
 cudaError_t small_gemm_staged(const SmallGemmParams &p, cudaStream_t stream, int tiles) {
-  const bool swiglu = p.epilogue == SmallGemmParams::Epilogue::kSwiglu;
-  const int col_tiles = (p.n + (swiglu ? 8 : kColsPerBlock) - 1) / (swiglu ? 8 : kColsPerBlock);
+  const int col_tiles = col_tiles_of(p);
   const int row_tiles = static_cast<int>(small_gemm_row_tiles(p.m));
-  const int warps =
-      (p.k + kSmallGemmChunk * kChunksPerWarp - 1) / (kSmallGemmChunk * kChunksPerWarp);
-  if (tiles == 0) tiles = staged_tiles_per_block(col_tiles, row_tiles, warps);
+  const int warps = warps_for(p.k);
+  if (tiles == 0) tiles = staged_tiles_per_block(col_tiles, row_tiles, p.k);
   if (!small_gemm_staged_supports(p.k, tiles)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((col_tiles + tiles - 1) / tiles),
                   static_cast<unsigned>(row_tiles));

@@ -67,6 +67,13 @@ double tidy(float x) {
   return std::round(static_cast<double>(x) * 1e6) / 1e6;
 }
 
+std::vector<double> tidy(const std::vector<float> &xs) {
+  std::vector<double> out;
+  out.reserve(xs.size());
+  for (float x : xs) out.push_back(tidy(x));
+  return out;
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -304,8 +311,7 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
                  int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq) {
   vegas_session *session = nullptr;
   check(vegas_session_create(model, &so, &session), "creating the session");
-  std::unique_ptr<vegas_session, void (*)(vegas_session *)> session_guard(session,
-                                                                          vegas_session_free);
+  const SessionPtr session_guard(session, vegas_session_free);
   vegas_sampling_options sampling = sampling_options(a);
   std::vector<int32_t> seqs;
   for (size_t i = 0; i < prompts.size(); ++i) {

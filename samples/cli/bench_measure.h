@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "vegas.h"
 
 namespace vegas_cli {
@@ -25,7 +26,7 @@ struct ModelArgs {
 };
 
 struct LoadedModel {
-  std::unique_ptr<vegas_model, void (*)(vegas_model *)> model{nullptr, vegas_model_free};
+  ModelPtr model{nullptr, vegas_model_free};
   vegas_model_info info{};
   std::string name;    // the model directory's (or synthetic config's) base name
   std::string device;  // informational: the CPU's or GPU's name
@@ -177,6 +178,7 @@ std::vector<double> acceptance_by_position(const vegas_session_stats &s);
 // A float setting (ratio, window share) as the decimal it was written as:
 // 0.07f is 0.0700000003 as a double.
 double tidy(float x);
+std::vector<double> tidy(const std::vector<float> &xs);  // each of them
 
 // Seconds on a monotonic clock.
 double now_s();

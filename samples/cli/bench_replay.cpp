@@ -38,7 +38,7 @@ nlohmann::json replay_once(vegas_model *model, const vegas_session_options &so,
                            int32_t new_tokens) {
   vegas_session *session = nullptr;
   check(vegas_session_create(model, &so, &session), "creating the session");
-  std::unique_ptr<vegas_session, void (*)(vegas_session *)> guard(session, vegas_session_free);
+  const SessionPtr guard(session, vegas_session_free);
   const vegas_sampling_options sampling = sampling_options(a);
   std::vector<double> ttft, total;
   for (const std::vector<int32_t> &prompt : prompts) {

@@ -203,8 +203,7 @@ nlohmann::json acceptance_json(ContextRuns &runs, const RunArgs &run,
 // τ and tokens/s of each policy at every --ratios value.
 nlohmann::json tau_vs_ratio_json(ContextRuns &runs, const RunArgs &run, const ReportArgs &r,
                                  const std::vector<SpecSettings> &specs) {
-  std::vector<double> ratios;
-  for (float x : r.ratios) ratios.push_back(tidy(x));
+  const std::vector<double> ratios = tidy(r.ratios);
   nlohmann::json j = {{"context", runs.mean_context()},
                       {"gamma", run.spec.gamma},
                       {"ratios", ratios},
@@ -225,8 +224,7 @@ nlohmann::json tau_vs_ratio_json(ContextRuns &runs, const RunArgs &run, const Re
 
 // The heat map: the --heatmap-policy's tokens/s and τ over --gammas x --ratios.
 nlohmann::json heatmap_json(ContextRuns &runs, const ReportArgs &r, const SpecSettings &heat) {
-  std::vector<double> ratios;
-  for (float x : r.ratios) ratios.push_back(tidy(x));
+  const std::vector<double> ratios = tidy(r.ratios);
   nlohmann::json grid = nlohmann::json::array(), tau_grid = nlohmann::json::array();
   for (int32_t g : r.gammas) {
     nlohmann::json row = nlohmann::json::array(), tau_row = nlohmann::json::array();

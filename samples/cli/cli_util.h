@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -13,6 +14,10 @@
 #include "vegas.h"
 
 namespace vegas_cli {
+
+// Handles that free themselves.
+using ModelPtr = std::unique_ptr<vegas_model, void (*)(vegas_model *)>;
+using SessionPtr = std::unique_ptr<vegas_session, void (*)(vegas_session *)>;
 
 // Prints "vegas: <STATUS>: <message>" and ends the command with a non-zero exit.
 inline void check(vegas_status status, const char *what) {

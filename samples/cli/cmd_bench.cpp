@@ -230,16 +230,14 @@ nlohmann::json vegas_section(const BenchArgs &a, const RunArgs &r, vegas_model *
 struct StepFloor {
   double bytes = 0.0, bandwidth = 0.0, seconds = 0.0;
 };
-StepFloor step_floor(vegas_model *model, const vegas_model_info &info,
-                     const std::vector<std::vector<int32_t>> &prompts, int32_t new_tokens) {
-  double prompt_tokens = 0.0;
-  for (const auto &p : prompts) prompt_tokens += static_cast<double>(p.size());
-  const double n = static_cast<double>(std::max<size_t>(prompts.size(), 1));
-  const double avg_context = prompt_tokens / n + new_tokens / 2.0;
+StepFloor step_floor(vegas_model *model, const vegas_model_info &info, int64_t prompt_tokens,
+                     size_t n_prompts, int32_t new_tokens) {
+  const double avg_context =
+      static_cast<double>(prompt_tokens) / std::max<size_t>(n_prompts, 1) + new_tokens / 2.0;
   StepFloor f;
   f.bytes =
-      static_cast<double>(info.weight_bytes) + avg_context * static_cast<double>(prompts.size()) *
-                                                   static_cast<double>(info.kv_bytes_per_token);
+      static_cast<double>(info.weight_bytes) +
+      avg_context * static_cast<double>(n_prompts) * static_cast<double>(info.kv_bytes_per_token);
   check(vegas_model_measure_bandwidth(model, &f.bandwidth), "vegas_model_measure_bandwidth");
   // The copy's read + written bytes per second is the memory's traffic rate, the
   // rate a read-only stream reaches too (H100: ~3000 GB/s both ways), so the
@@ -281,7 +279,7 @@ void run_bench(const BenchArgs &a) {
   if (vegas_mode) vegas = measure(model, vso, r.sampling, r.new_tokens, prompts);
   const Measured &main_run = vegas_mode ? vegas : vanilla;
 
-  const StepFloor floor = step_floor(model, info, prompts, r.new_tokens);
+  const StepFloor floor = step_floor(model, info, total_prompt, prompts.size(), r.new_tokens);
   nlohmann::json j;
   j["model"] = info.architecture;
   j["synthetic"] = !r.model.synthetic.empty();

@@ -47,9 +47,6 @@ int32_t stream_piece(int32_t, int32_t, const char *piece, size_t len, void *) {
   return 0;
 }
 
-using ModelPtr = std::unique_ptr<vegas_model, void (*)(vegas_model *)>;
-using SessionPtr = std::unique_ptr<vegas_session, void (*)(vegas_session *)>;
-
 ModelPtr load(const std::string &dir, const vegas_model_options &mo, const char *what) {
   vegas_model *m = nullptr;
   check(vegas_model_load(dir.c_str(), &mo, &m), what);

@@ -242,8 +242,7 @@ TunedBucket tune_bucket(const TuneArgs &a, const LoadedModel &model, const Job &
 
 // The whole sweep (--sweep-json, or stdout): the run's settings and every bucket.
 nlohmann::json sweep_json(const TuneArgs &a, const ProfileInfo &info, nlohmann::json buckets) {
-  std::vector<double> ratios;
-  for (float r : a.grid.ratios) ratios.push_back(tidy(r));
+  const std::vector<double> ratios = tidy(a.grid.ratios);
   return {{"format", "vegas-tune-sweep/1"},
           {"model", info.model},
           {"backend", info.backend},

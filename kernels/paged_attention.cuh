@@ -91,10 +91,6 @@ struct PagedAttentionParams {
   const int32_t *row_cap_slot = nullptr;  // [total_rows]
   const int32_t *seq_cap_cand = nullptr;  // [n_seqs]
   int32_t cap_stride = 0;
-  // verify_attention_warps: store whole 16-byte groups of captured scores
-  // (needs cap_stride a multiple of 8 and cap_logits 16-byte aligned; else
-  // ignored). Opt-in (VEGAS_CUDA_CAPTURE_QUADS=1) until timed on a GPU.
-  bool capture_quads = false;
 
   // > 0: dense sequences with at least this many rows and no capture
   // (seq_cap_cand 0) are left to prefill_attention (prefill_attention.cuh),

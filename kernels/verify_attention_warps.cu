@@ -245,41 +245,6 @@ __device__ __forceinline__ void accumulate_pv_fp8(float (*s)[kNk / 8][4], float 
   }
 }
 
-// The captured logits of one M tile's 16-key step, 16 bytes a store. Lane t4
-// of a quad holds keys n * 8 + 2 t4, + 1 (n = 0, 1) of its two vectors (hi =
-// 0: row g, 1: row g + 8) as half2 pairs; after three exchanges lane d holds
-// all four pairs of keys (d & 1) * 8 .. + 7 of vector d >> 1, and stores them
-// where that vector is captured (cap >= 0). Every lane of the warp must call.
-__device__ __forceinline__ void store_capture_quad(const float (&s)[kNk / 8][4],
-                                                   const int32_t (&cap)[2], f16 *cap_logits,
-                                                   int32_t cap_stride, int base, float scale,
-                                                   int t4) {
-  uint32_t pair[2][2];  // [hi][n]
-#pragma unroll
-  for (int hi = 0; hi < 2; ++hi)
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const __half2 h = __floats2half2_rn(s[n][2 * hi] * scale, s[n][2 * hi + 1] * scale);
-      pair[hi][n] = *reinterpret_cast<const uint32_t *>(&h);
-    }
-  auto pair_for = [&](int d) {  // what lane d of the quad stores: vector d >> 1, n = d & 1
-    return d == 0 ? pair[0][0] : d == 1 ? pair[0][1] : d == 2 ? pair[1][0] : pair[1][1];
-  };
-  uint32_t words[4] = {0, 0, 0, 0};  // words[x]: keys 2 x, 2 x + 1 of the eight, from lane x
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    // Lane t4 reads lane t4 ^ j's pair for itself, and gives lane t4 ^ j its own.
-    const uint32_t got = __shfl_xor_sync(0xffffffffu, pair_for(t4 ^ j), j);
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-      if (x == (t4 ^ j)) words[x] = got;
-  }
-  const int32_t row = (t4 >> 1) == 0 ? cap[0] : cap[1];
-  if (row < 0) return;
-  *reinterpret_cast<uint4 *>(cap_logits + static_cast<int64_t>(row) * cap_stride + base +
-                             (t4 & 1) * 8) = make_uint4(words[0], words[1], words[2], words[3]);
-}
-
 // STEP_PAGES: pages hold a multiple of kNk slots (see look_up). FP8: fp8
 // caches (kv_fp8.cuh): each step's rows are expanded in place to unscaled f16
 // codes (one conversion a pair) and the scales applied where they are cheap:
@@ -438,10 +403,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // A thread's keys come in pairs (2 t4, 2 t4 + 1; even positions: steps start
   // at multiples of 16), stored as one half2 where the rows are 4-byte aligned.
   const bool cap_pairs = (p.cap_stride & 1) == 0;
-  // Rows 16-byte aligned: a quad's lanes trade their pairs so that each
-  // stores eight consecutive keys of a vector at once (store_capture_quad).
-  const bool cap_quads = p.capture_quads && (p.cap_stride & 7) == 0 &&
-                         (reinterpret_cast<uintptr_t>(p.cap_logits) & 15) == 0;
 
   float o[MT][HD / 8][4];
   float m_lo[MT], m_hi[MT], l_lo[MT], l_hi[MT];
@@ -508,9 +469,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const bool whole_capture = capture && !masked && base + kNk <= n_cand && cap_pairs;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      if (whole_capture && cap_quads)
-        store_capture_quad(s[m], cap[m], p.cap_logits, p.cap_stride, base, logit_scale, t4);
-      else if (whole_capture)
+      if (whole_capture)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           if (cap[m][hi] < 0) continue;

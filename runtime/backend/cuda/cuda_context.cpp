@@ -80,12 +80,6 @@ int32_t small_gemm_rows() {
   return rows;
 }
 constexpr int32_t kSmallGemmCudaCoreRows = 4;
-// The verify kernel's 16-byte stores of captured scores
-// (PagedAttentionParams::capture_quads): opted into until timed on a GPU.
-bool capture_quads() {
-  static const bool enabled = kernels::variant_opted_in("VEGAS_CUDA_CAPTURE_QUADS");
-  return enabled;
-}
 // Sparse drafting is latency-bound: shorter splits than dense steps, of at
 // least 256 keys (two block steps of the tensor-core decode kernel, 8 warps x
 // 16 keys): at 128, sequences with a thousand selected keys made two blocks
@@ -584,10 +578,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
-  // Rows of captured scores start 8-byte aligned (kv_select reads four
-  // scores at once), 16-byte with capture_quads (the verify kernel stores eight).
-  const int32_t cap_align = capture_quads() ? 8 : 4;
-  cap_stride = (cap_stride + cap_align - 1) / cap_align * cap_align;
+  // Rows of captured scores start 16-byte aligned (kv_select reads them as float4).
+  cap_stride = (cap_stride + 3) / 4 * 4;
   if (pages + extra + quest_extra > INT32_MAX)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "forward batch: page tables and sparse sets exceed 2^31 entries");
@@ -805,7 +797,6 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.row_cap_slot = meta(s, kRowCapSlot);
   ap.seq_cap_cand = meta(s, kSeqCapCand);
   ap.cap_stride = s.cap_stride;
-  ap.capture_quads = capture_quads();
   // Dense sequences of many rows take the tensor-core kernel, launched after
   // the paged one, which skips them; captured rows never are among them
   // (stage splits them off: capture_split).

@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
   if (!p.read_ahead) pdl_wait();  // else the wait follows the first copies
   DecodeSlice sl;
   if (!decode_slice(p, seq, &sl)) return;  // graph padding: no row
+  VEGAS_MARK(tl_attn, 6, tl && sl.n_keys >= 0);  // the indices and the record's head are read
   const int64_t row_stride = static_cast<int64_t>(p.n_kv_heads) * HD;
   const int64_t head_off = static_cast<int64_t>(kvh) * HD + piece * 8;
   constexpr int kBlockStep = kWarps * kNk;
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
 #pragma unroll
     for (int i = 0; i < STAGES - 1; ++i) {
       look_up(i);
+      VEGAS_MARK(tl_attn, 7, tl && i == 0 && slots[0] != -2);  // the first slots are known
       issue(i, own);
     }
     look_up(STAGES - 1);
@@ -219,7 +221,8 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
   }
   VEGAS_MARK(tl_attn, 4, tl);
   cp_async_wait<0>();  // only empty groups remain; the tiles become the reduction space
-  finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem);
+  finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem,
+                                       [&](int k) { VEGAS_MARK(tl_attn, k, tl); });
   VEGAS_MARK(tl_attn, 5, tl);
 }
 

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
   scale_rows<HD>(o, v_unit, v_unit);  // back to the values' units
   cp_async_wait<0>();                 // only empty groups remain
-  finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem);
+  finish_mma_warps<HD, GROUP, CLUSTER>(p, sl.row, kvh, o, m_lo, l_lo, smem, [](int) {});
 }
 
 template <int HD, int GROUP>

@@ -128,48 +128,50 @@ __device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
       load_kv_row<HD, FP8>(p, slot[i], row_stride, head_off, k[i], v[i]);
 }
 
-// One block's result for the piece of the output thread t < GROUP * HD / 8
-// holds: query head h of the group, dimensions cc * 8 .. cc * 8 + 7.
-struct BlockPiece {
-  bool writer;  // t < GROUP * HD / 8; the other threads hold head 0's piece
-  int h, cc;
-  float o[8];  // normalised by ll
-  float mm;    // the largest score (log2 domain), -inf when no key
-  float ll;    // sum of exp2(score - mm)
+// One block's result, spread over all its threads: element k of thread t is
+// output i = t + k * kThreads of the GROUP x HD (query head i / HD, dimension
+// i % HD), so that a warp holds consecutive dimensions of one head and every
+// thread combines a few elements. (One thread per 8 dimensions left a single
+// warp of the block doing all of it: ~1 us of the sparse draft step's
+// attention, kernels/timeline.cuh.)
+template <int HD, int GROUP, int WARPS>
+struct BlockSpread {
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kE = (GROUP * HD + kThreads - 1) / kThreads;
+  float o[kE];    // normalised by the head's sum
+  float lse[kE];  // the head's log2-domain log-sum-exp, -inf when no key
+  __device__ static bool has(int k) { return threadIdx.x + k * kThreads < GROUP * HD; }
+  __device__ static int head(int k) { return (threadIdx.x + k * kThreads) / HD; }
+  __device__ static int dim(int k) { return (threadIdx.x + k * kThreads) % HD; }
 };
 
-// The block's warps combined: one thread per (query head, 8 dimensions).
+// The block's warps combined, element by element (BlockSpread).
 template <int HD, int GROUP, int WARPS>
-__device__ __forceinline__ BlockPiece combine_block_warps(const float (*red_m)[GROUP],
-                                                          const float (*red_l)[GROUP],
-                                                          const float (*red_acc)[GROUP][HD]) {
-  constexpr int kLanes = HD / 8;  // threads per query head, 8 dimensions each
-  BlockPiece b;
-  const int t = threadIdx.x;
-  b.writer = t < GROUP * kLanes;
-  b.h = b.writer ? t / kLanes : 0;
-  b.cc = t % kLanes;
-  const int h = b.h, cc = b.cc;
-  float mm = -INFINITY;
+__device__ __forceinline__ BlockSpread<HD, GROUP, WARPS> combine_block_warps(
+    const float (*red_m)[GROUP], const float (*red_l)[GROUP], const float (*red_acc)[GROUP][HD]) {
+  using Spread = BlockSpread<HD, GROUP, WARPS>;
+  Spread s;
 #pragma unroll
-  for (int w = 0; w < WARPS; ++w) mm = fmaxf(mm, red_m[w][h]);
-  float ll = 0.0f;
+  for (int k = 0; k < Spread::kE; ++k) {
+    s.o[k] = 0.0f;
+    s.lse[k] = -INFINITY;
+    if (!Spread::has(k)) continue;
+    const int h = Spread::head(k), d = Spread::dim(k);
+    float mm = -INFINITY;
 #pragma unroll
-  for (int e = 0; e < 8; ++e) b.o[e] = 0.0f;
-  if (mm != -INFINITY)
+    for (int w = 0; w < WARPS; ++w) mm = fmaxf(mm, red_m[w][h]);
+    float ll = 0.0f, o = 0.0f;
+    if (mm != -INFINITY)
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) {
-      const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
-      ll += red_l[w][h] * wgt;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) b.o[e] += red_acc[w][h][cc * 8 + e] * wgt;
-    }
-  const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) b.o[e] *= inv;
-  b.mm = mm;
-  b.ll = ll;
-  return b;
+      for (int w = 0; w < WARPS; ++w) {
+        const float wgt = red_m[w][h] == -INFINITY ? 0.0f : exp2f(red_m[w][h] - mm);
+        ll += red_l[w][h] * wgt;
+        o += red_acc[w][h][d] * wgt;
+      }
+    s.o[k] = o * (ll > 0.0f ? 1.0f / ll : 0.0f);
+    s.lse[k] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
+  }
+  return s;
 }
 
 // Called by all WARPS * 32 threads of the block, after a __syncthreads that
@@ -179,29 +181,26 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
                                               const float (*red_m)[GROUP],
                                               const float (*red_l)[GROUP],
                                               float (*red_acc)[GROUP][HD]) {
+  using Spread = BlockSpread<HD, GROUP, WARPS>;
   constexpr int kWarps = WARPS;
   constexpr int kLanes = HD / 8;  // threads per query head, 8 dimensions each
   const int t = threadIdx.x;
-  const BlockPiece b = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
-  const bool writer = b.writer;
-  const int h = b.h, cc = b.cc;
-  const float mm = b.mm, ll = b.ll;
-  const float *o = b.o;
-  const int head = kvh * GROUP + h;
-  bf16 *out = p.out + (static_cast<int64_t>(row) * p.n_heads + head) * HD + cc * 8;
-  if (p.n_splits == 1) {
-    if (writer) *reinterpret_cast<uint4 *>(out) = pack8(o);
-    return;
-  }
+  const Spread s = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
   const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
-  const int64_t item = static_cast<int64_t>(row) * p.n_heads + head;  // split 0's (row, head)
-  if (writer) {
-    const int64_t at = blockIdx.y * split_stride + item;
-    float *po = p.partial_out + at * HD + cc * 8;
-    *reinterpret_cast<float4 *>(po) = make_float4(o[0], o[1], o[2], o[3]);
-    *reinterpret_cast<float4 *>(po + 4) = make_float4(o[4], o[5], o[6], o[7]);
-    if (cc == 0) p.partial_lse[at] = ll > 0.0f ? mm + log2f(ll) : -INFINITY;
+#pragma unroll
+  for (int k = 0; k < Spread::kE; ++k) {
+    if (!Spread::has(k)) continue;
+    const int d = Spread::dim(k);
+    const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + Spread::head(k);
+    if (p.n_splits == 1) {
+      p.out[item * HD + d] = __float2bfloat16_rn(s.o[k]);
+    } else {
+      const int64_t at = blockIdx.y * split_stride + item;  // split 0's (row, head) + this split
+      p.partial_out[at * HD + d] = s.o[k];
+      if (d == 0) p.partial_lse[at] = s.lse[k];
+    }
   }
+  if (p.n_splits == 1) return;
   if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
 
   // The last split block of this (sequence, KV head) to finish merges them all:
@@ -307,47 +306,57 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
 // it. Same arguments and calling rule as decode_finish.
 constexpr int kMaxClusterSplits = 8;
 
-template <int HD, int GROUP, int WARPS>
+template <int HD, int GROUP, int WARPS, typename Mark>
 __device__ __forceinline__ void decode_finish_cluster(const PagedAttentionParams &p, int row,
                                                       int kvh, const float (*red_m)[GROUP],
                                                       const float (*red_l)[GROUP],
-                                                      const float (*red_acc)[GROUP][HD]) {
+                                                      const float (*red_acc)[GROUP][HD],
+                                                      Mark mark) {
   namespace cg = cooperative_groups;
+  using Spread = BlockSpread<HD, GROUP, WARPS>;
   __shared__ float piece_o[GROUP][HD];
   __shared__ float piece_lse[GROUP];
-  const BlockPiece b = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
-  if (b.writer) {
+  const Spread s = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) piece_o[b.h][b.cc * 8 + e] = b.o[e];
-    if (b.cc == 0) piece_lse[b.h] = b.ll > 0.0f ? b.mm + log2f(b.ll) : -INFINITY;
+  for (int k = 0; k < Spread::kE; ++k) {
+    if (!Spread::has(k)) continue;
+    piece_o[Spread::head(k)][Spread::dim(k)] = s.o[k];
+    if (Spread::dim(k) == 0) piece_lse[Spread::head(k)] = s.lse[k];
   }
+  mark(9);
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's pieces written and visible to the cluster
-  if (cluster.block_rank() == 0 && b.writer) {
+  mark(10);
+  if (cluster.block_rank() == 0) {
     const int n = static_cast<int>(cluster.num_blocks());
-    float lse[kMaxClusterSplits];
-    float m_all = -INFINITY;
 #pragma unroll
-    for (int z = 0; z < kMaxClusterSplits; ++z) {
-      lse[z] = z < n ? cluster.map_shared_rank(&piece_lse[0], z)[b.h] : -INFINITY;
-      m_all = fmaxf(m_all, lse[z]);
+    for (int k = 0; k < Spread::kE; ++k) {
+      if (!Spread::has(k)) continue;
+      const int h = Spread::head(k), d = Spread::dim(k);
+      // Every split's lse and element requested at once: one round trip.
+      float lse[kMaxClusterSplits], o[kMaxClusterSplits];
+#pragma unroll
+      for (int z = 0; z < kMaxClusterSplits; ++z) {
+        lse[z] = z < n ? cluster.map_shared_rank(&piece_lse[0], z)[h] : -INFINITY;
+        o[z] = z < n ? cluster.map_shared_rank(&piece_o[0][0], z)[h * HD + d] : 0.0f;
+      }
+      float m_all = -INFINITY;
+#pragma unroll
+      for (int z = 0; z < kMaxClusterSplits; ++z) m_all = fmaxf(m_all, lse[z]);
+      float r = 0.0f, wsum = 0.0f;
+#pragma unroll
+      for (int z = 0; z < kMaxClusterSplits; ++z) {
+        if (lse[z] == -INFINITY) continue;  // an empty split (or none) adds nothing
+        const float wz = exp2f(lse[z] - m_all);
+        wsum += wz;
+        r += wz * o[z];
+      }
+      r *= wsum > 0.0f ? 1.0f / wsum : 0.0f;
+      const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + h;
+      p.out[item * HD + d] = __float2bfloat16_rn(r);
     }
-    float r[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wsum = 0.0f;
-#pragma unroll
-    for (int z = 0; z < kMaxClusterSplits; ++z) {
-      if (z >= n || lse[z] == -INFINITY) continue;  // an empty split adds nothing
-      const float wz = exp2f(lse[z] - m_all);
-      const float *o = cluster.map_shared_rank(&piece_o[0][0], z) + b.h * HD + b.cc * 8;
-      wsum += wz;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) r[e] += wz * o[e];
-    }
-    const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) r[e] *= inv;
-    const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + b.h;
-    *reinterpret_cast<uint4 *>(p.out + item * HD + b.cc * 8) = pack8(r);
   }
+  mark(11);
   cluster.sync();  // rank 0 has read every block's shared memory
 }
 

@@ -26,10 +26,11 @@ struct MmaWarpStates {
 // each warp's state per query head (its rows lane / 4 < GROUP; m and l as its
 // online softmax left them, l not yet summed over the quad) into `smem`,
 // which the caller's stages no longer use, then the warps and splits combined.
-template <int HD, int GROUP, bool CLUSTER>
+// `mark(k)` stamps the timeline (kernels/timeline.cuh) at the end's stages.
+template <int HD, int GROUP, bool CLUSTER, typename Mark>
 __device__ __forceinline__ void finish_mma_warps(const PagedAttentionParams &p, int row, int kvh,
                                                  const float (&o)[HD / 8][4], float m, float l,
-                                                 unsigned char *smem) {
+                                                 unsigned char *smem, Mark mark) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
   l = mma::quad_sum(l);
@@ -47,8 +48,9 @@ __device__ __forceinline__ void finish_mma_warps(const PagedAttentionParams &p, 
     }
   }
   __syncthreads();
+  mark(8);
   if constexpr (CLUSTER)
-    decode_finish_cluster<HD, GROUP, kMmaWarps>(p, row, kvh, red->m, red->l, red->acc);
+    decode_finish_cluster<HD, GROUP, kMmaWarps>(p, row, kvh, red->m, red->l, red->acc, mark);
   else
     decode_finish<HD, GROUP, kMmaWarps>(p, row, kvh, red->m, red->l, red->acc);
 }

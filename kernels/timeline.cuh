@@ -19,7 +19,7 @@
 
 namespace vegas::kernels::timeline {
 
-constexpr int kBlocks = 512, kMarks = 8;
+constexpr int kBlocks = 512, kMarks = 12;
 
 struct Table {
   unsigned long long t[kBlocks][kMarks];  // %globaltimer, ns

@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
   }
 #if defined(VEGAS_TIMELINE)
   tl_qkv_print(6);
-  tl_attn_print(6);
+  tl_attn_print(12);
   tl_gemm_o_print(3);
 #endif
   return 0;

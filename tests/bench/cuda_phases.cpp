@@ -338,7 +338,7 @@ int main(int argc, char **argv) {
   }
 #if defined(VEGAS_TIMELINE)
   tl_qkv_print(6);
-  tl_attn_print(6);
+  tl_attn_print(12);
   tl_gemm_o_print(3);
   tl_gemm_gu_print(3);
   tl_gemm_down_print(3);

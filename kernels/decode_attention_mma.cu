@@ -121,9 +121,11 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
   };
-  if constexpr (STAGES == kDeepStages) {
+  if constexpr (STAGES == kDeepStages || CLUSTER) {
     // Every look-up of the first STAGES steps before any copy (a copy
     // orders the loads after it): the positions, then the page-table entries.
+    // Sparse steps only (the cluster form is theirs unless opted into): dense
+    // steps measured 1.5-2% slower with it (README, session 28).
     int pos[STAGES][kLoads];
 #pragma unroll
     for (int i = 0; i < STAGES; ++i)
@@ -134,6 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
     for (int i = 0; i < STAGES; ++i)
 #pragma unroll
       for (int r = 0; r < kLoads; ++r) ahead[i][r] = pos[i][r] < 0 ? -1 : sl.slot_of(p, pos[i][r]);
+    VEGAS_MARK(tl_attn, 7, tl && ahead[0][0] != -2);  // the first slots are known
 #pragma unroll
     for (int i = 0; i < STAGES; ++i) {
 #pragma unroll

@@ -49,6 +49,9 @@ constexpr int kShallowSparseSplitKeys = 256;
 // Sparse steps of few pairs cut their sets into splits of this many keys (up
 // to kMaxClusterSplits) that a cluster merges (sparse_cluster_form).
 constexpr int kClusterSparseSplitKeys = 160;
+// ... and on fp8 caches, one block step of their kernel (8 warps x 32 keys):
+// with 160 the 16K x 16 draft step lost 20% to the global merge's 256.
+constexpr int kFp8ClusterSparseSplitKeys = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD, int GROUP, int STAGES>
@@ -229,16 +232,19 @@ __global__ void __launch_bounds__(kWarps * 32, STAGES == kStages ? kMinBlocks : 
   VEGAS_MARK(tl_attn, 5, tl);
 }
 
-// Sparse draft steps of few (sequence, KV head) pairs on bf16 caches: short
+// Sparse draft steps of few (sequence, KV head) pairs: short
 // splits (kClusterSparseSplitKeys keys, two blocks a multiprocessor) merged in
 // clusters. A block of the deep stages issues its whole share of the set
 // before the PDL wait, and its issue, one multiprocessor's copies, outlasted
 // the qkv kernel it waits on; more blocks share the copies, and the cluster
 // merge costs no global round trip (README, session 29).
 // VEGAS_CUDA_SPARSE_CLUSTER=0 keeps the deep stages (A/B).
+// fp8 caches too, in splits of kFp8ClusterSparseSplitKeys (session 32);
+// VEGAS_CUDA_SPARSE_CLUSTER_FP8=0 keeps their global merge (A/B).
 bool sparse_cluster_form(const PagedAttentionParams &p) {
   static const bool enabled = variant_enabled("VEGAS_CUDA_SPARSE_CLUSTER");
-  return enabled && p.sparse_step && p.k_scale == nullptr &&
+  static const bool fp8 = variant_enabled("VEGAS_CUDA_SPARSE_CLUSTER_FP8");
+  return enabled && p.sparse_step && (p.k_scale == nullptr || fp8) &&
          p.n_seqs * p.n_kv_heads <= kDeepMaxPairs;
 }
 
@@ -328,7 +334,8 @@ int32_t decode_attention_mma_resident_blocks(const PagedAttentionParams &p) {
 
 int32_t decode_attention_sparse_split_keys(const PagedAttentionParams &p) {
   if (!decode_attention_mma_applies(p)) return kShallowSparseSplitKeys;
-  if (sparse_cluster_form(p)) return kClusterSparseSplitKeys;
+  if (sparse_cluster_form(p))
+    return p.k_scale != nullptr ? kFp8ClusterSparseSplitKeys : kClusterSparseSplitKeys;
   return deep_applies(p) ? kSparseSplitKeys : kShallowSparseSplitKeys;
 }
 

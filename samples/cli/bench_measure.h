@@ -153,6 +153,10 @@ struct Measured {
   // leaves that tail out (A/Bs of a few percent, README session 29). 0 when
   // no such step.
   double full_batch_tokens_per_s = 0.0;
+  // The other decode steps (some sequence finished before or in the step,
+  // warm-up included): their seconds and tokens. A speculative run's tail.
+  double tail_s = 0.0;
+  int64_t tail_tokens = 0;
   vegas_session_stats stats{};
   Prompts tokens;  // per sequence
   // With logprobs_seq: that sequence's token log-probabilities (top 2).

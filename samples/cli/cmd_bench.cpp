@@ -125,6 +125,15 @@ struct BenchArgs {
 };
 
 // Refuses flag combinations a bench run cannot honour (exit status 2).
+// The shares of a run's decode seconds and tokens in its tail
+// (Measured::tail_s): where a speculative run's whole-run rate falls below
+// its full-batch rate.
+void add_tail_shares(const Measured &m, nlohmann::json &j) {
+  j["tail_time_share"] = m.decode_s > 0 ? m.tail_s / m.decode_s : 0.0;
+  j["tail_token_share"] =
+      m.decode_tokens > 0 ? static_cast<double>(m.tail_tokens) / m.decode_tokens : 0.0;
+}
+
 void check_bench_args(const BenchArgs &a) {
   if (!a.run.model.synthetic.empty() && !a.run.prompts_file.empty()) {
     std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");
@@ -199,6 +208,7 @@ nlohmann::json vegas_section(const BenchArgs &a, const RunArgs &r, vegas_model *
   if (with_vanilla && vanilla.steady_tokens_per_s > 0)
     v["speedup_steady"] = vegas.steady_tokens_per_s / vanilla.steady_tokens_per_s;
   v["decode_tokens_per_s_full_batch"] = vegas.full_batch_tokens_per_s;
+  add_tail_shares(vegas, v);
   if (with_vanilla && vanilla.full_batch_tokens_per_s > 0 && vegas.full_batch_tokens_per_s > 0)
     v["speedup_full_batch"] = vegas.full_batch_tokens_per_s / vanilla.full_batch_tokens_per_s;
   v["prefill_seconds"] = vegas.prefill_s;
@@ -309,6 +319,7 @@ void run_bench(const BenchArgs &a) {
     j["decode_tokens_per_s_mean"] = vanilla.mean_tokens_per_s();
     j["decode_tokens_per_s_steady"] = vanilla.steady_tokens_per_s;
     j["decode_tokens_per_s_full_batch"] = vanilla.full_batch_tokens_per_s;
+    add_tail_shares(vanilla, j);
     j["fraction_of_floor"] = step_s > 0 ? floor.seconds / step_s : 0.0;
   }
   if (vegas_mode)

@@ -293,7 +293,8 @@ def test_sampled_bench_over_seeds(tmp_path):
 def test_sampled_bench_reports_the_full_batch_rate(tmp_path):
     """The full-batch rate counts only steps in which every sequence took part:
     vanilla's sequences run in lockstep, so its rate is positive; Vegas's
-    speed-up over those steps is the ratio of the two rates."""
+    speed-up over those steps is the ratio of the two rates. The other steps'
+    shares of time and tokens (the tail) are reported too."""
     prompts = tmp_path / "prompts.jsonl"
     write_prompts(prompts)
     r = run("bench", "--backend", "cpu", "--mode", "vegas", "--prompts", str(prompts),
@@ -306,6 +307,10 @@ def test_sampled_bench_reports_the_full_batch_rate(tmp_path):
     assert v["decode_tokens_per_s_full_batch"] > 0
     assert v["speedup_full_batch"] == pytest.approx(
         v["decode_tokens_per_s_full_batch"] / d["decode_tokens_per_s_full_batch"])
+    # The tail: the steps in which some sequence had finished or finished.
+    # Vanilla's sequences all finish in its last step, its only tail step.
+    assert 0 < d["tail_token_share"] < 0.1 and 0 < d["tail_time_share"] < 0.2
+    assert 0 <= v["tail_token_share"] <= 1 and 0 <= v["tail_time_share"] <= 1
 
 
 def test_tune_keeps_the_model_directorys_profile(tmp_path):

@@ -50,7 +50,7 @@ constexpr int kShallowSparseSplitKeys = 256;
 // to kMaxClusterSplits) that a cluster merges (sparse_cluster_form).
 constexpr int kClusterSparseSplitKeys = 160;
 // ... and on fp8 caches, one block step of their kernel (8 warps x 32 keys):
-// with 160 the 16K x 16 draft step lost 20% to the global merge's 256.
+// 160-key splits left most of its warps idle at 16K (README, session 32).
 constexpr int kFp8ClusterSparseSplitKeys = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 

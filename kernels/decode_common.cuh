@@ -132,8 +132,8 @@ __device__ __forceinline__ void decode_first_step(const PagedAttentionParams &p,
 // output i = t + k * kThreads of the GROUP x HD (query head i / HD, dimension
 // i % HD), so that a warp holds consecutive dimensions of one head and every
 // thread combines a few elements. (One thread per 8 dimensions left a single
-// warp of the block doing all of it: ~1 us of the sparse draft step's
-// attention, kernels/timeline.cuh.)
+// warp of the block doing all of it, on the sparse draft step's critical
+// path: README, session 32.)
 template <int HD, int GROUP, int WARPS>
 struct BlockSpread {
   static constexpr int kThreads = WARPS * 32;

@@ -143,6 +143,13 @@ struct BlockSpread {
   __device__ static bool has(int k) { return threadIdx.x + k * kThreads < GROUP * HD; }
   __device__ static int head(int k) { return (threadIdx.x + k * kThreads) / HD; }
   __device__ static int dim(int k) { return (threadIdx.x + k * kThreads) % HD; }
+  // f(k, head, dim) for each element this thread holds.
+  template <typename F>
+  __device__ static void each(F &&f) {
+#pragma unroll
+    for (int k = 0; k < kE; ++k)
+      if (has(k)) f(k, head(k), dim(k));
+  }
 };
 
 // The block's warps combined, element by element (BlockSpread).
@@ -187,11 +194,8 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
   const int t = threadIdx.x;
   const Spread s = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
   const int64_t split_stride = static_cast<int64_t>(p.total_rows) * p.n_heads;
-#pragma unroll
-  for (int k = 0; k < Spread::kE; ++k) {
-    if (!Spread::has(k)) continue;
-    const int d = Spread::dim(k);
-    const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + Spread::head(k);
+  Spread::each([&](int k, int h, int d) {
+    const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + h;
     if (p.n_splits == 1) {
       p.out[item * HD + d] = __float2bfloat16_rn(s.o[k]);
     } else {
@@ -199,7 +203,7 @@ __device__ __forceinline__ void decode_finish(const PagedAttentionParams &p, int
       p.partial_out[at * HD + d] = s.o[k];
       if (d == 0) p.partial_lse[at] = s.lse[k];
     }
-  }
+  });
   if (p.n_splits == 1) return;
   if (p.split_counters == nullptr) return;  // paged_attention_merge combines the splits
 
@@ -317,22 +321,17 @@ __device__ __forceinline__ void decode_finish_cluster(const PagedAttentionParams
   __shared__ float piece_o[GROUP][HD];
   __shared__ float piece_lse[GROUP];
   const Spread s = combine_block_warps<HD, GROUP, WARPS>(red_m, red_l, red_acc);
-#pragma unroll
-  for (int k = 0; k < Spread::kE; ++k) {
-    if (!Spread::has(k)) continue;
-    piece_o[Spread::head(k)][Spread::dim(k)] = s.o[k];
-    if (Spread::dim(k) == 0) piece_lse[Spread::head(k)] = s.lse[k];
-  }
+  Spread::each([&](int k, int h, int d) {
+    piece_o[h][d] = s.o[k];
+    if (d == 0) piece_lse[h] = s.lse[k];
+  });
   mark(9);
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's pieces written and visible to the cluster
   mark(10);
   if (cluster.block_rank() == 0) {
     const int n = static_cast<int>(cluster.num_blocks());
-#pragma unroll
-    for (int k = 0; k < Spread::kE; ++k) {
-      if (!Spread::has(k)) continue;
-      const int h = Spread::head(k), d = Spread::dim(k);
+    Spread::each([&](int, int h, int d) {
       // Every split's lse and element requested at once: one round trip.
       float lse[kMaxClusterSplits], o[kMaxClusterSplits];
 #pragma unroll
@@ -354,7 +353,7 @@ __device__ __forceinline__ void decode_finish_cluster(const PagedAttentionParams
       r *= wsum > 0.0f ? 1.0f / wsum : 0.0f;
       const int64_t item = static_cast<int64_t>(row) * p.n_heads + kvh * GROUP + h;
       p.out[item * HD + d] = __float2bfloat16_rn(r);
-    }
+    });
   }
   mark(11);
   cluster.sync();  // rank 0 has read every block's shared memory

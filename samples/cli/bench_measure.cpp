@@ -367,6 +367,10 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     const auto n = static_cast<int32_t>(seqs.size());
     full.push_back(active_before == n && active == n);
     const int64_t made = committed.back() - before;
+    if (!full.back()) {
+      m.tail_s += steps.back();
+      m.tail_tokens += made;
+    }
     if (made > 0) token_steps.push_back(steps.back() * active_before / static_cast<double>(made));
   }
   constexpr size_t kWarmupSteps = 3;
@@ -384,11 +388,6 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
       full_tokens += committed[i] - committed[i - 1];
     }
   m.full_batch_tokens_per_s = full_s > 0 ? static_cast<double>(full_tokens) / full_s : 0.0;
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (!full[i]) {
-      m.tail_s += steps[i];
-      m.tail_tokens += committed[i] - (i > 0 ? committed[i - 1] : after_prefill);
-    }
   // The first decode step may still contain graph capture / warm-up: drop it from the median.
   std::vector<double> warm(steps.size() > 2 ? steps.begin() + 1 : steps.begin(), steps.end());
   m.median_step_s = median(warm);

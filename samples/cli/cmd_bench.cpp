@@ -124,7 +124,6 @@ struct BenchArgs {
   ReplayArgs replay;     // --edit-replay N
 };
 
-// Refuses flag combinations a bench run cannot honour (exit status 2).
 // The shares of a run's decode seconds and tokens in its tail
 // (Measured::tail_s): where a speculative run's whole-run rate falls below
 // its full-batch rate.
@@ -134,6 +133,7 @@ void add_tail_shares(const Measured &m, nlohmann::json &j) {
       m.decode_tokens > 0 ? static_cast<double>(m.tail_tokens) / m.decode_tokens : 0.0;
 }
 
+// Refuses flag combinations a bench run cannot honour (exit status 2).
 void check_bench_args(const BenchArgs &a) {
   if (!a.run.model.synthetic.empty() && !a.run.prompts_file.empty()) {
     std::fprintf(stderr, "vegas bench: --synthetic has no tokenizer, so no --prompts\n");

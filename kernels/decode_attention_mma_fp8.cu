@@ -20,7 +20,7 @@
 #include "decode_attention.cuh"
 #include "decode_common.cuh"
 #include "decode_mma_common.cuh"
-#include "kv_fp8.cuh"
+#include "kv_fp8_stage.cuh"
 #include "mma_fragments.cuh"
 
 namespace vegas::kernels {
@@ -35,11 +35,9 @@ constexpr int kStages = 2;     // per warp: the step computed and one in flight
 constexpr int kMinBlocks = 2;  // per multiprocessor: 88 KB of stages each
 constexpr float kLog2e = 1.4426950408889634f;
 
-// One warp's shared memory: kStages stages, each the step's kNk K rows and
-// kNk V rows of HD codes, then their scales; then the V tile, one 16-key
-// chunk of V expanded to f16. Row r's 16-byte chunk c lies at chunk
-// c ^ ((r / 2) % 4): the rows g = 0..7 of a fragment load (64 bytes apart)
-// then start at distinct bank groups.
+// One warp's shared memory: kStages stages (kv_fp8_stage.cuh), each the
+// step's kNk K rows and kNk V rows of HD codes, then their scales; then the V
+// tile, one 16-key chunk of V expanded to f16.
 template <int HD, int GROUP>
 struct Fp8Layout {
   static_assert(HD == 64, "four 16-byte chunks a row, swizzled over four row pairs");
@@ -53,63 +51,6 @@ struct Fp8Layout {
                                        ? sizeof(MmaWarpStates<HD, GROUP>)
                                        : kTileBytes;
 };
-
-// The byte offset of chunk c (16 codes) of stage row r.
-template <int HD>
-__device__ __forceinline__ int chunk_at(int r, int c) {
-  return r * HD + 16 * (c ^ ((r >> 1) & 3));
-}
-
-// A 4-byte copy through L1 (cp.async's 16-byte .cg form is the only one
-// through L2 alone); zeros where !valid.
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 4 : 0));
-}
-
-// Piece `piece` (16 codes) of cache row `head` (slot * n_kv_heads + KV head)
-// into stage row `row`; the lane of piece
-// `scale_piece` also copies the row's scale. ASYNC: by cp.async (the scale
-// through L1: every key but the row's own was written before the previous
-// kernel began, and the own key comes by the other path), else (the own key,
-// after the PDL wait) by plain loads through L2 only, as kv_fp8.cuh's
-// stage_piece explains. Invalid rows are zeros, scale 0.
-template <int HD, bool ASYNC>
-__device__ __forceinline__ void stage_fp8_piece(unsigned char *stage, int row, int piece,
-                                                const bf16 *cache, const float *scales,
-                                                int64_t head, bool valid, int scale_piece) {
-  unsigned char *dst = stage + chunk_at<HD>(row, piece);
-  const unsigned char *src =
-      reinterpret_cast<const unsigned char *>(cache) + head * HD + 16 * piece;
-  float *scale = reinterpret_cast<float *>(stage + 2 * kNk * HD) + row;
-  if constexpr (ASYNC) {
-    cp_async16(dst, src, valid);
-    if (piece == scale_piece) cp_async4(scale, scales + head, valid);
-  } else {
-    *reinterpret_cast<uint4 *>(dst) =
-        valid ? __ldcg(reinterpret_cast<const uint4 *>(src)) : make_uint4(0, 0, 0, 0);
-    if (piece == scale_piece) *scale = valid ? __ldcg(scales + head) : 0.0f;
-  }
-}
-
-// Stage rows first..first+15 (a 16-key chunk of V) as unscaled f16 codes into
-// the tile vt (row stride STRIDE), by the whole warp: lane l expands half
-// l / 16 of row l % 16.
-template <int HD, int STRIDE>
-__device__ __forceinline__ void expand_v_rows(const unsigned char *stage, int first, bf16 *vt,
-                                              int lane) {
-  const int row = lane % 16, half = lane / 16;
-  uint4 *out = reinterpret_cast<uint4 *>(vt + row * STRIDE + half * (HD / 2));
-#pragma unroll
-  for (int c = 0; c < HD / 32; ++c) {
-    const uint4 in =
-        *reinterpret_cast<const uint4 *>(stage + chunk_at<HD>(first + row, half * HD / 32 + c));
-    out[2 * c] = make_uint4(e4m3_pair_to_f16(in.x & 0xffffu), e4m3_pair_to_f16(in.x >> 16),
-                            e4m3_pair_to_f16(in.y & 0xffffu), e4m3_pair_to_f16(in.y >> 16));
-    out[2 * c + 1] = make_uint4(e4m3_pair_to_f16(in.z & 0xffffu), e4m3_pair_to_f16(in.z >> 16),
-                                e4m3_pair_to_f16(in.w & 0xffffu), e4m3_pair_to_f16(in.w >> 16));
-  }
-}
 
 // The A fragments of q for the permuted dimension order: in chunk kc, the
 // k-slots 2 t4, 2 t4 + 1 (a[0]) and 2 t4 + 8, 2 t4 + 9 (a[2]) stand for
@@ -236,8 +177,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         if (key_of(i, r) == skip) continue;
         const bool valid = slots[r] >= 0;
         const int64_t head = (valid ? slots[r] : 0) * p.n_kv_heads + kvh;
-        stage_fp8_piece<HD, true>(st, row, piece, p.k_cache, p.k_scale, head, valid, 0);
-        stage_fp8_piece<HD, true>(st, kNk + row, piece, p.v_cache, p.v_scale, head, valid, 1);
+        stage_fp8_piece<HD, kNk, true>(st, row, piece, p.k_cache, p.k_scale, head, valid, 0);
+        stage_fp8_piece<HD, kNk, true>(st, kNk + row, piece, p.v_cache, p.v_scale, head, valid, 1);
       }
     }
     cp_async_commit();  // empty past the last step: the group count stays uniform
@@ -257,8 +198,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       unsigned char *st = stages + (i % kStages) * Layout::kStageBytes;
       const int64_t slot = sl.slot(p, own);  // -1 past the slice: zeros
       const int64_t head = (slot < 0 ? 0 : slot) * p.n_kv_heads + kvh;
-      stage_fp8_piece<HD, false>(st, row, piece, p.k_cache, p.k_scale, head, slot >= 0, 0);
-      stage_fp8_piece<HD, false>(st, kNk + row, piece, p.v_cache, p.v_scale, head, slot >= 0, 1);
+      stage_fp8_piece<HD, kNk, false>(st, row, piece, p.k_cache, p.k_scale, head, slot >= 0, 0);
+      stage_fp8_piece<HD, kNk, false>(st, kNk + row, piece, p.v_cache, p.v_scale, head, slot >= 0,
+                                      1);
     }
   }
   pdl_launch_dependents();

@@ -7,14 +7,14 @@
 // bf16's 7): every kernel that expands a row sees the same values, and the CPU
 // backend's rounding (runtime/common/kv_fp8.h) reproduces them bit for bit.
 //
-// The verify and prefill kernels stage fp8 rows into the shared-memory rows
-// they already use for bf16 (row stride >= head_dim + 8 elements): the
-// head_dim bytes at byte head_dim of the row, a group of four scales at byte
-// 2 head_dim (the padding), and one thread then expands the row in place to
-// head_dim bf16 (expand_staged_row; the tensor-core code after it is the bf16
-// code), or to unscaled f16 for kernels that apply the scales themselves
-// (expand_staged_row_f16). The decode kernel stages them compactly and applies
-// the scales itself (decode_attention_mma_fp8.cu). Scale arrays are 16-byte aligned with
+// The tiled kernels (paged, prefill, the tiled verify kernel) stage fp8 rows
+// into the shared-memory rows they already use for bf16 (row stride >=
+// head_dim + 8 elements): the head_dim bytes at byte head_dim of the row, a
+// group of four scales at byte 2 head_dim (the padding), and one thread then
+// expands the row in place to head_dim bf16 (expand_staged_row; the
+// tensor-core code after it is the bf16 code). The tensor-core decode and
+// verify warps kernels stage them compactly and apply the scales themselves
+// (kv_fp8_stage.cuh). Scale arrays are 16-byte aligned with
 // a multiple of four entries (whole groups).
 #pragma once
 
@@ -126,20 +126,6 @@ template <int HD>
 __device__ __forceinline__ void expand_staged_row(bf16 *row) {
   const float scale = staged_scale<HD>(reinterpret_cast<const unsigned char *>(row));
   expand_staged_row_by<HD>(row, [scale](uint2 codes) { return expand8(codes, scale); });
-}
-
-// A staged fp8 row expanded in place to its HD codes as f16 numbers, without
-// the scale (exact: every e4m3 number is an f16 number), for kernels that
-// multiply by the scale after the dot products (one hardware conversion a
-// pair instead of a scaled bf16's five). Returns the row's scale.
-template <int HD>
-__device__ __forceinline__ float expand_staged_row_f16(bf16 *row) {
-  const float scale = staged_scale<HD>(reinterpret_cast<const unsigned char *>(row));
-  expand_staged_row_by<HD>(row, [](uint2 codes) {
-    return make_uint4(e4m3_pair_to_f16(codes.x & 0xffffu), e4m3_pair_to_f16(codes.x >> 16),
-                      e4m3_pair_to_f16(codes.y & 0xffffu), e4m3_pair_to_f16(codes.y >> 16));
-  });
-  return scale;
 }
 
 // Piece `piece` (elements 8 piece .. 8 piece + 7) of a K or V row into the

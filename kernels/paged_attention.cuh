@@ -103,6 +103,10 @@ struct PagedAttentionParams {
   // this kernel and writes their output, or with n_splits > 1 their partial
   // results, which this kernel's merge combines with the others.
   int32_t verify_max_rows = 0;
+
+  // The most keys a sequence attends to (0 = few): a launch hint, by which
+  // the fp8 verify kernel picks its step (verify_attention_warps_fp8.cu).
+  int32_t max_keys = 0;
 };
 
 #if defined(__CUDACC__)

@@ -49,10 +49,11 @@ bool verify_attention_params_valid(const PagedAttentionParams &p);
 // The two kernels behind verify_attention, for tests and timing:
 //  - tiled (verify_attention.cu): blocks of 16, 32 or 64 query vectors whose
 //    four warps share block-wide 64-key K/V tiles; any supported shape.
-//  - warps (verify_attention_warps.cu): eight warps per block, each streaming
-//    its own keys; head_dim 64 and at most 32 query vectors per sequence and
-//    KV head (verify_attention_warps_applies; VEGAS_CUDA_VERIFY_WARPS=0 turns
-//    it off). The same ranges, results and contract, and with split_counters
+//  - warps (verify_attention_warps.cu, verify_attention_warps_fp8.cu for fp8
+//    caches): eight warps per block, each streaming its own keys; head_dim 64
+//    and at most 32 query vectors per sequence and KV head
+//    (verify_attention_warps_applies; VEGAS_CUDA_VERIFY_WARPS=0 turns it off).
+//    The same ranges, results and contract, and with split_counters
 //    ([n_seqs * n_kv_heads] zeros, left zero) it merges its own splits.
 cudaError_t verify_attention_tiled(const PagedAttentionParams &p, cudaStream_t stream);
 bool verify_attention_warps_applies(const PagedAttentionParams &p);

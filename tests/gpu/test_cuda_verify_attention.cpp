@@ -194,6 +194,10 @@ struct Batch {
     p.page_size = sh.page_size;
     p.scale = 1.0f / std::sqrt(float(sh.head_dim));
     p.max_rows_per_seq = max_rows;
+    // As the runtime sets it: the fp8 warps kernel picks its step by the keys
+    // a split gets, so at 8K the split counts below reach both of its forms.
+    for (size_t si = 0; si < seqs.size(); ++si)
+      p.max_keys = std::max(p.max_keys, start_pos[si] + n_rows[si]);
     p.n_splits = n_splits;
     p.partial_out = po->get();
     p.partial_lse = pl->get();

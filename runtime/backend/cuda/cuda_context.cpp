@@ -618,6 +618,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const int32_t sparse_keys = sparse_split_keys(st);
   for (int32_t i = 0; i < n; ++i) {
     stage_sequence(batch, i, cur, st);
+    const SeqRows &seq = batch.seqs[static_cast<size_t>(i)];
+    st.max_keys = std::max(st.max_keys, seq.start_pos + seq.n_tokens);
     useful_splits =
         std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)], sparse_keys));
   }
@@ -782,6 +784,7 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
+  ap.max_keys = s.max_keys;
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);

@@ -101,6 +101,7 @@ class CudaContext : public BackendContext {
     int32_t rows = 0;
     int32_t n_seqs = 0;
     int32_t max_rows_per_seq = 0;
+    int32_t max_keys = 0;  // the most keys a sequence attends to (its context, dense)
     int32_t n_splits = 1;
     int32_t logit_rows = 0;       // rows the lm_head runs on
     int32_t real_logit_rows = 0;  // of which the caller asked for

@@ -151,9 +151,10 @@ __device__ __forceinline__ void accumulate_half(const unsigned char *stage, cons
   }
 }
 
-// HALF_PAGES: pages hold a multiple of 16 slots, so each half of a step lies
-// in one page (steps start at multiples of 32 keys: the split ranges are
-// whole 64-key tiles): two page-table reads a step. Else each key is looked up.
+// HALF_PAGES: pages hold a multiple of 16 slots, so each 16-key half of a
+// step lies in one page (steps start at multiples of NK keys: the split
+// ranges are whole 64-key tiles): a page-table read a half. Else each key is
+// looked up.
 template <int HD, int MT, int NK, int STAGES, bool HALF_PAGES>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     verify_warps_fp8_kernel(PagedAttentionParams p) {
@@ -221,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     cp_async_commit();  // empty past the last step: the group count stays uniform
   };
   // With read-ahead, the verified rows' own keys of the steps issued early
-  // are copied after the wait, with plain loads. (Slots are looked up again:
-  // slots[] holds the next step's.)
+  // are copied after the wait, with plain loads (each looked up again:
+  // slots[] holds only the last issued step's).
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     look_up(i);

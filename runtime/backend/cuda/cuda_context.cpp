@@ -800,6 +800,13 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.row_cap_slot = meta(s, kRowCapSlot);
   ap.seq_cap_cand = meta(s, kSeqCapCand);
   ap.cap_stride = s.cap_stride;
+  *routes = attention_routes(s, ap);
+  return ap;
+}
+
+CudaContext::AttentionRoutes CudaContext::attention_routes(
+    const Step &s, kernels::PagedAttentionParams &ap) const {
+  const ModelConfig &c = model_.config();
   // Dense sequences of many rows take the tensor-core kernel, launched after
   // the paged one, which skips them; captured rows never are among them
   // (stage splits them off: capture_split).
@@ -852,9 +859,7 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
     merge_only = !other_rows && verify_rows > 0 && s.n_splits > 1 &&
                  !kernels::verify_attention_merges_splits(ap);
   }
-  routes->paged = paged_rows;
-  routes->merge_only = merge_only;
-  return ap;
+  return AttentionRoutes{paged_rows, merge_only};
 }
 
 // The launch parameters a step's layers share: layer_launch builds them

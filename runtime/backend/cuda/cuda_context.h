@@ -149,6 +149,9 @@ class CudaContext : public BackendContext {
     bool merge_only = false;
   };
   kernels::PagedAttentionParams attention_params(const Step &s, AttentionRoutes *routes) const;
+  // attention_params' routes; sets ap's prefill_min_rows and verify_max_rows,
+  // by which the kernels pick their sequences.
+  AttentionRoutes attention_routes(const Step &s, kernels::PagedAttentionParams &ap) const;
   // enqueue()'s parts: the launch parameters the step's layers share, then
   // per layer the qkv projection (rope, cache write), the attention, and the
   // o projection with the MLP.

@@ -1389,21 +1389,10 @@ bool CudaContext::forward_draft_chain(const ForwardBatch &first, int32_t steps,
   return begin_draft_chain(first, steps, rows, k) && end_draft_chain(tokens_out, cands);
 }
 
-bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
-                                    const RowSampling *rows, const int32_t *k) {
-  // Draws from each pass's candidates (sample_candidates) rather than its
-  // rows (sample); VEGAS_CUDA_CHAIN_FROM_CANDIDATES=0 keeps the row sampler.
-  static const bool from_candidates = kernels::variant_enabled("VEGAS_CUDA_CHAIN_FROM_CANDIDATES");
-  const int32_t n = static_cast<int32_t>(first.seqs.size());
-  if (!chains_passes() || steps < 1 || n == 0) return false;
-  // A chain or pass begun and never ended (its caller threw in between) is abandoned.
-  if (pending_chain_ || pending_cand_) {
-    check(cudaStreamSynchronize(stream_), "abandoned pass");
-    pending_chain_.reset();
-    pending_cand_.reset();
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    const SeqRows &r = first.seqs[static_cast<size_t>(i)];
+bool CudaContext::chain_takes(const ForwardBatch &first, const RowSampling *rows,
+                              const int32_t *k) const {
+  for (size_t i = 0; i < first.seqs.size(); ++i) {
+    const SeqRows &r = first.seqs[i];
     const SamplingParams *p = rows[i].params;
     // A host sparse set (a draft model's window) is the same for every pass
     // of a round: each pass uploads the same records from the staging buffer.
@@ -1415,6 +1404,51 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
       fail(VEGAS_ERR_INVALID_ARGUMENT, "forward_draft_chain: k of row " + std::to_string(i) +
                                            " is " + std::to_string(k[i]) + ", not >= 1");
   }
+  return true;
+}
+
+void CudaContext::enqueue_chain_draws(int32_t j, int32_t n) {
+  // Draws from each pass's candidates (sample_candidates) rather than its
+  // rows (sample); VEGAS_CUDA_CHAIN_FROM_CANDIDATES=0 keeps the row sampler.
+  static const bool from_candidates = kernels::variant_enabled("VEGAS_CUDA_CHAIN_FROM_CANDIDATES");
+  const kernels::CandidateLayout pass_layout = chain_->pass_layout();
+  int32_t *pass_cands = chain_->pass_candidates(j);
+  if (from_candidates) {
+    // The candidates are the rows' top-k sets: drawing from them replaces a
+    // pass over every row's vocabulary.
+    enqueue_candidates(n, pass_cands);
+    kernels::CandidateSampleParams cs;
+    cs.count = pass_cands;
+    cs.ids = pass_layout.ids(pass_cands);
+    cs.values = pass_layout.values(pass_cands);
+    cs.cap = pass_layout.cap;
+    cs.rules = chain_->rules(j);
+    cs.out = chain_->draws(j);
+    cs.rows = n;
+    check(kernels::sample_candidates(cs, stream_), "sample_candidates");
+    return;
+  }
+  kernels::SampleParams sp;
+  sp.logits = as<float>(logits_);
+  sp.rules = chain_->rules(j);
+  sp.out = chain_->draws(j);
+  sp.rows = n;
+  sp.vocab = model_.config().vocab_size;
+  check(kernels::sample(sp, stream_), "sample");
+  enqueue_candidates(n, pass_cands);
+}
+
+bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
+                                    const RowSampling *rows, const int32_t *k) {
+  const int32_t n = static_cast<int32_t>(first.seqs.size());
+  if (!chains_passes() || steps < 1 || n == 0) return false;
+  // A chain or pass begun and never ended (its caller threw in between) is abandoned.
+  if (pending_chain_ || pending_cand_) {
+    check(cudaStreamSynchronize(stream_), "abandoned pass");
+    pending_chain_.reset();
+    pending_cand_.reset();
+  }
+  if (!chain_takes(first, rows, k)) return false;
   model_.activate();
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t field_ints = kFields * int64_t{decode_bucket(n, params_.max_rows)};
@@ -1423,7 +1457,6 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
   check(cudaMemcpyAsync(cand_k_.get(), cand_k_host_.get(), n * sizeof(int32_t),
                         cudaMemcpyHostToDevice, stream_),
         "upload of candidate counts");
-  const kernels::CandidateLayout pass_layout = chain_->pass_layout();
   ForwardBatch pass = first;
   Step s;
   for (int32_t j = 0; j < steps; ++j) {
@@ -1447,30 +1480,7 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
     // Host sparse records go up with every pass (Step::table_from): a pass
     // staged behind the chain waits for the last of them.
     if (j == 0 || s.extra > 0) chain_->mark_tables_read(stream_);
-    int32_t *pass_cands = chain_->pass_candidates(j);
-    if (from_candidates) {
-      // The candidates are the rows' top-k sets: drawing from them replaces a
-      // pass over every row's vocabulary.
-      enqueue_candidates(n, pass_cands);
-      kernels::CandidateSampleParams cs;
-      cs.count = pass_cands;
-      cs.ids = pass_layout.ids(pass_cands);
-      cs.values = pass_layout.values(pass_cands);
-      cs.cap = pass_layout.cap;
-      cs.rules = chain_->rules(j);
-      cs.out = chain_->draws(j);
-      cs.rows = n;
-      check(kernels::sample_candidates(cs, stream_), "sample_candidates");
-      continue;
-    }
-    kernels::SampleParams sp;
-    sp.logits = as<float>(logits_);
-    sp.rules = chain_->rules(j);
-    sp.out = chain_->draws(j);
-    sp.rows = n;
-    sp.vocab = model_.config().vocab_size;
-    check(kernels::sample(sp, stream_), "sample");
-    enqueue_candidates(n, pass_cands);
+    enqueue_chain_draws(j, n);
   }
   chain_->download(stream_);
   pending_chain_ = PendingChain{s, steps, n, t0, std::chrono::steady_clock::now()};

@@ -176,6 +176,11 @@ class CudaContext : public BackendContext {
   };
   // Uploads the staged indices and runs the step (graph replay or eager).
   void launch(const Step &s, bool with_argmax, const StepFeed *feed = nullptr);
+  // begin_draft_chain's parts: whether every row of the first pass can be
+  // chained (throws for a bad k or rule), and pass j's draws (and
+  // candidates) from its n rows.
+  bool chain_takes(const ForwardBatch &first, const RowSampling *rows, const int32_t *k) const;
+  void enqueue_chain_draws(int32_t j, int32_t n);
   // Picks the candidates of the n logit rows (k per row in cand_k_) into `out`
   // as [count: n][ids: n x cap][logits: n x cap].
   void enqueue_candidates(int32_t n, int32_t *out);

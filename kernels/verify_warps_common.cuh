@@ -32,9 +32,9 @@ struct Combination {
   static constexpr size_t bytes = sizeof(float) * kWarps * kVec * (kOStride + 2);
 };
 
-// A block's sequence, its query vectors and its split's key range.
+// A block's query vectors and its split's key range.
 struct VerifySlice {
-  int seq, group, v_last, start_pos, row_start, n_keys, begin, end, n_cand;
+  int group, v_last, start_pos, row_start, begin, end, n_cand;
   const int32_t *table;
 };
 
@@ -45,18 +45,17 @@ __device__ __forceinline__ bool verify_slice(const PagedAttentionParams &p, Veri
   const int seq = blockIdx.x / p.n_kv_heads;
   const int n_rows = p.seq_n_rows[seq];
   if (!defers_to_verify(p, seq, n_rows)) return false;
-  vs->seq = seq;
   vs->group = p.n_heads / p.n_kv_heads;
   vs->v_last = n_rows * vs->group - 1;  // query vectors (row, head in group), row-major
   vs->start_pos = p.seq_start_pos[seq];
   vs->row_start = p.seq_row_start[seq];
   vs->table = p.page_table + p.seq_page_off[seq];
-  vs->n_keys = vs->start_pos + n_rows;
+  const int n_keys = vs->start_pos + n_rows;
   const int per_split =
-      ((vs->n_keys + p.n_splits - 1) / p.n_splits + kSplitRound - 1) / kSplitRound * kSplitRound;
+      ((n_keys + p.n_splits - 1) / p.n_splits + kSplitRound - 1) / kSplitRound * kSplitRound;
   vs->begin = static_cast<int>(
-      min(static_cast<int64_t>(vs->n_keys), static_cast<int64_t>(blockIdx.z) * per_split));
-  vs->end = min(vs->n_keys, vs->begin + per_split);
+      min(static_cast<int64_t>(n_keys), static_cast<int64_t>(blockIdx.z) * per_split));
+  vs->end = min(n_keys, vs->begin + per_split);
   vs->n_cand = p.cap_logits == nullptr ? 0 : p.seq_cap_cand[seq];
   return true;
 }

@@ -578,7 +578,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
   }
-  // Rows of captured scores start 16-byte aligned (kv_select reads them as float4).
+  // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
+  // scores at once).
   cap_stride = (cap_stride + 3) / 4 * 4;
   if (pages + extra + quest_extra > INT32_MAX)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
@@ -620,8 +621,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     stage_sequence(batch, i, cur, st);
     const SeqRows &seq = batch.seqs[static_cast<size_t>(i)];
     st.max_keys = std::max(st.max_keys, seq.start_pos + seq.n_tokens);
-    useful_splits =
-        std::max(useful_splits, useful_splits_of(batch.seqs[static_cast<size_t>(i)], sparse_keys));
+    useful_splits = std::max(useful_splits, useful_splits_of(seq, sparse_keys));
   }
   cur.pad_to(st.n_seqs);
   st.n_splits = choose_splits(st, useful_splits);

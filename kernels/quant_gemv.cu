@@ -256,6 +256,20 @@ __global__ void f8_dequantize_kernel(QuantDequantizeParams p) {
   store_scaled_bf16x8(p.out, t, scale, v);
 }
 
+// Warps a block of the tensor-core F8 kernel, 0 for the CUDA-core kernel:
+// 8 when asked (Qwen3-8B shapes: 4 and 16 were slower; the commit has the
+// timings). VEGAS_CUDA_QUANT_MMA (A/B timing): 0 never, 1 always, 4 / 8 /
+// 16 always with that many.
+int f8_mma_split(bool asked) {
+  static const int forced = [] {
+    const char *env = std::getenv("VEGAS_CUDA_QUANT_MMA");
+    if (env == nullptr || *env == '\0') return -1;
+    const int v = std::atoi(env);
+    return v == 0 ? 0 : v == 4 || v == 16 ? v : 8;
+  }();
+  return forced >= 0 ? forced : asked ? 8 : 0;
+}
+
 }  // namespace
 
 bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k) {
@@ -275,6 +289,8 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
     case QuantFormat::kQ4_0:
       return launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
     case QuantFormat::kF8:
+      if (const int split = f8_mma_split(p.tensor_cores); split > 0)
+        return quant_gemv_f8_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kF8>(p, stream);
     default:
       return quant_gemv_k(p, stream);

@@ -92,6 +92,12 @@ struct QuantGemvParams {
   bf16 *y_bf16 = nullptr;
   int32_t ldy = 0;
   bool accumulate = false;
+  // F8: the tensor-core kernel (quant_gemv_mma.cu) instead of the CUDA-core
+  // one. Each gives a row the same sums whatever the row count (1-8), but not
+  // the same as the other's: a caller keeps one choice for all the steps whose
+  // rows must score alike (a verification row and a decode row). The
+  // tensor-core kernel is the faster at four rows, the slower at one.
+  bool tensor_cores = false;
 };
 
 // m in [1, kQuantGemvMaxRows] and k a multiple of quant_gemv_k_align(f).
@@ -108,6 +114,11 @@ cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream
 // after a random fill of its bytes, so that the values are finite.
 cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,
                                          cudaStream_t stream);
+
+// F8 on the tensor cores (quant_gemv_mma.cu; quant_gemv's launcher when
+// p.tensor_cores): `split` warps a block (1-16), each a slice of k, fewer
+// where k is not a multiple of split x kF8Group.
+cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t stream);
 
 // quant_gemv.cu's launchers for the K formats (quant_gemv_k.cu).
 cudaError_t quant_gemv_k(const QuantGemvParams &p, cudaStream_t stream);

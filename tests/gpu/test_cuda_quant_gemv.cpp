@@ -169,11 +169,23 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
+// F8 twice: on the CUDA cores and on the tensor cores (QuantGemvParams::tensor_cores).
+struct Variant {
+  QuantFormat format;
+  bool tensor_cores;
+};
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (const QuantFormat f : kFormats) v.push_back({f, false});
+  v.push_back({QuantFormat::kF8, true});
+  return v;
+}
+
 TEST(CudaQuantGemv, MatchesHostReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  for (const QuantFormat f : kFormats)
+  for (const auto &[f, tensor_cores] : variants())
     for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}, {37, 4096}})
       for (const int m : {1, 3, 8}) {
@@ -201,6 +213,7 @@ TEST(CudaQuantGemv, MatchesHostReference) {
           else
             p.y_bf16 = yd.get<kernels::bf16>();
           p.accumulate = epilogue == 1;
+          p.tensor_cores = tensor_cores;
           if (epilogue == 3) p.ldy = static_cast<int32_t>(wide);
           const int64_t ld = epilogue == 3 ? wide : n;
           ASSERT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
@@ -225,8 +238,9 @@ TEST(CudaQuantGemv, MatchesHostReference) {
               const double tol =
                   epilogue != 2 ? 1e-5 * mag + 1e-6 : 4e-3 * std::fabs(ref) + 1e-5 * mag;
               ASSERT_NEAR(got, ref, tol)
-                  << "format " << int(f) << " n " << n << " k " << k << " m " << m << " epilogue "
-                  << epilogue << " row " << r << " out " << o;
+                  << "format " << int(f) << (tensor_cores ? " tensor cores" : "") << " n " << n
+                  << " k " << k << " m " << m << " epilogue " << epilogue << " row " << r << " out "
+                  << o;
             }
           if (epilogue == 3)  // the columns past n of each row are untouched
             for (int r = 0; r < m; ++r)
@@ -240,13 +254,15 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // the kernels for one input row and for several (other rows a warp, other
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
-// does. One row at a time against eight together, bit for bit.
+// does. One row at a time against eight together, bit for bit. The F8
+// tensor-core kernel too: an input row is column 0 alone and column r of
+// eight, and MMA columns do not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   constexpr int kRows = 8;
-  for (const QuantFormat f : kFormats)
+  for (const auto &[f, tensor_cores] : variants())
     for (const int64_t k : {1536, 2048, 3072, 4096}) {
       if (k % kernels::quant_gemv_k_align(f) != 0) continue;
       const int64_t n = 300;
@@ -263,6 +279,7 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
         p.x = xd.get<kernels::bf16>() + first * k;
         p.m = m;
         p.y_f32 = yd.get<float>() + first * n;
+        p.tensor_cores = tensor_cores;
         EXPECT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
       };
       run(0, kRows);
@@ -272,7 +289,7 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
       cudaMemcpy(alone.data(), yd.get(), alone.size() * 4, cudaMemcpyDeviceToHost);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_EQ(std::memcmp(together.data(), alone.data(), together.size() * 4), 0)
-          << "format " << int(f) << " k " << k;
+          << "format " << int(f) << (tensor_cores ? " tensor cores" : "") << " k " << k;
     }
 }
 

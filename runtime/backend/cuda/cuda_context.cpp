@@ -321,6 +321,7 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
         else
           p.y_bf16 = static_cast<bf16 *>(y) + r0 * n + q.row0[i];
         p.accumulate = accumulate;
+        p.tensor_cores = params_.max_batch >= 2;
         check(kernels::quant_gemv(p, stream_), "quant_gemv");
       }
     return;

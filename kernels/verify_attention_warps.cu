@@ -76,12 +76,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // the lane's four copies at a fixed stride from one address (STEP_PAGES).
   // Other page sizes look each key up.
   auto key_of = [&](int i, int r) { return first + i * kBlockStep + r * kRowsPerLoad + row_in; };
-  const int page_shift = (p.page_size & (p.page_size - 1)) == 0 ? __ffs(p.page_size) - 1 : -1;
-  // (Slot numbers fit int32: CudaContext's pool has fewer slots.)
-  auto slot_of = [&](int key) {
-    const int page = page_shift >= 0 ? key >> page_shift : key / p.page_size;
-    return table[page] * p.page_size + (key - page * p.page_size);
-  };
+  const int page_shift = page_shift_of(p.page_size);
+  auto slot_of = [&](int key) { return page_slot(table, p.page_size, page_shift, key); };
   const int64_t lane_off = row_in * row_stride + head_off;  // of the lane's first row
   const int64_t r_stride = kRowsPerLoad * row_stride;
   int32_t slots[kLoads];  // STEP_PAGES: slots[0] = the step's first slot

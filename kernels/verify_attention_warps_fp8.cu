@@ -180,11 +180,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int first = vs.begin + warp * kNk;  // this warp's steps: first + i * kBlockStep
   const int n_steps = first < vs.end ? (vs.end - first + kBlockStep - 1) / kBlockStep : 0;
   auto key_of = [&](int i, int r) { return first + i * kBlockStep + r * kRowsPerLoad + row_in; };
-  const int page_shift = (p.page_size & (p.page_size - 1)) == 0 ? __ffs(p.page_size) - 1 : -1;
-  auto slot_of = [&](int key) {  // (slot numbers fit int32, as in the bf16 kernel)
-    const int page = page_shift >= 0 ? key >> page_shift : key / p.page_size;
-    return vs.table[page] * p.page_size + (key - page * p.page_size);
-  };
+  const int page_shift = page_shift_of(p.page_size);
+  auto slot_of = [&](int key) { return page_slot(vs.table, p.page_size, page_shift, key); };
   // Looked up one issue ahead, as in the bf16 kernel. HALF_PAGES: slots[h] is
   // half h's first slot.
   int32_t slots[kLoads];

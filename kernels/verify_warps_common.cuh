@@ -38,6 +38,19 @@ struct VerifySlice {
   const int32_t *table;
 };
 
+// log2 of a page size that is a power of two, else -1 (for page_slot).
+__device__ __forceinline__ int page_shift_of(int page_size) {
+  return (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+}
+
+// The cache slot of `key` of a sequence whose page table is `table` (slot
+// numbers fit int32: CudaContext's pool has fewer slots).
+__device__ __forceinline__ int page_slot(const int32_t *table, int page_size, int page_shift,
+                                         int key) {
+  const int page = page_shift >= 0 ? key >> page_shift : key / page_size;
+  return table[page] * page_size + (key - page * page_size);
+}
+
 // False for a sequence the block does not verify (graph padding, rows the
 // paged kernel takes). Split blockIdx.z of keys [0, n_keys) in whole 64-key
 // tiles (the tiled kernel's ranges).

@@ -191,4 +191,12 @@ double median_launch_us(Launch &&launch, int reps = 20, int warmup = 3) {
   return us[us.size() / 2];
 }
 
+// median_launch_us in milliseconds; a failed launch fails the test.
+template <typename Launch>
+double median_launch_ms(Launch &&launch) {
+  const double us = median_launch_us(launch);
+  EXPECT_GE(us, 0.0) << "a timed launch failed";
+  return us / 1e3;
+}
+
 }  // namespace vegas::test

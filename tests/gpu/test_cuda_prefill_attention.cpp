@@ -316,29 +316,6 @@ TEST_F(PrefillAttention, OtherPagesAndShapes) {
   check_batch({3, 1, 128, 16}, {{10, 129}}, 304);  // ... and the two M tiles of a warp
 }
 
-// Median of 15 timed runs after 3 warm-ups, in milliseconds.
-template <typename F>
-double median_ms(F &&launch) {
-  cudaEvent_t a, z;
-  cudaEventCreate(&a);
-  cudaEventCreate(&z);
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < 15; ++i) {
-    cudaEventRecord(a);
-    launch();
-    cudaEventRecord(z);
-    cudaEventSynchronize(z);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, z);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(z);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // One prompt chunk of n_rows at start_pos: throughput of both kernels, the
 // tensor-core output against the paged kernel's (all rows) and against the
 // float64 reference (sampled rows, every head).
@@ -348,10 +325,12 @@ void time_chunk(const char *label, const Shape &sh, int start_pos, int n_rows) {
   CUDA_OK(kernels::prefill_attention_init());
   const auto pre = b.params(kernels::kPrefillMinRows, 1), paged = b.params(0, 1);
   b.reset_out();
-  const double t_pre = median_ms([&] { (void)kernels::prefill_attention(pre, nullptr); });
+  const double t_pre =
+      test::median_launch_ms([&] { return kernels::prefill_attention(pre, nullptr); });
   CUDA_OK(cudaGetLastError());
   const auto got = bf16_vec_to_float(b.out->download());
-  const double t_paged = median_ms([&] { (void)kernels::paged_attention(paged, nullptr); });
+  const double t_paged =
+      test::median_launch_ms([&] { return kernels::paged_attention(paged, nullptr); });
   CUDA_OK(cudaGetLastError());
   const auto ref_gpu = bf16_vec_to_float(b.out->download());
   // Causal work: every row r attends start_pos + r + 1 keys; 4 flops per (query, key, dim).
@@ -400,12 +379,13 @@ void time_mixed_step() {
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::prefill_attention_init());
   const auto all_paged = b.params(0, 1), split = b.params(kernels::kPrefillMinRows, 1);
-  const double t_paged = median_ms([&] { (void)kernels::paged_attention(all_paged, nullptr); });
+  const double t_paged =
+      test::median_launch_ms([&] { return kernels::paged_attention(all_paged, nullptr); });
   const auto want = b.out->download();
   b.reset_out();
-  const double t_both = median_ms([&] {
-    (void)kernels::paged_attention(split, nullptr);
-    (void)kernels::prefill_attention(split, nullptr);
+  const double t_both = test::median_launch_ms([&] {
+    const cudaError_t e = kernels::paged_attention(split, nullptr);
+    return e != cudaSuccess ? e : kernels::prefill_attention(split, nullptr);
   });
   CUDA_OK(cudaGetLastError());
   const auto got = bf16_vec_to_float(b.out->download());

@@ -580,29 +580,6 @@ TEST_F(VerifyAttention, MatchesReference8K) {
   check_batch({32, 8, 128, 16}, verify_8k(true), 304, 4);
 }
 
-// Median of 15 timed runs after 3 warm-ups, in milliseconds.
-template <typename F>
-double median_ms(F &&launch) {
-  cudaEvent_t a, z;
-  cudaEventCreate(&a);
-  cudaEventCreate(&z);
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < 15; ++i) {
-    cudaEventRecord(a);
-    launch();
-    cudaEventRecord(z);
-    cudaEventSynchronize(z);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, z);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(z);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // The splits CudaContext::choose_splits picks for a batch of 7-row sequences
 // (the paged kernel's 64-vector tiles, `resident` blocks per multiprocessor,
 // at least 256 keys per split, a power of two).
@@ -629,7 +606,8 @@ void time_verify(const char *label, const Shape &sh, bool capture) {
   b.reset();
   const int paged_splits = std::min(context_splits(sh, 16, 8192, 4), Batch::kMaxSplits);
   const auto pp = b.params(0, paged_splits, capture);
-  const double t_paged = median_ms([&] { (void)kernels::paged_attention(pp, nullptr); });
+  const double t_paged =
+      test::median_launch_ms([&] { return kernels::paged_attention(pp, nullptr); });
   CUDA_OK(cudaGetLastError());
   const auto want = bf16_vec_to_float(b.out->download());
   // K and V of every sequence's keys, read once: the memory floor.
@@ -639,9 +617,10 @@ void time_verify(const char *label, const Shape &sh, bool capture) {
   for (const NamedKernel &k : verify_kernels(b.params(mv, 1, capture))) {
     auto tc = [&](int z) {  // with the merge kernel after it, or merging its own splits
       const auto p = b.params(mv, z, capture, 1, k.merges_splits);
-      return median_ms([&] {
-        (void)k.run(p, nullptr);
-        if (!k.merges_splits) (void)kernels::paged_attention_merge(p, nullptr);  // none at z 1
+      return test::median_launch_ms([&] {
+        const cudaError_t e = k.run(p, nullptr);
+        // none at z 1
+        return e != cudaSuccess || k.merges_splits ? e : kernels::paged_attention_merge(p, nullptr);
       });
     };
     const int resident = kernels::verify_attention_resident_blocks(b.params(mv, 1, capture));

@@ -399,12 +399,9 @@ typedef enum vegas_kv_type {
 
 typedef struct vegas_session_options {
   uint32_t struct_size;
-  uint64_t kv_bytes; /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
-  int32_t page_size; /* tokens per KV page, default 16 */
-  /* Sequences decoded together, default 64. CUDA with FP8 weights: 1 keeps
-   * the kernel that is fastest for one sequence; 2 or more takes the one that
-   * is fastest for several. */
-  int32_t max_batch;
+  uint64_t kv_bytes;     /* KV pool budget; 0 (default) = 256 MiB on CPU, 4 GiB on CUDA */
+  int32_t page_size;     /* tokens per KV page, default 16 */
+  int32_t max_batch;     /* sequences decoded together, default 64 */
   int32_t prefill_chunk; /* prompt tokens per prefill chunk, default 512 */
   int32_t mode;          /* vegas_decode_mode, default VANILLA */
   /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning

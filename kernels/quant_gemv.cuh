@@ -94,8 +94,7 @@ struct QuantGemvParams {
   bool accumulate = false;
   // F8: the tensor-core kernel (quant_gemv_mma.cu) instead of the CUDA-core
   // one. Each gives a row the same sums whatever the row count (1-8), but not
-  // the same as the other's: a caller keeps one choice for all the steps whose
-  // rows must score alike (a verification row and a decode row). The
+  // the same bits as the other (both sum in f32, in different orders). The
   // tensor-core kernel is the faster at four rows, the slower at one.
   bool tensor_cores = false;
 };

@@ -172,11 +172,6 @@ struct ContextParams {
   // -inf, so no reader of them draws an id the tokenizer cannot decode (an
   // embedding with more rows than the tokenizer has tokens).
   int32_t logit_limit = 0;
-  // Sequences the context's steps carry at most (0: not said). CUDA: with 2
-  // or more, F8 matrices take the tensor-core GEMV (kernels/quant_gemv.cuh:
-  // faster at four rows, slower at one); the choice holds for every step of
-  // the context, so that a row's sums never depend on the step.
-  int32_t max_batch = 0;
 };
 
 class BackendContext {

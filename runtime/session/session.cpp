@@ -115,7 +115,6 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   if (model_->has_tokenizer() && model_->tokenizer().vocab_size() < model_->config().vocab_size)
     cp.logit_limit = model_->tokenizer().vocab_size();
   cp.max_rows = params_.prefill_chunk + params_.max_batch;
-  cp.max_batch = params_.max_batch;
   if (params_.speculative) {
     const int64_t capacity = int64_t{kv_.pool().num_pages()} * kv_.pool().page_size();
     // Quest's pages are the KV pages: the backends keep one key bound per KV
@@ -160,7 +159,6 @@ void Session::make_draft_context(const ContextParams &target) {
   dp.logit_limit = target.logit_limit;
   // A draft pass has a row per sequence; the catch-up runs prefill chunks.
   dp.max_rows = std::max(params_.prefill_chunk, params_.max_batch);
-  dp.max_batch = params_.max_batch;
   draft_context_ = draft.backend().create_context(dp);
   spec_->use_draft_context(draft_context_.get(), dp.max_rows, draft.config().n_layers);
 }

@@ -104,7 +104,6 @@ Row bench_decode(BackendModel &model, const std::string &name, int context, int 
   p.page_size = page;
   p.num_pages = pages_per_seq * batch;
   p.max_rows = std::max(batch, 64);
-  p.max_batch = batch;
   p.kv_fp8 = kv_fp8;
   auto ctx = model.create_context(p);
   auto *cctx = dynamic_cast<cuda::CudaContext *>(ctx.get());

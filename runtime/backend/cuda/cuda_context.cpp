@@ -308,7 +308,10 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
   for (int i = 0; i < q.n_parts; ++i)
     gemv = gemv && kernels::quant_gemv_supports(q.part[i].format, 1, static_cast<int32_t>(k));
   if (gemv) {
-    // Each part writes its columns of y (ldy n).
+    // Each part writes its columns of y (ldy n). F8 takes the tensor cores
+    // for a step of two or more rows (all its launches, so that a row sums
+    // alike in every launch of 1-8 rows), the CUDA cores for one row (a
+    // decode step of one sequence), where they are the faster.
     for (int i = 0; i < q.n_parts; ++i)
       for (int64_t r0 = 0; r0 < rows; r0 += kernels::kQuantGemvMaxRows) {
         kernels::QuantGemvParams p;
@@ -321,7 +324,7 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
         else
           p.y_bf16 = static_cast<bf16 *>(y) + r0 * n + q.row0[i];
         p.accumulate = accumulate;
-        p.tensor_cores = params_.max_batch >= 2;
+        p.tensor_cores = rows >= 2;
         check(kernels::quant_gemv(p, stream_), "quant_gemv");
       }
     return;

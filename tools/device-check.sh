@@ -24,7 +24,7 @@
 #   every run (e.g. "--kv-type fp8").
 #   quant: GGUF files made by llama.cpp (carry its snapshot as LLAMA_SRC),
 #   their perplexity, greedy Vegas with quantized matrices, and Qwen3-8B
-#   shapes with bf16 / Q8_0 / Q4_0 matrices.
+#   shapes with bf16 / Q8_0 / Q4_0 / F8 matrices.
 set -u
 DIR=${1:-.carry/cuda}
 WHAT=${2:-all}
@@ -318,7 +318,7 @@ if [ "$WHAT" = quant ]; then
   # quantizer (LLAMA_SRC: its source snapshot, carried), their perplexity
   # against the model directory, greedy Vegas against vanilla with the
   # matrices forced quantized, and the Qwen3-8B shapes with bf16 / Q8_0 /
-  # Q4_0 matrices.
+  # Q4_0 / F8 matrices (F8 at batch 4: the tensor-core kernel).
   G=${GGUF_DIR:-/tmp/vegas-gguf}
   [ -f "$G/vegas-code-22m-Q4_0.gguf" ] ||
     bash tools/gguf/make_fixtures.sh "${LLAMA_SRC:-.carry/llama/llama-src.tar.xz}" "$OUT/gguf-make" "$G" \
@@ -340,7 +340,7 @@ def find(d, k):
 print('greedy %s 8K x 16: identical to vanilla: %s' % (sys.argv[2], find(json.load(open(sys.argv[1])), 'identical_to_vanilla')))" \
       "$OUT/greedy-$f.json" "$f" || tail -3 "$OUT/greedy-$f.err"
   done
-  VEGAS_BENCH_SHAPES=2048x1 VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0 "$DIR/bin/bench_cuda_decode" \
+  VEGAS_BENCH_SHAPES=2048x1 VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,fp8 "$DIR/bin/bench_cuda_decode" \
     models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench-quant.log" | sed -n '/^model /,$p'
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then

@@ -115,8 +115,8 @@ cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dm
                                          cudaStream_t stream);
 
 // F8 on the tensor cores (quant_gemv_mma.cu; quant_gemv's launcher when
-// p.tensor_cores): `split` warps a block (1-16), each a slice of k, fewer
-// where k is not a multiple of split x kF8Group.
+// p.tensor_cores, k a multiple of 512): `split` warps a block (4, 8 or 16),
+// each a slice of k, fewer where k is not a multiple of split x kF8Group.
 cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t stream);
 
 // quant_gemv.cu's launchers for the K formats (quant_gemv_k.cu).

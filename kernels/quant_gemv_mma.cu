@@ -23,6 +23,7 @@
 
 #include "mma_fragments.cuh"
 #include "quant_gemv.cuh"
+#include "quant_lanes.cuh"
 
 namespace vegas::kernels {
 
@@ -123,19 +124,16 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvPara
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < S; ++w) v += reinterpret_cast<const float *>(&partial[w][src])[part];
-    const int64_t at = static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n) + row0 + r;
-    if (p.y_f32 != nullptr)
-      p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
-    else
-      p.y_bf16[at] = __float2bfloat16(v);
+    quant_lanes::store_output(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n) + row0 + r, v);
   }
 }
 
 }  // namespace
 
 cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
-  // Each warp's slice whole scale groups.
-  while (split > 1 && p.w.k % (split * kF8Group) != 0) split /= 2;
+  // Each warp's slice whole scale groups: 4 warps always fit, k being a
+  // multiple of quant_gemv_k_align's 512 (quant_gemv checked it).
+  while (split > 4 && p.w.k % (split * kF8Group) != 0) split /= 2;
   const dim3 grid((p.w.n + kTileRows - 1) / kTileRows);
   auto launch = [&](auto kernel, int warps) {
     return launch_kernel(kernel, grid, dim3(warps * 32), 0, stream, p);
@@ -145,12 +143,8 @@ cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t 
       return launch(quant_gemv_f8_mma_kernel<16>, 16);
     case 8:
       return launch(quant_gemv_f8_mma_kernel<8>, 8);
-    case 4:
-      return launch(quant_gemv_f8_mma_kernel<4>, 4);
-    case 2:
-      return launch(quant_gemv_f8_mma_kernel<2>, 2);
     default:
-      return launch(quant_gemv_f8_mma_kernel<1>, 1);
+      return launch(quant_gemv_f8_mma_kernel<4>, 4);
   }
 }
 

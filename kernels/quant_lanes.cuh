@@ -38,9 +38,16 @@ __device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c
   return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
 }
 
+// Output `at` (m * ldy + n) as f32 (stored or added to) or bf16.
+__device__ __forceinline__ void store_output(const QuantGemvParams &p, int64_t at, float v) {
+  if (p.y_f32 != nullptr)
+    p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
+  else
+    p.y_bf16[at] = __float2bfloat16(v);
+}
+
 // The warp's sums of rows row0.. (R of them, those below n_rows) for its M
-// input rows, reduced across the lanes and stored by lane 0: y[m][ldy] as
-// f32 (stored or added to) or bf16.
+// input rows, reduced across the lanes and stored by lane 0: y[m][ldy].
 template <int R, int M>
 __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float (&acc)[R][M],
                                            int row0, int lane) {
@@ -52,11 +59,7 @@ __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float
     for (int m = 0; m < M; ++m) {
       const float v = warp_sum(acc[r][m]);
       if (lane != 0 || n >= n_rows) continue;
-      const int64_t at = static_cast<int64_t>(m) * ldy + n;
-      if (p.y_f32 != nullptr)
-        p.y_f32[at] = p.accumulate ? p.y_f32[at] + v : v;
-      else
-        p.y_bf16[at] = __float2bfloat16(v);
+      store_output(p, static_cast<int64_t>(m) * ldy + n, v);
     }
   }
 }

@@ -619,7 +619,7 @@ void time_verify(const char *label, const Shape &sh, bool capture) {
       const auto p = b.params(mv, z, capture, 1, k.merges_splits);
       return test::median_launch_ms([&] {
         const cudaError_t e = k.run(p, nullptr);
-        // none at z 1
+        // (the merge does nothing at z 1)
         return e != cudaSuccess || k.merges_splits ? e : kernels::paged_attention_merge(p, nullptr);
       });
     };

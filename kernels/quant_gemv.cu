@@ -74,13 +74,20 @@ __device__ __forceinline__ float lane_dot(const uint4 &w, const float4 (&xs)[kLa
   return d;
 }
 
+// The arrays of the matrix a warp reads: the launch's `w`, or with the SwiGLU
+// epilogue the up half's (QuantGemvParams::swiglu_up).
+struct MatrixArrays {
+  const uint8_t *qs;
+  const f16 *scales;
+  const float *scales_f32;
+};
+
 // One loop trip's loads of a warp: U warp steps from input value v0 on, each
 // a lane's 16 bytes of its R rows and their scales.
 template <QuantFormat F, int U, int R>
-__device__ __forceinline__ void load_trip(const QuantGemvParams &p, const int (&rows)[R], int v0,
-                                          uint4 (&w)[U][R], float (&scale)[U][R]) {
+__device__ __forceinline__ void load_trip(const MatrixArrays &a, int k, const int (&rows)[R],
+                                          int v0, uint4 (&w)[U][R], float (&scale)[U][R]) {
   constexpr int V = kLaneValues<F>;
-  const int k = p.w.k;
   const int64_t row_bytes = quant_row_bytes(F, k);
   const int scales_per_row = k / kQuantBlock;
 #pragma unroll
@@ -90,13 +97,13 @@ __device__ __forceinline__ void load_trip(const QuantGemvParams &p, const int (&
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       w[u][r] = __ldg(
-          reinterpret_cast<const uint4 *>(p.w.qs + rows[r] * row_bytes + quant_row_bytes(F, vu)));
+          reinterpret_cast<const uint4 *>(a.qs + rows[r] * row_bytes + quant_row_bytes(F, vu)));
       if constexpr (F == QuantFormat::kF8)
         scale[u][r] =
-            __ldg(p.w.scales_f32 + static_cast<int64_t>(rows[r]) * (k / kF8Group) + vu / kF8Group);
+            __ldg(a.scales_f32 + static_cast<int64_t>(rows[r]) * (k / kF8Group) + vu / kF8Group);
       else
         scale[u][r] = __half2float(
-            p.w.scales[static_cast<int64_t>(rows[r]) * scales_per_row + vu / kQuantBlock]);
+            a.scales[static_cast<int64_t>(rows[r]) * scales_per_row + vu / kQuantBlock]);
     }
   }
 }
@@ -107,7 +114,9 @@ __device__ __forceinline__ void load_trip(const QuantGemvParams &p, const int (&
 // trip's are issued before this one's math, so that a warp has two trips of
 // loads in flight. The weights do not depend on the previous kernel: the
 // first trip's are requested before the PDL wait, which the input rows follow.
-template <int M, QuantFormat F, int U, int R = kRowsPerWarp<M>>
+// kSwiglu (QuantGemvParams::swiglu_up): warps 0-1 sum R rows each of the
+// gate, warps 2-3 the same rows of up, and the block combines them.
+template <int M, QuantFormat F, int U, int R = kRowsPerWarp<M>, bool kSwiglu = false>
 __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
   constexpr int V = kLaneValues<F>;
   constexpr int kTrip = U * 32 * V;
@@ -117,22 +126,26 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
   constexpr bool kPipelined = M > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k = p.w.k, n_rows = p.w.n;
-  const int row0 = (blockIdx.x * kWarps + warp) * R;
-  const bool active = row0 < n_rows;  // warp-uniform; no barrier follows
+  const int row0 = kSwiglu ? (blockIdx.x * 2 + (warp & 1)) * R : (blockIdx.x * kWarps + warp) * R;
+  const bool up = kSwiglu && warp >= 2;
+  const MatrixArrays a = {up ? p.swiglu_up.qs : p.w.qs, up ? p.swiglu_up.scales : p.w.scales,
+                          up ? p.swiglu_up.scales_f32 : p.w.scales_f32};
+  const bool active = row0 < n_rows;  // warp-uniform; no barrier follows but SwiGLU's
   // Rows past the end read row n_rows - 1 again and store nothing.
   int rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
   uint4 w[U][R];
   float scale[U][R];
-  if (active) load_trip<F, U, R>(p, rows, lane * V, w, scale);
+  if (active) load_trip<F, U, R>(a, k, rows, lane * V, w, scale);
   pdl_enter();
-  if (!active) return;
+  if (!kSwiglu && !active) return;
   float acc[R][M] = {};
-  for (int v0 = lane * V; v0 < k; v0 += kTrip) {
+  for (int v0 = lane * V; active && v0 < k; v0 += kTrip) {
     uint4 w_next[U][R];
     float scale_next[U][R];
-    if (kPipelined && v0 + kTrip < k) load_trip<F, U, R>(p, rows, v0 + kTrip, w_next, scale_next);
+    if (kPipelined && v0 + kTrip < k)
+      load_trip<F, U, R>(a, k, rows, v0 + kTrip, w_next, scale_next);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int vu = v0 + u * 32 * V;
@@ -155,10 +168,13 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
           scale[u][r] = scale_next[u][r];
         }
     } else if (v0 + kTrip < k) {
-      load_trip<F, U, R>(p, rows, v0 + kTrip, w, scale);
+      load_trip<F, U, R>(a, k, rows, v0 + kTrip, w, scale);
     }
   }
-  store_rows<R, M>(p, acc, row0, lane);
+  if constexpr (kSwiglu)
+    store_swiglu_block<R, M>(p, acc, blockIdx.x * 2 * R, warp, lane);
+  else
+    store_rows<R, M>(p, acc, row0, lane);
 }
 
 // Rows a warp at one input row: `fallback` (the format's measured best)
@@ -172,34 +188,40 @@ int single_row_rows(int fallback) {
   return forced != 0 ? forced : fallback;
 }
 
-template <int M, QuantFormat F, int R>
+template <int M, QuantFormat F, int R, bool kSwiglu>
 cudaError_t launch_single_row(const QuantGemvParams &p, cudaStream_t stream) {
-  const dim3 grid((p.w.n + kWarps * R - 1) / (kWarps * R));
+  const int rows_per_block = kSwiglu ? 2 * R : kWarps * R;
+  const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
   // Two warp steps a trip, but one for Q8_0 at one row a warp (the commit has the timings).
   const int u = single_row_unroll(F == QuantFormat::kQ8_0 && R == 1 ? 1 : 2);
   return for_one_two_four(u, [&](auto steps) {
-    return launch_kernel(quant_gemv_kernel<M, F, decltype(steps)::value, R>, grid, dim3(kThreads),
-                         0, stream, p);
+    return launch_kernel(quant_gemv_kernel<M, F, decltype(steps)::value, R, kSwiglu>, grid,
+                         dim3(kThreads), 0, stream, p);
   });
 }
 
-template <int M, QuantFormat F>
+template <int M, QuantFormat F, bool kSwiglu>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if constexpr (M == 1) {
     // One row a warp (four times the warps) for the 16-values-a-lane formats,
     // four for Q4_0's 32 (the commit has the timings).
     return for_one_two_four(single_row_rows(F == QuantFormat::kQ4_0 ? 4 : 1), [&](auto rows) {
-      return launch_single_row<M, F, decltype(rows)::value>(p, stream);
+      return launch_single_row<M, F, decltype(rows)::value, kSwiglu>(p, stream);
     });
   }
-  constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
+  constexpr int R = kRowsPerWarp<M>;
+  constexpr int rows_per_block = kSwiglu ? 2 * R : kWarps * R;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  return launch_kernel(quant_gemv_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
+  return launch_kernel(quant_gemv_kernel<M, F, 1, R, kSwiglu>, grid, dim3(kThreads), 0, stream, p);
 }
 
 template <QuantFormat F>
 cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
-  return for_input_rows(p.m, [&](auto m) { return launch_gemv<decltype(m)::value, F>(p, stream); });
+  const bool swiglu = p.swiglu_up.qs != nullptr;
+  return for_input_rows(p.m, [&](auto m) {
+    constexpr int M = decltype(m)::value;
+    return swiglu ? launch_gemv<M, F, true>(p, stream) : launch_gemv<M, F, false>(p, stream);
+  });
 }
 
 // Values v times scale as bf16, the t-th group of 8 of `out` (one 16-byte store).
@@ -276,12 +298,31 @@ bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k) {
   return m >= 1 && m <= kQuantGemvMaxRows && k > 0 && k % quant_gemv_k_align(f) == 0;
 }
 
+bool quant_gemv_swiglu_supports(QuantFormat f) {
+  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || f == QuantFormat::kQ4_0;
+}
+
+namespace {
+
+bool arrays_fit(const QuantMatrix &w) {
+  return w.qs != nullptr && (w.scales == nullptr) == (quant_row_scales(w.format, w.k) == 0) &&
+         (w.scales_f32 == nullptr) == (quant_row_scales_f32(w.format, w.k) == 0);
+}
+
+// The SwiGLU epilogue's extra conditions: an up matrix shaped as the gate, a
+// bf16 output stored (not added to).
+bool swiglu_fits(const QuantGemvParams &p) {
+  const QuantMatrix &u = p.swiglu_up;
+  return quant_gemv_swiglu_supports(p.w.format) && u.format == p.w.format && u.n == p.w.n &&
+         u.k == p.w.k && arrays_fit(u) && p.y_bf16 != nullptr && !p.accumulate;
+}
+
+}  // namespace
+
 cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
   if (!quant_gemv_supports(p.w.format, p.m, p.w.k) || p.w.n <= 0 || p.x == nullptr ||
-      (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || p.w.qs == nullptr ||
-      (p.w.scales == nullptr) != (quant_row_scales(p.w.format, p.w.k) == 0) ||
-      (p.w.scales_f32 == nullptr) != (quant_row_scales_f32(p.w.format, p.w.k) == 0) ||
-      (p.ldy != 0 && p.ldy < p.w.n))
+      (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || !arrays_fit(p.w) ||
+      (p.ldy != 0 && p.ldy < p.w.n) || (p.swiglu_up.qs != nullptr && !swiglu_fits(p)))
     return cudaErrorInvalidValue;
   switch (p.w.format) {
     case QuantFormat::kQ8_0:

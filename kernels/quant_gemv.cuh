@@ -97,10 +97,18 @@ struct QuantGemvParams {
   // the same bits as the other (both sum in f32, in different orders). The
   // tensor-core kernel is the faster at four rows, the slower at one.
   bool tensor_cores = false;
+  // The SwiGLU epilogue (quant_gemv_swiglu_supports), with swiglu_up.qs set:
+  // `w` holds the gate rows and swiglu_up the up rows (same format, n and k),
+  // and y_bf16[m][ldy] (ldy 0: n) gets silu(gate) * up of each output's two
+  // sums, each first rounded to bf16: the bits swiglu() gives on a bf16
+  // gate|up output, without the launch and the round trip between them.
+  QuantMatrix swiglu_up;
 };
 
 // m in [1, kQuantGemvMaxRows] and k a multiple of quant_gemv_k_align(f).
 bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k);
+// Whether quant_gemv takes QuantGemvParams::swiglu_up for format f.
+bool quant_gemv_swiglu_supports(QuantFormat f);
 cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream);
 
 struct QuantDequantizeParams {

@@ -18,6 +18,8 @@
 //
 // A row's sum is the same bits whatever the number of input rows (1-8): the
 // columns of an MMA do not mix, and the order of every addition is fixed.
+// With the SwiGLU epilogue a block's 16 rows are 8 rows of the gate and the
+// same 8 of up, so that the block writes their silu(gate) * up.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -63,18 +65,61 @@ struct Group {
   float scale_lo, scale_hi;
 };
 
+// kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
+// the gate, rows 8-15 the same rows of up.
+// The outputs of a tile (quant_gemv_f8_mma_kernel's end): output i = (row r,
+// input row m) adds its warps' sums in warp order.
 template <int S>
+__device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float4 (&partial)[S][32],
+                                           int row0) {
+  const int n = p.w.n;
+  for (int i = threadIdx.x; i < kTileRows * 8; i += S * 32) {
+    const int r = i >> 3, m = i & 7;
+    if (m >= p.m || row0 + r >= n) continue;
+    const int src = (r & 7) * 4 + (m >> 1), part = (r >> 3) * 2 + (m & 1);
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < S; ++w) v += reinterpret_cast<const float *>(&partial[w][src])[part];
+    quant_lanes::store_output(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n) + row0 + r, v);
+  }
+}
+
+// The SwiGLU outputs of a tile (8 rows of the gate, then the same rows of
+// up; quant_gemv_f8_mma_kernel's end): output i = (row j, input row m) adds
+// its warps' sums of gate row j and up row j in warp order, as store_tile
+// adds those of each row.
+template <int S>
+__device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
+                                                  const float4 (&partial)[S][32], int row0) {
+  for (int i = threadIdx.x; i < kTileRows / 2 * 8; i += S * 32) {
+    const int j = i >> 3, m = i & 7;
+    if (m >= p.m || row0 + j >= p.w.n) continue;
+    const int src = j * 4 + (m >> 1);
+    float gate = 0.0f, up = 0.0f;
+#pragma unroll
+    for (int w = 0; w < S; ++w) {
+      const float *part = reinterpret_cast<const float *>(&partial[w][src]);
+      gate += part[m & 1];
+      up += part[2 + (m & 1)];
+    }
+    quant_lanes::store_swiglu(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : p.w.n) + row0 + j,
+                              gate, up);
+  }
+}
+
+template <int S, bool kSwiglu>
 __global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvParams p) {
   __shared__ float4 partial[S][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * kTileRows;
+  const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
   // Rows past the end read row n - 1 again and store nothing.
-  const int64_t r_lo = min(row0 + g, n - 1), r_hi = min(row0 + g + 8, n - 1);
+  const int64_t r_lo = min(row0 + g, n - 1), r_hi = kSwiglu ? r_lo : min(row0 + g + 8, n - 1);
+  const QuantMatrix &hi = kSwiglu ? p.swiglu_up : p.w;
   const int slice = k / S, k0 = warp * slice, groups = slice / kF8Group;
   const uint8_t *w_lo = p.w.qs + r_lo * k + k0 + 16 * t;
-  const uint8_t *w_hi = p.w.qs + r_hi * k + k0 + 16 * t;
+  const uint8_t *w_hi = hi.qs + r_hi * k + k0 + 16 * t;
   const float *s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
-  const float *s_hi = p.w.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
+  const float *s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
   const bool has_x = g < p.m;  // column g of B: input row g, or zeros
   const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + 16 * t;
   auto load = [&](int group, Group &c) {
@@ -116,16 +161,10 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvPara
   }
   partial[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
   __syncthreads();
-  // Output i = (row r, input row m) adds its warps' sums in warp order.
-  for (int i = threadIdx.x; i < kTileRows * 8; i += S * 32) {
-    const int r = i >> 3, m = i & 7;
-    if (m >= p.m || row0 + r >= n) continue;
-    const int src = (r & 7) * 4 + (m >> 1), part = (r >> 3) * 2 + (m & 1);
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < S; ++w) v += reinterpret_cast<const float *>(&partial[w][src])[part];
-    quant_lanes::store_output(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n) + row0 + r, v);
-  }
+  if constexpr (kSwiglu)
+    store_swiglu_tile<S>(p, partial, row0);
+  else
+    store_tile<S>(p, partial, row0);
 }
 
 }  // namespace
@@ -134,17 +173,19 @@ cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t 
   // Each warp's slice whole scale groups: 4 warps always fit, k being a
   // multiple of quant_gemv_k_align's 512 (quant_gemv checked it).
   while (split > 4 && p.w.k % (split * kF8Group) != 0) split /= 2;
-  const dim3 grid((p.w.n + kTileRows - 1) / kTileRows);
-  auto launch = [&](auto kernel, int warps) {
-    return launch_kernel(kernel, grid, dim3(warps * 32), 0, stream, p);
+  const bool swiglu = p.swiglu_up.qs != nullptr;
+  const int tile = swiglu ? kTileRows / 2 : kTileRows;
+  const dim3 grid((p.w.n + tile - 1) / tile);
+  auto launch = [&](auto plain, auto fused, int warps) {
+    return launch_kernel(swiglu ? fused : plain, grid, dim3(warps * 32), 0, stream, p);
   };
   switch (split) {
     case 16:
-      return launch(quant_gemv_f8_mma_kernel<16>, 16);
+      return launch(quant_gemv_f8_mma_kernel<16, false>, quant_gemv_f8_mma_kernel<16, true>, 16);
     case 8:
-      return launch(quant_gemv_f8_mma_kernel<8>, 8);
+      return launch(quant_gemv_f8_mma_kernel<8, false>, quant_gemv_f8_mma_kernel<8, true>, 8);
     default:
-      return launch(quant_gemv_f8_mma_kernel<4>, 4);
+      return launch(quant_gemv_f8_mma_kernel<4, false>, quant_gemv_f8_mma_kernel<4, true>, 4);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "cuda_utils.cuh"
 #include "quant_gemv.cuh"
+#include "swiglu.cuh"
 
 namespace vegas::kernels::quant_lanes {
 
@@ -46,6 +47,13 @@ __device__ __forceinline__ void store_output(const QuantGemvParams &p, int64_t a
     p.y_bf16[at] = __float2bfloat16(v);
 }
 
+// SwiGLU output `at` (m * ldy + n) from the gate's and up's sums.
+__device__ __forceinline__ void store_swiglu(const QuantGemvParams &p, int64_t at, float gate,
+                                             float up) {
+  p.y_bf16[at] = swiglu_value(__bfloat162float(__float2bfloat16(gate)),
+                              __bfloat162float(__float2bfloat16(up)));
+}
+
 // The warp's sums of rows row0.. (R of them, those below n_rows) for its M
 // input rows, reduced across the lanes and stored by lane 0: y[m][ldy].
 template <int R, int M>
@@ -62,6 +70,29 @@ __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float
       store_output(p, static_cast<int64_t>(m) * ldy + n, v);
     }
   }
+}
+
+// The SwiGLU epilogue of a block of four warps whose warps 0-1 summed R rows
+// each of the gate (outputs col0 .. col0 + 2R) and warps 2-3 the same rows
+// of up: the warps' sums meet in shared memory, then a thread an output.
+template <int R, int M>
+__device__ __forceinline__ void store_swiglu_block(const QuantGemvParams &p,
+                                                   const float (&acc)[R][M], int col0, int warp,
+                                                   int lane) {
+  __shared__ float sums[4][R][M];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(acc[r][m]);
+      if (lane == 0) sums[warp][r][m] = v;
+    }
+  __syncthreads();
+  const int t = warp * 32 + lane, c = t / M, m = t % M, col = col0 + c;
+  if (t >= 2 * R * M || col >= p.w.n) return;
+  const int ldy = p.ldy > 0 ? p.ldy : p.w.n;
+  store_swiglu(p, static_cast<int64_t>(m) * ldy + col, sums[c / R][c % R][m],
+               sums[2 + c / R][c % R][m]);
 }
 
 // Warp steps a loop trip of the GEMVs at one input row: `fallback` (the

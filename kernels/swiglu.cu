@@ -13,7 +13,7 @@ __global__ void swiglu_kernel(SwigluParams p) {
     const bf16 *gu = p.gate_up + row * 2 * p.inter;
     const float g = __bfloat162float(gu[col]);
     const float u = __bfloat162float(gu[p.inter + col]);
-    p.out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+    p.out[i] = swiglu_value(g, u);
   }
 }
 

@@ -19,4 +19,12 @@ struct SwigluParams {
 
 cudaError_t swiglu(const SwigluParams &p, cudaStream_t stream);
 
+#if defined(__CUDACC__)
+// silu(gate) * up as bf16: the one formula of swiglu() and of the GEMVs that
+// fuse it (quant_gemv's SwiGLU epilogue), so that both give the same bits.
+__device__ __forceinline__ bf16 swiglu_value(float gate, float up) {
+  return __float2bfloat16(gate / (1.0f + __expf(-gate)) * up);
+}
+#endif
+
 }  // namespace vegas::kernels

@@ -21,6 +21,7 @@
 #include "gguf/ggml_types.h"
 #include "model/fp8_weights.h"
 #include "quant_gemv.cuh"
+#include "swiglu.cuh"
 
 namespace vegas {
 namespace {
@@ -293,6 +294,103 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
     }
 }
 
+// Proves the SwiGLU epilogue (QuantGemvParams::swiglu_up) writes the bits
+// of the two launches it replaces, the gate and up GEMVs into one bf16
+// gate|up row and then swiglu(): for every format that takes it (F8 on both
+// kernels), 1, 3 and 8 input rows, outputs that leave a block part idle
+// (37, 300) and an output stride wider than the rows (the columns past them
+// untouched). And that quant_gemv refuses what the epilogue cannot do.
+TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  int checked = 0;
+  for (const auto &[f, tensor_cores] : variants()) {
+    if (!kernels::quant_gemv_swiglu_supports(f)) continue;
+    for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{{37, 1024}, {300, 4096}})
+      for (const int m : {1, 3, 8}) {
+        const TestMatrix gate = random_matrix(f, n, k, rng), up = random_matrix(f, n, k, rng);
+        std::vector<uint16_t> x(static_cast<size_t>(m * k));
+        for (uint16_t &v : x) v = f32_to_bf16(normal(rng));
+        const int64_t ldy = n + 5;
+        const uint16_t poison = 0x7fc1;  // a NaN no output is
+        std::vector<uint16_t> y0(static_cast<size_t>(m * ldy), poison);
+        cuda::DeviceBuffer xd, gate_up, act, fused;
+        xd.allocate(x.size() * 2, "test");
+        gate_up.allocate(static_cast<size_t>(m * 2 * n) * 2, "test");
+        act.allocate(static_cast<size_t>(m * n) * 2, "test");
+        fused.allocate(y0.size() * 2, "test");
+        cudaMemcpy(xd.get(), x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(fused.get(), y0.data(), y0.size() * 2, cudaMemcpyHostToDevice);
+        kernels::QuantGemvParams p;
+        p.x = xd.get<kernels::bf16>();
+        p.m = m;
+        p.tensor_cores = tensor_cores;
+        p.ldy = static_cast<int32_t>(2 * n);
+        for (int half = 0; half < 2; ++half) {  // the reference: two GEMVs, then swiglu
+          p.w = (half == 0 ? gate : up).d.m;
+          p.y_bf16 = gate_up.get<kernels::bf16>() + half * n;
+          ASSERT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
+        }
+        kernels::SwigluParams sp;
+        sp.gate_up = gate_up.get<kernels::bf16>();
+        sp.out = act.get<kernels::bf16>();
+        sp.rows = m;
+        sp.inter = static_cast<int32_t>(n);
+        ASSERT_EQ(kernels::swiglu(sp, nullptr), cudaSuccess);
+        p.w = gate.d.m;
+        p.swiglu_up = up.d.m;
+        p.y_bf16 = fused.get<kernels::bf16>();
+        p.ldy = static_cast<int32_t>(ldy);
+        ASSERT_EQ(kernels::quant_gemv(p, nullptr), cudaSuccess);
+        std::vector<uint16_t> want(static_cast<size_t>(m * n)), got(y0.size());
+        cudaMemcpy(want.data(), act.get(), want.size() * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(got.data(), fused.get(), got.size() * 2, cudaMemcpyDeviceToHost);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        for (int r = 0; r < m; ++r)
+          for (int64_t o = 0; o < ldy; ++o) {
+            const uint16_t g = got[static_cast<size_t>(r * ldy + o)];
+            ASSERT_EQ(g, o < n ? want[static_cast<size_t>(r * n + o)] : poison)
+                << "format " << int(f) << (tensor_cores ? " tensor cores" : "") << " n " << n
+                << " k " << k << " m " << m << " row " << r << " out " << o;
+          }
+        ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 4 * 2 * 3);  // F8 twice, Q8_0, Q4_0
+
+  // What the epilogue cannot do is refused.
+  const TestMatrix g8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);
+  const TestMatrix u8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);
+  const TestMatrix q8 = random_matrix(QuantFormat::kQ8_0, 16, 1024, rng);
+  const TestMatrix k4 = random_matrix(QuantFormat::kQ4_K, 16, 1024, rng);
+  const TestMatrix k4u = random_matrix(QuantFormat::kQ4_K, 16, 1024, rng);
+  const TestMatrix g8_short = random_matrix(QuantFormat::kF8, 8, 1024, rng);
+  cuda::DeviceBuffer xd, yd;
+  xd.allocate(1024 * 2, "test");
+  yd.allocate(16 * 4, "test");
+  auto launch = [&](const TestMatrix &g, const TestMatrix &u, bool f32, bool accumulate) {
+    kernels::QuantGemvParams p;
+    p.w = g.d.m;
+    p.swiglu_up = u.d.m;
+    p.x = xd.get<kernels::bf16>();
+    p.m = 1;
+    if (f32)
+      p.y_f32 = yd.get<float>();
+    else
+      p.y_bf16 = yd.get<kernels::bf16>();
+    p.accumulate = accumulate;
+    return kernels::quant_gemv(p, nullptr);
+  };
+  EXPECT_EQ(launch(g8, u8, false, false), cudaSuccess);
+  EXPECT_EQ(launch(g8, u8, true, false), cudaErrorInvalidValue) << "f32 output";
+  EXPECT_EQ(launch(g8, u8, false, true), cudaErrorInvalidValue) << "accumulate";
+  EXPECT_EQ(launch(g8, q8, false, false), cudaErrorInvalidValue) << "formats differ";
+  EXPECT_EQ(launch(g8_short, u8, false, false), cudaErrorInvalidValue) << "row counts differ";
+  EXPECT_EQ(launch(k4, k4u, false, false), cudaErrorInvalidValue) << "a K format";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // Proves quant_dequantize writes every value bit for bit as the host's
 // dequantization rounded to bf16 (K formats: K of two super-blocks, below
 // the GEMV's 1,024).
@@ -342,8 +440,9 @@ std::vector<uint8_t> quantize_q8_0(const TensorView &t) {
 // Proves a model whose every layer matrix is kept as Q8_0 blocks (forced:
 // a model this small keeps bf16 by default) computes
 // what the same model with those blocks' values as bf16 computes: a prompt
-// of 96 rows (the dequantize + cuBLASLt path) and 24 single-row steps
-// (quant_gemv), logits within bf16 weight rounding, the same top token.
+// of 96 rows (the dequantize + cuBLASLt path), 24 single-row steps and 4
+// of five rows (quant_gemv; at five rows with the SwiGLU epilogue), logits
+// within bf16 weight rounding, the same top token.
 TEST(CudaQuantModel, Q8_0MatricesTrackTheirBf16Values) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   setenv("VEGAS_CUDA_QUANT_WEIGHTS", "1", 1);  // read once, at the first upload
@@ -415,15 +514,28 @@ TEST(CudaQuantModel, Q8_0MatricesTrackTheirBf16Values) {
     db.insert(db.end(), sb, sb + vocab);
   }
   compare(da.data(), db.data(), 24, "single-row steps");
+  // Steps of five rows (a verification's shape): quant_gemv at several input
+  // rows, the gate|up GEMV with its SwiGLU epilogue where the format has one.
+  std::vector<float> va, vb;
+  for (int step = 0; step < 4; ++step) {
+    int32_t rows[5];
+    for (int32_t &t : rows) t = token = (token * 31 + 7) % 8000;
+    const float *sa = a.forward(rows, 5, SeqRows::Logits::kAll);
+    va.insert(va.end(), sa, sa + 5 * vocab);
+    const float *sb = b.forward(rows, 5, SeqRows::Logits::kAll);
+    vb.insert(vb.end(), sb, sb + 5 * vocab);
+  }
+  compare(va.data(), vb.data(), 20, "five-row steps");
 }
 
 // A random Qwen3 of hidden 1024 (K of the K formats' GEMV is a multiple of
 // 1,024) whose matrices are kept in the formats `format_for` names ("q", "k",
 // "v", "o", "gate", "up", "down", "head"), against the same model with those
 // values as bf16: a 64-row prompt (dequantize + cuBLASLt, each row range
-// into its rows) and 16 single-row steps (quant_gemv, each range into its
-// columns), logits within bf16 weight rounding; and kept quantized, not
-// fallen back to bf16: the matrices' bytes at most `bytes_ratio` of bf16's.
+// into its rows), 16 single-row steps and 4 of five rows (quant_gemv, each
+// range into its columns), logits within bf16 weight rounding; and kept
+// quantized, not fallen back to bf16: the matrices' bytes at most
+// `bytes_ratio` of bf16's.
 void check_model_tracks_bf16(const char *label, QuantFormat (*format_for)(const std::string &),
                              double bytes_ratio) {
   setenv("VEGAS_CUDA_QUANT_WEIGHTS", "1", 1);  // read once, at the first upload
@@ -557,6 +669,16 @@ void check_model_tracks_bf16(const char *label, QuantFormat (*format_for)(const 
     db.insert(db.end(), sb, sb + vocab);
   }
   compare(da.data(), db.data(), 16, "single-row steps");
+  std::vector<float> va, vb;  // five rows a step: F8 on the tensor cores, fused SwiGLU
+  for (int step = 0; step < 4; ++step) {
+    int32_t rows[5];
+    for (int32_t &t : rows) t = token = (token * 31 + 7) % static_cast<int32_t>(vocab);
+    const float *sa = a.forward(rows, 5, SeqRows::Logits::kAll);
+    va.insert(va.end(), sa, sa + 5 * vocab);
+    const float *sb = b.forward(rows, 5, SeqRows::Logits::kAll);
+    vb.insert(vb.end(), sb, sb + 5 * vocab);
+  }
+  compare(va.data(), vb.data(), 20, "five-row steps");
 }
 
 // Proves the Q4_K_M-like mix: q, k, o, gate and up in Q4_K, v, down and the

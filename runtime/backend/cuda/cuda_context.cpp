@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -118,9 +119,12 @@ int32_t dense_tokens_per_split() {
 // Benchmark instrument (METHOD.md: time variants that leave a stage out):
 // VEGAS_CUDA_ABLATE=qkv,attn,o,gateup,down,head drops those launches from
 // every step, so a step's time without them, against the full step, is what
-// they cost inside the chain of dependent launches. The outputs are garbage.
+// they cost inside the chain of dependent launches; norm, rope and swiglu drop
+// the separate RMSNorm, RoPE / cache-write and SwiGLU launches of larger
+// models' layers. The outputs are garbage.
 struct Ablation {
   bool qkv = false, attn = false, o = false, gate_up = false, down = false, head = false;
+  bool norm = false, rope = false, swiglu = false;
 };
 const Ablation &ablation() {
   static const Ablation a = [] {
@@ -136,6 +140,9 @@ const Ablation &ablation() {
     r.gate_up = has("gateup");
     r.down = has("down");
     r.head = has("head");
+    r.norm = has("norm");
+    r.rope = has("rope");
+    r.swiglu = has("swiglu");
     return r;
   }();
   return a;
@@ -298,6 +305,28 @@ bool CudaContext::fused_linear(int32_t rows) const {
 // cuBLASLt reads the bf16 copy (1).
 constexpr int64_t kQuantGemvRowsMax = 32;
 
+namespace {
+
+// F8 takes the tensor cores for a step of two or more rows (all its launches,
+// so that a row sums alike in every launch of 1-8 rows), the CUDA cores for
+// one row (a decode step of one sequence), where they are the faster.
+bool quant_tensor_cores(int64_t rows) {
+  return rows >= 2;
+}
+
+// Whether a quantized gate|up matrix may fuse SwiGLU into its GEMV
+// (QuantGemvParams::swiglu_up, CudaContext::run_gate_up);
+// VEGAS_CUDA_FUSED_SWIGLU=0 never (A/B timing).
+bool fused_swiglu_allowed() {
+  static const bool allowed = [] {
+    const char *env = std::getenv("VEGAS_CUDA_FUSED_SWIGLU");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return allowed;
+}
+
+}  // namespace
+
 void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, void *y, bool y_f32,
                              bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k) {
   if (q.empty()) {
@@ -308,10 +337,7 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
   for (int i = 0; i < q.n_parts; ++i)
     gemv = gemv && kernels::quant_gemv_supports(q.part[i].format, 1, static_cast<int32_t>(k));
   if (gemv) {
-    // Each part writes its columns of y (ldy n). F8 takes the tensor cores
-    // for a step of two or more rows (all its launches, so that a row sums
-    // alike in every launch of 1-8 rows), the CUDA cores for one row (a
-    // decode step of one sequence), where they are the faster.
+    // Each part writes its columns of y (ldy n).
     for (int i = 0; i < q.n_parts; ++i)
       for (int64_t r0 = 0; r0 < rows; r0 += kernels::kQuantGemvMaxRows) {
         kernels::QuantGemvParams p;
@@ -324,7 +350,7 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
         else
           p.y_bf16 = static_cast<bf16 *>(y) + r0 * n + q.row0[i];
         p.accumulate = accumulate;
-        p.tensor_cores = rows >= 2;
+        p.tensor_cores = quant_tensor_cores(rows);
         check(kernels::quant_gemv(p, stream_), "quant_gemv");
       }
     return;
@@ -974,10 +1000,10 @@ void CudaContext::enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l) {
                  kernels::SmallGemmParams::Epilogue::kStoreBf16, qkv_.get(), stream_);
   } else {
     L.norm.weight = bf(w.attn_norm);
-    check(kernels::rmsnorm(L.norm, stream_), "attention rmsnorm");
+    if (!ablation().norm) check(kernels::rmsnorm(L.norm, stream_), "attention rmsnorm");
     run_linear(normed_.get(), w.wqkv, w.q_wqkv, qkv_.get(), false, false, s.rows, L.gemm_m, QKV, H);
   }
-  check(kernels::rope_kv(rp, stream_), "rope_kv");
+  if (!ablation().rope) check(kernels::rope_kv(rp, stream_), "rope_kv");
 }
 
 // Layer l's attention: quest's sets first, then each kernel the step's rows take.
@@ -1014,6 +1040,37 @@ void CudaContext::enqueue_attention(LayerLaunch &L, const Step &s, int32_t l) {
   }
 }
 
+// Where the matrix stays quantized in a format that fuses SwiGLU and the step
+// has two or more rows, one quant_gemv launch per eight rows writes act_ (no
+// gate_up_ round trip, no swiglu launch); else run_linear into gate_up_, then
+// swiglu. At one row the fused launch measured slower (its blocks read the
+// gate and up halves as two streams), at four rows faster (the commit has the
+// timings).
+void CudaContext::run_gate_up(const LayerLaunch &L, const Step &s, const DeviceLayer &w) {
+  const int64_t H = model_.config().hidden_size, I = model_.config().intermediate_size;
+  kernels::QuantMatrix gate, up;
+  const bool fused = fused_swiglu_allowed() && s.rows >= 2 && s.rows <= kQuantGemvRowsMax &&
+                     w.q_gate_up.rows_view(0, I, &gate) && w.q_gate_up.rows_view(I, I, &up) &&
+                     gate.format == up.format && kernels::quant_gemv_swiglu_supports(gate.format) &&
+                     kernels::quant_gemv_supports(gate.format, 1, static_cast<int32_t>(H));
+  if (!fused) {
+    run_linear(normed_.get(), w.w_gate_up, w.q_gate_up, gate_up_.get(), false, false, s.rows,
+               L.gemm_m, 2 * I, H);
+    if (!ablation().swiglu) check(kernels::swiglu(L.swiglu, stream_), "swiglu");
+    return;
+  }
+  for (int64_t r0 = 0; r0 < s.rows; r0 += kernels::kQuantGemvMaxRows) {
+    kernels::QuantGemvParams p;
+    p.w = gate;
+    p.swiglu_up = up;
+    p.x = as<bf16>(normed_) + r0 * H;
+    p.m = static_cast<int32_t>(std::min<int64_t>(kernels::kQuantGemvMaxRows, s.rows - r0));
+    p.y_bf16 = as<bf16>(act_) + r0 * I;
+    p.tensor_cores = quant_tensor_cores(s.rows);
+    check(kernels::quant_gemv(p, stream_), "quant_gemv with SwiGLU");
+  }
+}
+
 // Layer l's o projection and MLP, each adding into the residual.
 void CudaContext::enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l) {
   const ModelConfig &c = model_.config();
@@ -1036,10 +1093,8 @@ void CudaContext::enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l) {
   run_linear(attn_.get(), w.wo, w.q_wo, residual_.get(), true, true, s.rows, L.gemm_m, H,
              c.q_dim());
   L.norm.weight = bf(w.mlp_norm);
-  check(kernels::rmsnorm(L.norm, stream_), "mlp rmsnorm");
-  run_linear(normed_.get(), w.w_gate_up, w.q_gate_up, gate_up_.get(), false, false, s.rows,
-             L.gemm_m, 2 * I, H);
-  check(kernels::swiglu(L.swiglu, stream_), "swiglu");
+  if (!ablation().norm) check(kernels::rmsnorm(L.norm, stream_), "mlp rmsnorm");
+  run_gate_up(L, s, w);
   run_linear(act_.get(), w.w_down, w.q_down, residual_.get(), true, true, s.rows, L.gemm_m, H, I);
 }
 

@@ -160,6 +160,8 @@ class CudaContext : public BackendContext {
   void enqueue_qkv(LayerLaunch &L, const Step &s, int32_t l);
   void enqueue_attention(LayerLaunch &L, const Step &s, int32_t l);
   void enqueue_mlp(LayerLaunch &L, const Step &s, int32_t l);
+  // The MLP's gate|up projection and SwiGLU, normed_ into act_.
+  void run_gate_up(const LayerLaunch &L, const Step &s, const DeviceLayer &w);
   // After the layers: the final norm and lm_head of the logit rows, the
   // logit mask, the argmax.
   void enqueue_logits(const Step &s, bool small, kernels::SmallGemmParams &sg, bool with_argmax);

@@ -211,6 +211,22 @@ int64_t QuantRows::elements() const {
   return n;
 }
 
+bool QuantRows::rows_view(int64_t first, int64_t n, kernels::QuantMatrix *view) const {
+  for (int i = 0; i < n_parts; ++i) {
+    const kernels::QuantMatrix &m = part[i];
+    const int64_t skip = first - row0[i];
+    if (skip < 0 || skip + n > m.n) continue;
+    *view = m;
+    view->n = static_cast<int32_t>(n);
+    view->qs += skip * kernels::quant_row_bytes(m.format, m.k);
+    if (m.scales != nullptr) view->scales += skip * kernels::quant_row_scales(m.format, m.k);
+    if (m.scales_f32 != nullptr)
+      view->scales_f32 += skip * kernels::quant_row_scales_f32(m.format, m.k);
+    return true;
+  }
+  return false;
+}
+
 bool WeightPlan::any() const {
   for (const Layer &l : layers)
     if (!l.qkv.empty() || !l.o.empty() || !l.gate_up.empty() || !l.down.empty()) return true;

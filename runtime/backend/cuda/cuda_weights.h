@@ -37,6 +37,8 @@ struct QuantRows {
   int32_t n_parts = 0;
   bool empty() const { return n_parts == 0; }
   int64_t elements() const;  // rows x k of every part
+  // Rows [first, first + n) as one matrix, where one part holds them all.
+  bool rows_view(int64_t first, int64_t n, kernels::QuantMatrix *view) const;
 };
 
 struct DeviceLayer {

@@ -16,24 +16,25 @@ namespace vegas::kernels {
 
 namespace {
 
-constexpr int kWarps = 4;
 // Key rows per lane per step, and blocks per multiprocessor: four blocks of
 // four warps (at most 128 registers) up to four query heads per group; eight
-// heads hold 128 registers of queries and accumulators alone.
-template <int GROUP>
+// heads hold 128 registers of queries and accumulators alone. Blocks of
+// sixteen warps (PagedAttentionParams::decode_block_warps) keep the same
+// registers, one block a multiprocessor.
+template <int GROUP, int WARPS>
 struct Tuning {
   static constexpr int kUnroll = GROUP >= 8 ? 2 : 4;
-  static constexpr int kMinBlocks = GROUP >= 8 ? 2 : 4;
+  static constexpr int kMinBlocks = WARPS == 16 ? 1 : GROUP >= 8 ? 2 : 4;
 };
 constexpr float kLog2e = 1.4426950408889634f;
 
 // FP8: fp8 caches (kv_fp8.cuh), expanded as they are loaded.
-template <int HD, int GROUP, bool FP8>
-__global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
+template <int HD, int GROUP, bool FP8, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP, kWarps>::kMinBlocks)
     decode_kernel(PagedAttentionParams p) {
   constexpr int kLanes = HD / 8;        // lanes per key row, 8 dimensions each
   constexpr int kGroups = 32 / kLanes;  // key rows per warp load
-  constexpr int kUnroll = Tuning<GROUP>::kUnroll;
+  constexpr int kUnroll = Tuning<GROUP, kWarps>::kUnroll;
   constexpr int kStep = kGroups * kUnroll;  // keys per warp step
   static_assert(kLanes * kGroups == 32, "a power-of-two number of lanes per key row");
   __shared__ float red_m[kWarps][GROUP], red_l[kWarps][GROUP];
@@ -159,13 +160,21 @@ __global__ void __launch_bounds__(kWarps * 32, Tuning<GROUP>::kMinBlocks)
   decode_finish<HD, GROUP, kWarps>(p, row, kvh, red_m, red_l, red_acc);
 }
 
-template <int HD, int GROUP>
-cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
+template <int HD, int GROUP, int WARPS>
+cudaError_t launch_warps(const PagedAttentionParams &p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_seqs * p.n_kv_heads),
                   static_cast<unsigned>(p.n_splits));
   if (p.k_scale != nullptr)
-    return launch_kernel(decode_kernel<HD, GROUP, true>, grid, kWarps * 32, 0, stream, p);
-  return launch_kernel(decode_kernel<HD, GROUP, false>, grid, kWarps * 32, 0, stream, p);
+    return launch_kernel(decode_kernel<HD, GROUP, true, WARPS>, grid, WARPS * 32, 0, stream, p);
+  return launch_kernel(decode_kernel<HD, GROUP, false, WARPS>, grid, WARPS * 32, 0, stream, p);
+}
+
+template <int HD, int GROUP>
+cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
+  // Sixteen warps' reduction buffers of eight heads would pass 48 KB.
+  if constexpr (GROUP <= 4)
+    if (p.decode_block_warps == 16) return launch_warps<HD, GROUP, 16>(p, stream);
+  return launch_warps<HD, GROUP, 4>(p, stream);
 }
 
 template <int HD>
@@ -196,7 +205,7 @@ bool decode_attention_applies(const PagedAttentionParams &p) {
 
 int32_t decode_attention_resident_blocks(const PagedAttentionParams &p) {
   if (decode_attention_mma_applies(p)) return decode_attention_mma_resident_blocks(p);
-  return p.n_heads / p.n_kv_heads >= 8 ? Tuning<8>::kMinBlocks : Tuning<4>::kMinBlocks;
+  return p.n_heads / p.n_kv_heads >= 8 ? Tuning<8, 4>::kMinBlocks : Tuning<4, 4>::kMinBlocks;
 }
 
 cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream) {

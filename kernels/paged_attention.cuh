@@ -107,6 +107,13 @@ struct PagedAttentionParams {
   // The most keys a sequence attends to (0 = few): a launch hint, by which
   // the fp8 verify kernel picks its step (verify_attention_warps_fp8.cu).
   int32_t max_keys = 0;
+
+  // decode_attention's CUDA-core kernel: warps a block, 4 (0) or 16 (groups of
+  // at most four query heads; else 4). A launch hint: 16 for steps whose
+  // blocks leave multiprocessors a block each (one sequence at a short
+  // context), where four warps, one a scheduler, wait on every dependent
+  // instruction of their key loop, and sixteen split it four ways.
+  int32_t decode_block_warps = 0;
 };
 
 #if defined(__CUDACC__)

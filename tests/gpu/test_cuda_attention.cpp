@@ -36,7 +36,8 @@ struct Case {
   // split_counters given: one-row batches merge their own splits; and, as in
   // the backend's decode steps, read their indices and keys ahead (read_ahead).
   bool in_kernel_merge = false;
-  bool sparse_step = false;  // PagedAttentionParams::sparse_step: every row drafts sparse
+  bool sparse_step = false;    // PagedAttentionParams::sparse_step: every row drafts sparse
+  int decode_block_warps = 0;  // PagedAttentionParams::decode_block_warps
 };
 
 constexpr int kLayers = 3;  // sparse records hold this many layers
@@ -164,6 +165,7 @@ void run_case_as(const Case &c, uint32_t seed, bool fp8) {
   if (c.in_kernel_merge) p.split_counters = counters.get();
   p.read_ahead = c.in_kernel_merge ? 1 : 0;
   p.sparse_step = c.sparse_step ? 1 : 0;
+  p.decode_block_warps = c.decode_block_warps;
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
@@ -270,6 +272,25 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
                     merge_in_kernel},
                    61 + hd + kv + splits);
   run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true}, 62);
+  // Sixteen-warp blocks of the CUDA-core kernel (decode_block_warps; groups of
+  // up to four heads, eight keep four warps): splits shorter and longer than
+  // one block step of 128 keys, sparse rows among dense ones.
+  for (int hd : {64, 128})
+    for (int kv : {8, 4, 2, 1})
+      for (int splits : {1, 16, 64})
+        run_case({8,
+                  kv,
+                  hd,
+                  8,
+                  {{0, 1}, {63, 1}, {1000, 1}, {2047, 1}, {8191, 1}},
+                  splits,
+                  true,
+                  false,
+                  16},
+                 90 + hd + kv + splits);
+  run_case(
+      {16, 4, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true, false, 16},
+      91);
   // Head_dim 64 with groups 4 and 8 runs on the tensor-core variant
   // (decode_attention_mma.cu) up to 64 (sequence, KV head) pairs; past that,
   // the CUDA-core kernel: 80 pairs, sparse rows among them.

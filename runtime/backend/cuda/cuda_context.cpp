@@ -106,6 +106,16 @@ int32_t mma_decode_max_splits() {
   }();
   return n;
 }
+// Whether decode_attention may take sixteen-warp blocks where a step's blocks
+// leave each multiprocessor one (PagedAttentionParams::decode_block_warps);
+// VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
+bool wide_decode_blocks() {
+  static const bool allowed = [] {
+    const char *env = std::getenv("VEGAS_CUDA_DECODE_WIDE");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return allowed;
+}
 // 0 unless VEGAS_CUDA_SPARSE_SPLIT_KEYS sets it; else sparse_split_keys asks the kernels.
 int32_t sparse_split_keys_override() {
   static const int32_t keys = env_keys("VEGAS_CUDA_SPARSE_SPLIT_KEYS", 0);
@@ -815,6 +825,10 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
   ap.max_keys = s.max_keys;
+  ap.decode_block_warps = wide_decode_blocks() && int64_t{s.n_seqs} * c.n_kv_heads * s.n_splits <=
+                                                      model_.multiprocessors()
+                              ? 16
+                              : 0;
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);

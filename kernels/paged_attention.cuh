@@ -109,10 +109,10 @@ struct PagedAttentionParams {
   int32_t max_keys = 0;
 
   // decode_attention's CUDA-core kernel: warps a block, 4 (0) or 16 (groups of
-  // at most four query heads; else 4). A launch hint: 16 for steps whose
-  // blocks leave multiprocessors a block each (one sequence at a short
-  // context), where four warps, one a scheduler, wait on every dependent
-  // instruction of their key loop, and sixteen split it four ways.
+  // at most four query heads; else 4). A launch hint the runtime sets for
+  // steps of few (sequence, KV head) pairs, whose four-warp blocks either
+  // took many short splits (a long merge) or left a multiprocessor one block,
+  // one warp a scheduler waiting on every dependent instruction of its keys.
   int32_t decode_block_warps = 0;
 };
 

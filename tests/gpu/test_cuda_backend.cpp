@@ -5,13 +5,17 @@
 // side keeps activations in bf16 with f32 accumulation, the CPU side in f32),
 // and device greedy sampling returns the argmax of the CUDA logits.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "../unit/support/model_dir.h"
+#include "../unit/support/tiny_model.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
+#include "common/bf16.h"
 #include "gpu_test_util.h"
 #include "kv/kv_pool.h"
 #include "model/model_config.h"
@@ -510,6 +514,79 @@ TEST_F(CudaVsCpu, VerifyFedFromChainMatchesHostTokens) {
   // A draw index past the chain is refused before anything runs.
   fed[1] = steps * 2;
   EXPECT_THROW(cuda_ctx_->begin_candidates(verify, vk.data(), fed.data()), Error);
+}
+
+// Proves one-row decode steps of few (sequence, KV head) pairs at head_dim
+// 128, which take the CUDA-core decode kernel's sixteen-warp blocks and count
+// one block a multiprocessor in their splits (CudaContext::wide_decode),
+// match the CPU backend: one and four sequences (2 and 8 pairs), contexts
+// from 40 to ~2,100 keys (one to many splits). The random model's weights
+// are bf16 values, so both backends read the same ones.
+TEST(CudaVsCpuFewPairs, HeadDim128DecodeStepsMatchCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  TinyFlavour f;
+  f.name = "hd128";
+  f.n_heads = 8;
+  f.n_kv_heads = 2;
+  f.head_dim = 128;
+  f.qk_norm = true;
+  f.tied = false;
+  f.hidden = 1024;
+  f.intermediate = 2048;
+  f.vocab = 1024;
+  TinyModel m = make_tiny_model(f, 3);
+  // Matrices scaled to the tiny model's fan-in of 32, so that activations
+  // stay near one as in a trained model (unscaled, the residual grows into
+  // the hundreds and bf16 activations alone move the logits ~1%).
+  for (const TensorView &t : m.views) {
+    if (t.shape.size() != 2 || t.name == "model.embed_tokens.weight") continue;
+    const float scale = std::sqrt(32.0f / static_cast<float>(t.shape[1]));
+    float *x = const_cast<float *>(static_cast<const float *>(t.data));
+    for (int64_t i = 0; i < t.numel(); ++i) x[i] *= scale;
+  }
+  for (std::vector<float> &v : m.data)
+    for (float &x : v) x = bf16_to_f32(f32_to_bf16(x));
+  auto cpu = create_cpu_backend(m.config, m.weights, CpuBackendOptions{});
+  auto cuda = create_cuda_backend(m.config, m.weights, CudaBackendOptions{});
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> tok(1, f.vocab - 1);
+  double worst = 0;
+  for (const std::vector<int> &lengths :
+       std::vector<std::vector<int>>{{1100}, {40, 500, 1300, 2100}}) {
+    ContextParams p;
+    p.num_pages = 600;
+    p.page_size = 16;
+    p.max_rows = 4400;
+    auto cpu_ctx = cpu->create_context(p);
+    auto cuda_ctx = cuda->create_context(p);
+    KvPool pool(p.num_pages, p.page_size);
+    std::vector<std::vector<int32_t>> tokens(lengths.size()), tables(lengths.size());
+    for (int step = 0; step < 9; ++step) {  // the prompts, then eight one-row steps
+      ForwardBatch b;
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        SeqRows r;
+        r.start_pos = static_cast<int32_t>(tokens[i].size());
+        const int n = step == 0 ? lengths[i] : 1;
+        for (int k = 0; k < n; ++k) tokens[i].push_back(tok(rng));
+        pool.reserve(tables[i], static_cast<int64_t>(tokens[i].size()));
+        r.tokens = tokens[i].data() + r.start_pos;
+        r.n_tokens = n;
+        r.page_table = tables[i].data();
+        r.n_pages = static_cast<int32_t>(tables[i].size());
+        b.seqs.push_back(r);
+      }
+      const size_t n = size_t(b.logit_rows()) * f.vocab;
+      const float *ref = cpu_ctx->forward(b);
+      const std::vector<double> want(ref, ref + n);
+      const float *got = cuda_ctx->forward(b);
+      const std::vector<float> have(got, got + n);
+      const double err = rel_l2(have, want);
+      EXPECT_LT(err, kTolerance) << lengths.size() << " sequences, "
+                                 << (step == 0 ? "prompts" : "step ") << step;
+      worst = std::max(worst, err);
+    }
+  }
+  std::printf("[few pairs] worst relative L2 against the CPU: %.2e\n", worst);
 }
 
 TEST_F(CudaVsCpu, BadBatchIsAnError) {

@@ -106,10 +106,12 @@ int32_t mma_decode_max_splits() {
   }();
   return n;
 }
-// Whether decode_attention may take sixteen-warp blocks where a step's blocks
-// leave each multiprocessor one (PagedAttentionParams::decode_block_warps);
-// VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
-bool wide_decode_blocks() {
+// Whether a one-row step of few (sequence, KV head) pairs takes decode_attention's
+// sixteen-warp blocks (PagedAttentionParams::decode_block_warps): where four
+// pairs a multiprocessor or fewer leave the four-warp kernel's one wave many
+// short splits, or a warp a scheduler. Counted as one block a multiprocessor
+// by choose_splits. VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
+bool wide_decode_allowed() {
   static const bool allowed = [] {
     const char *env = std::getenv("VEGAS_CUDA_DECODE_WIDE");
     return env == nullptr || std::strcmp(env, "0") != 0;
@@ -494,6 +496,12 @@ int64_t CudaContext::padded_rows(int64_t rows) const {
   return std::min<int64_t>(padded, params_.max_rows);
 }
 
+bool CudaContext::wide_decode(const Step &s) const {
+  const ModelConfig &c = model_.config();
+  return wide_decode_allowed() && s.max_rows_per_seq == 1 && c.n_heads / c.n_kv_heads <= 4 &&
+         int64_t{s.n_seqs} * c.n_kv_heads * 4 <= model_.multiprocessors();
+}
+
 int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const ModelConfig &c = model_.config();
   const int32_t group = c.n_heads / c.n_kv_heads;
@@ -520,8 +528,11 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   probe.k_scale = s.sparse ? kv_->k_scale(0) : nullptr;
   probe.verify_max_rows = kernels::kVerifyMaxRows;
   const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
-  const int64_t per_sm = decode_kernel ? kernels::decode_attention_resident_blocks(probe)
-                                       : kernels::verify_attention_resident_blocks(probe);
+  const bool wide =
+      decode_kernel && wide_decode(s) && !kernels::decode_attention_mma_applies(probe);
+  const int64_t per_sm = wide            ? 1
+                         : decode_kernel ? kernels::decode_attention_resident_blocks(probe)
+                                         : kernels::verify_attention_resident_blocks(probe);
   int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
   want = std::min<int64_t>(want, useful_splits);
   // The verify warps kernel's warps each take 16 keys a step: a split of a
@@ -825,10 +836,7 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
   ap.max_keys = s.max_keys;
-  ap.decode_block_warps = wide_decode_blocks() && int64_t{s.n_seqs} * c.n_kv_heads * s.n_splits <=
-                                                      model_.multiprocessors()
-                              ? 16
-                              : 0;
+  ap.decode_block_warps = wide_decode(s) ? 16 : 0;  // taken by the CUDA-core kernel only
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);

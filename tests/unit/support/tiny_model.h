@@ -24,6 +24,9 @@ struct TinyFlavour {
   bool bias = false;
   bool tied = true;
   double theta = 10000.0;
+  int32_t hidden = 32;
+  int32_t intermediate = 48;
+  int32_t vocab = 64;
 };
 
 struct TinyModel {
@@ -52,14 +55,14 @@ inline const TensorView *tiny_tensor(TinyModel &m, std::mt19937 &rng, const std:
   return &m.views.back();
 }
 
-// hidden 32, intermediate 48, 2 layers, vocab 64.
+// 2 layers; hidden 32, intermediate 48 and vocab 64 unless the flavour says.
 inline TinyModel make_tiny_model(const TinyFlavour &f, uint32_t seed) {
   TinyModel m;
   ModelConfig &c = m.config;
   c.architecture_name = "Tiny-" + f.name;
-  c.vocab_size = 64;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
+  c.vocab_size = f.vocab;
+  c.hidden_size = f.hidden;
+  c.intermediate_size = f.intermediate;
   c.n_layers = 2;
   c.n_heads = f.n_heads;
   c.n_kv_heads = f.n_kv_heads;

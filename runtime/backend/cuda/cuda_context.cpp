@@ -96,7 +96,8 @@ int32_t env_keys(const char *name, int32_t fallback) {
 // (few sequences of a small model): its last split block merges every split's
 // partial results, so with one or two sequences at a long context "one wave"
 // meant many short splits and a long merge (README, session 18). The CUDA-core
-// kernel of larger models keeps its wave, where each split is long anyway.
+// kernel of larger models keeps its wave, counted in sixteen-warp blocks for
+// steps of few pairs (wide_decode_allowed), which makes its splits fewer.
 // VEGAS_CUDA_MAX_SPLITS = 1 .. kMaxSplits sets another cap (A/B).
 int32_t mma_decode_max_splits() {
   static const int32_t n = [] {

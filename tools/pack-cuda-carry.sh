@@ -2,17 +2,22 @@
 # Builds the CUDA test and benchmark binaries here (no GPU needed) and packs
 # them, stripped, with the Debian shared libraries they need and the Qwen3-8B
 # config into .carry/cuda (ignored by git), for `run` with carry [".carry/cuda"].
-#   usage: tools/pack-cuda-carry.sh [build_dir=build-cuda]. Archives, each small
-#   enough to travel beside the tree (~9.8 MB): .carry/cuda-tests-{1,2,3}.tar.xz
+#   usage: tools/pack-cuda-carry.sh [build_dir=build-carry]. The build holds
+#   sm_90 machine code only (CMAKE_CUDA_ARCHITECTURES 90-real: the lent H100 and
+#   H200 run it as is), without the PTX that the default build embeds for
+#   newer GPUs and that made three of the four archives too large to carry
+#   (10.2-10.6 MB with the repository's ~57 MB; a call holds 64 MiB in all).
+#   Archives, each small enough to travel beside the tree: .carry/cuda-tests-{1,2,3}.tar.xz
 #   (the gpu tests: the binaries with the whole library in two halves, the
 #   kernel tests) and .carry/cuda-tools.tar.xz (CLI, server, benchmarks,
 #   libvegas). Carry one and start the command with
 #   `tar -xJf .carry/cuda-tests-1.tar.xz -C .carry`; all unpack into .carry/cuda.
 set -eu
 cd "$(dirname "$0")/.."
-B=${1:-build-cuda}
+B=${1:-build-carry}
 [ -f "$B/CMakeCache.txt" ] ||
-  cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
+  cmake -S . -B "$B" -G Ninja -DVEGAS_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90-real > /dev/null
 ninja -C "$B" -j2
 rm -rf .carry/cuda && mkdir -p .carry/cuda/bin .carry/cuda/lib
 for b in "$B"/bin/test_cuda_* "$B"/bin/bench_cuda_decode "$B"/bin/bench_cuda_phases "$B"/bin/vegas "$B"/bin/vegas-server \

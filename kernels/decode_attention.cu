@@ -17,15 +17,22 @@ namespace vegas::kernels {
 namespace {
 
 // Key rows per lane per step, and blocks per multiprocessor: four blocks of
-// four warps (at most 128 registers) up to four query heads per group; eight
-// heads hold 128 registers of queries and accumulators alone. Blocks of
-// sixteen warps (PagedAttentionParams::decode_block_warps) keep the same
-// registers, one block a multiprocessor.
+// four warps (at most 128 registers) up to four query heads per group; five
+// to eight heads hold up to 128 registers of queries and accumulators alone.
+// The wide blocks (PagedAttentionParams::decode_wide) keep the same
+// registers, one block a multiprocessor: sixteen warps up to four heads,
+// eight above (the registers of eight warps a multiprocessor).
 template <int GROUP, int WARPS>
 struct Tuning {
-  static constexpr int kUnroll = GROUP >= 8 ? 2 : 4;
-  static constexpr int kMinBlocks = WARPS == 16 ? 1 : GROUP >= 8 ? 2 : 4;
+  static constexpr int kUnroll = GROUP >= 5 ? 2 : 4;
+  static constexpr int kMinBlocks = WARPS > 4 ? 1 : GROUP >= 5 ? 2 : 4;
 };
+// Wide blocks' warps: none for groups of eight, whose four-warp blocks kept
+// their form (not measured wide), nor for three (no model we know of).
+template <int GROUP>
+constexpr int kWideWarps = GROUP <= 4   ? 16
+                           : GROUP <= 7 ? 8
+                                        : 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // FP8: fp8 caches (kv_fp8.cuh), expanded as they are loaded.
@@ -171,9 +178,7 @@ cudaError_t launch_warps(const PagedAttentionParams &p, cudaStream_t stream) {
 
 template <int HD, int GROUP>
 cudaError_t launch(const PagedAttentionParams &p, cudaStream_t stream) {
-  // Sixteen warps' reduction buffers of eight heads would pass 48 KB.
-  if constexpr (GROUP <= 4)
-    if (p.decode_block_warps == 16) return launch_warps<HD, GROUP, 16>(p, stream);
+  if (p.decode_wide != 0) return launch_warps<HD, GROUP, kWideWarps<GROUP>>(p, stream);
   return launch_warps<HD, GROUP, 4>(p, stream);
 }
 
@@ -186,6 +191,12 @@ cudaError_t launch_group(const PagedAttentionParams &p, cudaStream_t stream) {
       return launch<HD, 2>(p, stream);
     case 4:
       return launch<HD, 4>(p, stream);
+    case 5:
+      return launch<HD, 5>(p, stream);
+    case 6:
+      return launch<HD, 6>(p, stream);
+    case 7:
+      return launch<HD, 7>(p, stream);
     case 8:
       return launch<HD, 8>(p, stream);
     default:
@@ -200,12 +211,19 @@ bool decode_attention_applies(const PagedAttentionParams &p) {
       p.n_heads % p.n_kv_heads != 0 || (p.head_dim != 64 && p.head_dim != 128))
     return false;
   const int group = p.n_heads / p.n_kv_heads;
-  return group == 1 || group == 2 || group == 4 || group == 8;
+  return group == 1 || group == 2 || (group >= 4 && group <= 8);
 }
 
 int32_t decode_attention_resident_blocks(const PagedAttentionParams &p) {
   if (decode_attention_mma_applies(p)) return decode_attention_mma_resident_blocks(p);
-  return p.n_heads / p.n_kv_heads >= 8 ? Tuning<8, 4>::kMinBlocks : Tuning<4, 4>::kMinBlocks;
+  return p.n_heads / p.n_kv_heads >= 5 ? Tuning<8, 4>::kMinBlocks : Tuning<4, 4>::kMinBlocks;
+}
+
+int32_t decode_attention_wide_resident_blocks(const PagedAttentionParams &p) {
+  const int group = p.n_heads / p.n_kv_heads;
+  return group <= 4   ? Tuning<4, kWideWarps<4>>::kMinBlocks
+         : group <= 7 ? Tuning<7, kWideWarps<7>>::kMinBlocks
+                      : Tuning<8, kWideWarps<8>>::kMinBlocks;
 }
 
 cudaError_t decode_attention(const PagedAttentionParams &p, cudaStream_t stream) {

@@ -21,6 +21,8 @@ bool decode_attention_applies(const PagedAttentionParams &p);
 // is built to keep resident (its launch bounds): the caller's split count
 // aims at one wave of them.
 int32_t decode_attention_resident_blocks(const PagedAttentionParams &p);
+// The same for its wide blocks (PagedAttentionParams::decode_wide).
+int32_t decode_attention_wide_resident_blocks(const PagedAttentionParams &p);
 
 // Writes `out` (n_splits == 1) or the partial results of every split; the
 // caller runs paged_attention_merge when n_splits > 1.

@@ -108,12 +108,13 @@ struct PagedAttentionParams {
   // the fp8 verify kernel picks its step (verify_attention_warps_fp8.cu).
   int32_t max_keys = 0;
 
-  // decode_attention's CUDA-core kernel: warps a block, 4 (0) or 16 (groups of
-  // at most four query heads; else 4). A launch hint the runtime sets for
-  // steps of few (sequence, KV head) pairs, whose four-warp blocks either
-  // took many short splits (a long merge) or left a multiprocessor one block,
-  // one warp a scheduler waiting on every dependent instruction of its keys.
-  int32_t decode_block_warps = 0;
+  // decode_attention's CUDA-core kernel: 1 for its wide blocks (sixteen warps
+  // up to four query heads a group, eight for five to seven, groups of eight
+  // keep four; decode_attention_wide_resident_blocks), 0 for four warps. A launch hint the runtime
+  // sets for steps of few (sequence, KV head) pairs, whose four-warp blocks either took many short
+  // splits (a long merge) or left a multiprocessor one block, one warp a scheduler waiting on every
+  // dependent instruction of its keys.
+  int32_t decode_wide = 0;
 };
 
 #if defined(__CUDACC__)

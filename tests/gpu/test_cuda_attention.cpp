@@ -36,8 +36,8 @@ struct Case {
   // split_counters given: one-row batches merge their own splits; and, as in
   // the backend's decode steps, read their indices and keys ahead (read_ahead).
   bool in_kernel_merge = false;
-  bool sparse_step = false;    // PagedAttentionParams::sparse_step: every row drafts sparse
-  int decode_block_warps = 0;  // PagedAttentionParams::decode_block_warps
+  bool sparse_step = false;  // PagedAttentionParams::sparse_step: every row drafts sparse
+  int decode_wide = 0;       // PagedAttentionParams::decode_wide
 };
 
 constexpr int kLayers = 3;  // sparse records hold this many layers
@@ -165,7 +165,7 @@ void run_case_as(const Case &c, uint32_t seed, bool fp8) {
   if (c.in_kernel_merge) p.split_counters = counters.get();
   p.read_ahead = c.in_kernel_merge ? 1 : 0;
   p.sparse_step = c.sparse_step ? 1 : 0;
-  p.decode_block_warps = c.decode_block_warps;
+  p.decode_wide = c.decode_wide;
   CUDA_OK(kernels::paged_attention_init());
   CUDA_OK(kernels::paged_attention(p, nullptr));
   if (c.in_kernel_merge) CUDA_OK(kernels::paged_attention(p, nullptr));  // counters were reset
@@ -272,9 +272,9 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
                     merge_in_kernel},
                    61 + hd + kv + splits);
   run_case({16, 2, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true}, 62);
-  // Sixteen-warp blocks of the CUDA-core kernel (decode_block_warps; groups of
-  // up to four heads, eight keep four warps): splits shorter and longer than
-  // one block step of 128 keys, sparse rows among dense ones.
+  // The CUDA-core kernel's wide blocks (decode_wide: sixteen warps up to four
+  // heads a group, eight above): splits shorter and longer than one block
+  // step, sparse rows among dense ones.
   for (int hd : {64, 128})
     for (int kv : {8, 4, 2, 1})
       for (int splits : {1, 16, 64})
@@ -286,11 +286,26 @@ TEST_F(Attention, DecodeKernelGroupsAndSplits) {
                   splits,
                   true,
                   false,
-                  16},
+                  1},
                  90 + hd + kv + splits);
-  run_case(
-      {16, 4, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true, false, 16},
-      91);
+  run_case({16, 4, 128, 16, {{3000, 1, 2900, 123}, {77, 1}, {4500, 1, 100, 50}}, 7, true, false, 1},
+           91);
+  // Groups of 5, 6 and 7 query heads (Qwen2.5-7B's 28 over 4), four-warp and
+  // wide blocks, head_dim 64 and 128.
+  for (const auto &[heads, kv] : std::vector<std::pair<int, int>>{{10, 2}, {12, 2}, {28, 4}})
+    for (int hd : {64, 128})
+      for (int splits : {1, 16})
+        for (int wide : {0, 1})
+          run_case({heads,
+                    kv,
+                    hd,
+                    16,
+                    {{0, 1}, {700, 1}, {2047, 1, 1900, 90}, {5000, 1}},
+                    splits,
+                    true,
+                    false,
+                    wide},
+                   110 + heads + kv + hd + splits + wide);
   // Head_dim 64 with groups 4 and 8 runs on the tensor-core variant
   // (decode_attention_mma.cu) up to 64 (sequence, KV head) pairs; past that,
   // the CUDA-core kernel: 80 pairs, sparse rows among them.

@@ -517,17 +517,17 @@ TEST_F(CudaVsCpu, VerifyFedFromChainMatchesHostTokens) {
 }
 
 // Proves one-row decode steps of few (sequence, KV head) pairs at head_dim
-// 128, which take the CUDA-core decode kernel's sixteen-warp blocks and count
-// one block a multiprocessor in their splits (CudaContext::wide_decode),
-// match the CPU backend: one and four sequences (2 and 8 pairs), contexts
-// from 40 to ~2,100 keys (one to many splits). The random model's weights
-// are bf16 values, so both backends read the same ones.
-TEST(CudaVsCpuFewPairs, HeadDim128DecodeStepsMatchCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+// 128, which take the CUDA-core decode kernel's wide blocks and count their
+// resident blocks in their splits (CudaContext::wide_decode), match the CPU
+// backend: one and four sequences, contexts from 40 to ~2,100 keys (one to
+// many splits), GQA groups of 4 (8 heads over 2) and of 7 (28 over 4, as
+// Qwen2.5-7B). The random model's weights are bf16 values, so both backends
+// read the same ones.
+void few_pairs_match_cpu(int32_t n_heads, int32_t n_kv_heads) {
   TinyFlavour f;
   f.name = "hd128";
-  f.n_heads = 8;
-  f.n_kv_heads = 2;
+  f.n_heads = n_heads;
+  f.n_kv_heads = n_kv_heads;
   f.head_dim = 128;
   f.qk_norm = true;
   f.tied = false;
@@ -581,12 +581,19 @@ TEST(CudaVsCpuFewPairs, HeadDim128DecodeStepsMatchCpu) {
       const float *got = cuda_ctx->forward(b);
       const std::vector<float> have(got, got + n);
       const double err = rel_l2(have, want);
-      EXPECT_LT(err, kTolerance) << lengths.size() << " sequences, "
+      EXPECT_LT(err, kTolerance) << n_heads << " heads, " << lengths.size() << " sequences, "
                                  << (step == 0 ? "prompts" : "step ") << step;
       worst = std::max(worst, err);
     }
   }
-  std::printf("[few pairs] worst relative L2 against the CPU: %.2e\n", worst);
+  std::printf("[few pairs] %d heads over %d: worst relative L2 against the CPU: %.2e\n", n_heads,
+              n_kv_heads, worst);
+}
+
+TEST(CudaVsCpuFewPairs, HeadDim128DecodeStepsMatchCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  few_pairs_match_cpu(8, 2);
+  few_pairs_match_cpu(28, 4);
 }
 
 TEST_F(CudaVsCpu, BadBatchIsAnError) {

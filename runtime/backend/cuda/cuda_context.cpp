@@ -96,8 +96,8 @@ int32_t env_keys(const char *name, int32_t fallback) {
 // (few sequences of a small model): its last split block merges every split's
 // partial results, so with one or two sequences at a long context "one wave"
 // meant many short splits and a long merge (README, session 18). The CUDA-core
-// kernel of larger models keeps its wave, counted in sixteen-warp blocks for
-// steps of few pairs (wide_decode_allowed), which makes its splits fewer.
+// kernel of larger models keeps its wave, counted in wide blocks for steps of
+// few pairs (wide_decode_allowed), which makes its splits fewer.
 // VEGAS_CUDA_MAX_SPLITS = 1 .. kMaxSplits sets another cap (A/B).
 int32_t mma_decode_max_splits() {
   static const int32_t n = [] {
@@ -108,10 +108,10 @@ int32_t mma_decode_max_splits() {
   return n;
 }
 // Whether a one-row step of few (sequence, KV head) pairs takes decode_attention's
-// sixteen-warp blocks (PagedAttentionParams::decode_block_warps): where four
-// pairs a multiprocessor or fewer leave the four-warp kernel's one wave many
-// short splits, or a warp a scheduler. Counted as one block a multiprocessor
-// by choose_splits. VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
+// wide blocks (PagedAttentionParams::decode_wide): where four pairs a
+// multiprocessor or fewer leave the four-warp kernel's one wave many short
+// splits, or a warp a scheduler. choose_splits counts their own resident
+// blocks. VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
 bool wide_decode_allowed() {
   static const bool allowed = [] {
     const char *env = std::getenv("VEGAS_CUDA_DECODE_WIDE");
@@ -499,7 +499,7 @@ int64_t CudaContext::padded_rows(int64_t rows) const {
 
 bool CudaContext::wide_decode(const Step &s) const {
   const ModelConfig &c = model_.config();
-  return wide_decode_allowed() && s.max_rows_per_seq == 1 && c.n_heads / c.n_kv_heads <= 4 &&
+  return wide_decode_allowed() && s.max_rows_per_seq == 1 &&
          int64_t{s.n_seqs} * c.n_kv_heads * 4 <= model_.multiprocessors();
 }
 
@@ -531,7 +531,7 @@ int32_t CudaContext::choose_splits(const Step &s, int64_t useful_splits) const {
   const bool decode_kernel = s.cap_slots == 0 && kernels::decode_attention_applies(probe);
   const bool wide =
       decode_kernel && wide_decode(s) && !kernels::decode_attention_mma_applies(probe);
-  const int64_t per_sm = wide            ? 1
+  const int64_t per_sm = wide            ? kernels::decode_attention_wide_resident_blocks(probe)
                          : decode_kernel ? kernels::decode_attention_resident_blocks(probe)
                                          : kernels::verify_attention_resident_blocks(probe);
   int64_t want = (per_sm * model_.multiprocessors() + blocks - 1) / blocks;
@@ -837,7 +837,7 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.max_rows_per_seq = s.max_rows_per_seq;
   ap.n_splits = s.n_splits;
   ap.max_keys = s.max_keys;
-  ap.decode_block_warps = wide_decode(s) ? 16 : 0;  // taken by the CUDA-core kernel only
+  ap.decode_wide = wide_decode(s) ? 1 : 0;  // taken by the CUDA-core kernel only
   ap.partial_out = as<float>(partial_out_);
   ap.partial_lse = as<float>(partial_lse_);
   ap.split_counters = as<int32_t>(split_counters_);

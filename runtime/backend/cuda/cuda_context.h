@@ -140,7 +140,7 @@ class CudaContext : public BackendContext {
   // rows; beyond, the matrix dequantized into dequant_ for cuBLASLt).
   void run_linear(const void *x, const void *w, const QuantRows &q, void *y, bool y_f32,
                   bool accumulate, int64_t rows, int64_t gemm_m, int64_t n, int64_t k);
-  // A one-row step whose CUDA-core decode blocks take sixteen warps
+  // A one-row step whose CUDA-core decode blocks are the wide ones
   // (wide_decode_allowed in cuda_context.cpp).
   bool wide_decode(const Step &s) const;
   int32_t choose_splits(const Step &s, int64_t useful_splits) const;

@@ -27,8 +27,8 @@ struct Tuning {
   static constexpr int kUnroll = GROUP >= 5 ? 2 : 4;
   static constexpr int kMinBlocks = WARPS > 4 ? 1 : GROUP >= 5 ? 2 : 4;
 };
-// Wide blocks' warps: none for groups of eight, whose four-warp blocks kept
-// their form (not measured wide), nor for three (no model we know of).
+// Wide blocks' warps; groups of eight keep their four-warp blocks (not
+// measured wide).
 template <int GROUP>
 constexpr int kWideWarps = GROUP <= 4   ? 16
                            : GROUP <= 7 ? 8

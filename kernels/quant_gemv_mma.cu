@@ -65,8 +65,6 @@ struct Group {
   float scale_lo, scale_hi;
 };
 
-// kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
-// the gate, rows 8-15 the same rows of up.
 // The outputs of a tile (quant_gemv_f8_mma_kernel's end): output i = (row r,
 // input row m) adds its warps' sums in warp order.
 template <int S>
@@ -80,7 +78,8 @@ __device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float
     float v = 0.0f;
 #pragma unroll
     for (int w = 0; w < S; ++w) v += reinterpret_cast<const float *>(&partial[w][src])[part];
-    quant_lanes::store_output(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : n) + row0 + r, v);
+    quant_lanes::store_output(p, static_cast<int64_t>(m) * quant_lanes::output_stride(p) + row0 + r,
+                              v);
   }
 }
 
@@ -102,11 +101,13 @@ __device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
       gate += part[m & 1];
       up += part[2 + (m & 1)];
     }
-    quant_lanes::store_swiglu(p, static_cast<int64_t>(m) * (p.ldy > 0 ? p.ldy : p.w.n) + row0 + j,
+    quant_lanes::store_swiglu(p, static_cast<int64_t>(m) * quant_lanes::output_stride(p) + row0 + j,
                               gate, up);
   }
 }
 
+// kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
+// the gate, rows 8-15 the same rows of up.
 template <int S, bool kSwiglu>
 __global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvParams p) {
   __shared__ float4 partial[S][32];

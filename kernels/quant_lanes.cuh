@@ -39,6 +39,11 @@ __device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c
   return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
 }
 
+// The output's row stride: QuantGemvParams::ldy, or the matrix's rows.
+__device__ __forceinline__ int output_stride(const QuantGemvParams &p) {
+  return p.ldy > 0 ? p.ldy : p.w.n;
+}
+
 // Output `at` (m * ldy + n) as f32 (stored or added to) or bf16.
 __device__ __forceinline__ void store_output(const QuantGemvParams &p, int64_t at, float v) {
   if (p.y_f32 != nullptr)
@@ -59,7 +64,7 @@ __device__ __forceinline__ void store_swiglu(const QuantGemvParams &p, int64_t a
 template <int R, int M>
 __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float (&acc)[R][M],
                                            int row0, int lane) {
-  const int n_rows = p.w.n, ldy = p.ldy > 0 ? p.ldy : n_rows;
+  const int n_rows = p.w.n, ldy = output_stride(p);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int n = row0 + r;
@@ -90,8 +95,7 @@ __device__ __forceinline__ void store_swiglu_block(const QuantGemvParams &p,
   __syncthreads();
   const int t = warp * 32 + lane, c = t / M, m = t % M, col = col0 + c;
   if (t >= 2 * R * M || col >= p.w.n) return;
-  const int ldy = p.ldy > 0 ? p.ldy : p.w.n;
-  store_swiglu(p, static_cast<int64_t>(m) * ldy + col, sums[c / R][c % R][m],
+  store_swiglu(p, static_cast<int64_t>(m) * output_stride(p) + col, sums[c / R][c % R][m],
                sums[2 + c / R][c % R][m]);
 }
 

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -113,10 +112,7 @@ int32_t mma_decode_max_splits() {
 // splits, or a warp a scheduler. choose_splits counts their own resident
 // blocks. VEGAS_CUDA_DECODE_WIDE=0 never (A/B timing).
 bool wide_decode_allowed() {
-  static const bool allowed = [] {
-    const char *env = std::getenv("VEGAS_CUDA_DECODE_WIDE");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool allowed = kernels::variant_enabled("VEGAS_CUDA_DECODE_WIDE");
   return allowed;
 }
 // 0 unless VEGAS_CUDA_SPARSE_SPLIT_KEYS sets it; else sparse_split_keys asks the kernels.
@@ -331,10 +327,7 @@ bool quant_tensor_cores(int64_t rows) {
 // (QuantGemvParams::swiglu_up, CudaContext::run_gate_up);
 // VEGAS_CUDA_FUSED_SWIGLU=0 never (A/B timing).
 bool fused_swiglu_allowed() {
-  static const bool allowed = [] {
-    const char *env = std::getenv("VEGAS_CUDA_FUSED_SWIGLU");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool allowed = kernels::variant_enabled("VEGAS_CUDA_FUSED_SWIGLU");
   return allowed;
 }
 

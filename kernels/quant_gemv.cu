@@ -278,11 +278,11 @@ __global__ void f8_dequantize_kernel(QuantDequantizeParams p) {
   store_scaled_bf16x8(p.out, t, scale, v);
 }
 
-// Warps a block of the tensor-core F8 kernel, 0 for the CUDA-core kernel:
+// Warps a block of the tensor-core kernel (F8, Q8_0), 0 for the CUDA-core kernel:
 // 8 when asked (Qwen3-8B shapes: 4 and 16 were slower; the commit has the
 // timings). VEGAS_CUDA_QUANT_MMA (A/B timing): 0 never, 1 always, 4 / 8 /
 // 16 always with that many.
-int f8_mma_split(bool asked) {
+int mma_split(bool asked) {
   static const int forced = [] {
     const char *env = std::getenv("VEGAS_CUDA_QUANT_MMA");
     if (env == nullptr || *env == '\0') return -1;
@@ -326,12 +326,14 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   switch (p.w.format) {
     case QuantFormat::kQ8_0:
+      if (const int split = mma_split(p.tensor_cores); split > 0)
+        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kQ8_0>(p, stream);
     case QuantFormat::kQ4_0:
       return launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
     case QuantFormat::kF8:
-      if (const int split = f8_mma_split(p.tensor_cores); split > 0)
-        return quant_gemv_f8_mma(p, split, stream);
+      if (const int split = mma_split(p.tensor_cores); split > 0)
+        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kF8>(p, stream);
     default:
       return quant_gemv_k(p, stream);

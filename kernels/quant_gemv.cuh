@@ -92,10 +92,11 @@ struct QuantGemvParams {
   bf16 *y_bf16 = nullptr;
   int32_t ldy = 0;
   bool accumulate = false;
-  // F8: the tensor-core kernel (quant_gemv_mma.cu) instead of the CUDA-core
-  // one. Each gives a row the same sums whatever the row count (1-8), but not
-  // the same bits as the other (both sum in f32, in different orders). The
-  // tensor-core kernel is the faster at four rows, the slower at one.
+  // F8 and Q8_0 (quant_gemv_mma_supports): the tensor-core kernel
+  // (quant_gemv_mma.cu) instead of the CUDA-core one. Each gives a row the
+  // same sums whatever the row count (1-8), but not the same bits as the
+  // other (both sum in f32, in different orders). The tensor-core kernel is
+  // the faster at four rows, the slower at one.
   bool tensor_cores = false;
   // The SwiGLU epilogue (quant_gemv_swiglu_supports), with swiglu_up.qs set:
   // `w` holds the gate rows and swiglu_up the up rows (same format, n and k),
@@ -122,10 +123,11 @@ cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream
 cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,
                                          cudaStream_t stream);
 
-// F8 on the tensor cores (quant_gemv_mma.cu; quant_gemv's launcher when
-// p.tensor_cores, k a multiple of 512): `split` warps a block (4, 8 or 16),
-// each a slice of k, fewer where k is not a multiple of split x kF8Group.
-cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t stream);
+// F8 and Q8_0 on the tensor cores (quant_gemv_mma.cu; quant_gemv's launcher
+// when p.tensor_cores, k a multiple of 512): `split` warps a block (4, 8 or
+// 16), each a slice of k, fewer where k is not a multiple of split x 128.
+bool quant_gemv_mma_supports(QuantFormat f);
+cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream);
 
 // quant_gemv.cu's launchers for the K formats (quant_gemv_k.cu).
 cudaError_t quant_gemv_k(const QuantGemvParams &p, cudaStream_t stream);

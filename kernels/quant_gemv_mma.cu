@@ -1,5 +1,5 @@
-// quant_gemv_f8_mma (quant_gemv.cuh): F8 matrices times 1-8 bf16 rows on the
-// tensor cores.
+// quant_gemv_mma (quant_gemv.cuh): F8 and Q8_0 matrices times 1-8 bf16 rows
+// on the tensor cores.
 //
 // The CUDA-core kernel (quant_gemv.cu) widens each code and each input value
 // to f32 and spends one FMA a value per input row: its instructions grow with
@@ -20,6 +20,12 @@
 // columns of an MMA do not mix, and the order of every addition is fixed.
 // With the SwiGLU epilogue a block's 16 rows are 8 rows of the gate and the
 // same 8 of up, so that the block writes their silu(gate) * up.
+//
+// Q8_0 (one f16 scale per 32 values) takes the same blocks, warps and
+// 128-value groups, but an MMA's 16 k values must share a scale: a lane
+// reads 8 codes of each row at k offset 8 t of a 32-value block, mma j takes
+// its values 4j .. 4j + 3, and each block's two MMAs are scaled by its scale.
+// An int8 code becomes a bf16 exactly (|q| <= 128).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -58,14 +64,52 @@ __device__ __forceinline__ void mma_step(const uint4 &lo, const uint4 &hi, const
   }
 }
 
-// One scale group of a lane (two steps): codes of rows g and g + 8, their
-// scales, and the input pairs.
-struct Group {
+// Bytes i and i + 1 of four int8 codes u (each xor 0x80: q + 128) as a bf16
+// pair, exactly.
+__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t u, int i) {
+  return pack_bf16(quant_lanes::magic_byte(u, i) - 8388736.0f,  // 2^23 + 128
+                   quant_lanes::magic_byte(u, i + 1) - 8388736.0f);
+}
+
+// One Q8_0 block's 2 MMAs: 8 codes of row g (lo) and of row g + 8 (hi), the
+// lane's 8 input values x (bf16 pairs).
+__device__ __forceinline__ void mma_block_q8(const uint2 &lo, const uint2 &hi, const uint4 &x,
+                                             float (&sum)[4]) {
+  const uint32_t l[2] = {lo.x ^ 0x80808080u, lo.y ^ 0x80808080u};
+  const uint32_t h[2] = {hi.x ^ 0x80808080u, hi.y ^ 0x80808080u};
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t a[4] = {int8x2_to_bf16x2(l[j], 0), int8x2_to_bf16x2(h[j], 0),
+                           int8x2_to_bf16x2(l[j], 2), int8x2_to_bf16x2(h[j], 2)};
+    mma_bf16(sum, a, xs[2 * j], xs[2 * j + 1]);
+  }
+}
+
+constexpr int kGroup = 128;  // k values a lane's loads cover per loop trip (F8's scale group)
+
+// One 128-value group of a lane: codes of rows g and g + 8 and their scales
+// (F8: two 64-value steps, one f32 scale a row; Q8_0: four 32-value blocks,
+// their four f16 scales a row in 8 bytes).
+template <QuantFormat F>
+struct Group;
+template <>
+struct Group<QuantFormat::kF8> {
   uint4 lo[2], hi[2];
   float scale_lo, scale_hi;
 };
+template <>
+struct Group<QuantFormat::kQ8_0> {
+  uint2 lo[4], hi[4];
+  uint2 scales_lo, scales_hi;
+};
 
-// The outputs of a tile (quant_gemv_f8_mma_kernel's end): output i = (row r,
+// Where a lane's codes of a row start in each 64-value step (F8) or 32-value
+// block (Q8_0).
+template <QuantFormat F>
+constexpr int kLaneBytes = F == QuantFormat::kF8 ? 16 : 8;
+
+// The outputs of a tile (quant_gemv_mma_kernel's end): output i = (row r,
 // input row m) adds its warps' sums in warp order.
 template <int S>
 __device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float4 (&partial)[S][32],
@@ -84,7 +128,7 @@ __device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float
 }
 
 // The SwiGLU outputs of a tile (8 rows of the gate, then the same rows of
-// up; quant_gemv_f8_mma_kernel's end): output i = (row j, input row m) adds
+// up; quant_gemv_mma_kernel's end): output i = (row j, input row m) adds
 // its warps' sums of gate row j and up row j in warp order, as store_tile
 // adds those of each row.
 template <int S>
@@ -108,56 +152,93 @@ __device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
 
 // kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
 // the gate, rows 8-15 the same rows of up.
-template <int S, bool kSwiglu>
-__global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvParams p) {
+template <QuantFormat F, int S, bool kSwiglu>
+__global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams p) {
+  constexpr bool kF8 = F == QuantFormat::kF8;
   __shared__ float4 partial[S][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
   // Rows past the end read row n - 1 again and store nothing.
   const int64_t r_lo = min(row0 + g, n - 1), r_hi = kSwiglu ? r_lo : min(row0 + g + 8, n - 1);
   const QuantMatrix &hi = kSwiglu ? p.swiglu_up : p.w;
-  const int slice = k / S, k0 = warp * slice, groups = slice / kF8Group;
-  const uint8_t *w_lo = p.w.qs + r_lo * k + k0 + 16 * t;
-  const uint8_t *w_hi = hi.qs + r_hi * k + k0 + 16 * t;
-  const float *s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
-  const float *s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
+  const int slice = k / S, k0 = warp * slice, groups = slice / kGroup;
+  const uint8_t *w_lo = p.w.qs + r_lo * k + k0 + kLaneBytes<F> * t;
+  const uint8_t *w_hi = hi.qs + r_hi * k + k0 + kLaneBytes<F> * t;
+  const float *s_lo = nullptr, *s_hi = nullptr;  // F8: a row's group scales
+  const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0: a row's block scales
+  if constexpr (kF8) {
+    s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
+    s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
+  } else {
+    d_lo = p.w.scales + r_lo * (k / kQuantBlock) + k0 / kQuantBlock;
+    d_hi = hi.scales + r_hi * (k / kQuantBlock) + k0 / kQuantBlock;
+  }
   const bool has_x = g < p.m;  // column g of B: input row g, or zeros
-  const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + 16 * t;
-  auto load = [&](int group, Group &c) {
+  const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + kLaneBytes<F> * t;
+  auto load = [&](int group, Group<F> &c) {
+    if constexpr (kF8) {
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const int at = group * kF8Group + s * kStep;
-      c.lo[s] = __ldg(reinterpret_cast<const uint4 *>(w_lo + at));
-      c.hi[s] = __ldg(reinterpret_cast<const uint4 *>(w_hi + at));
+      for (int s = 0; s < 2; ++s) {
+        const int at = group * kF8Group + s * kStep;
+        c.lo[s] = __ldg(reinterpret_cast<const uint4 *>(w_lo + at));
+        c.hi[s] = __ldg(reinterpret_cast<const uint4 *>(w_hi + at));
+      }
+      c.scale_lo = __ldg(s_lo + group);
+      c.scale_hi = __ldg(s_hi + group);
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int at = group * kGroup + b * kQuantBlock;
+        c.lo[b] = __ldg(reinterpret_cast<const uint2 *>(w_lo + at));
+        c.hi[b] = __ldg(reinterpret_cast<const uint2 *>(w_hi + at));
+      }
+      c.scales_lo = __ldg(reinterpret_cast<const uint2 *>(d_lo + group * 4));
+      c.scales_hi = __ldg(reinterpret_cast<const uint2 *>(d_hi + group * 4));
     }
-    c.scale_lo = __ldg(s_lo + group);
-    c.scale_hi = __ldg(s_hi + group);
   };
   // The weights do not depend on the previous kernel: the first group's are
   // requested before the PDL wait.
-  Group cur;
+  Group<F> cur;
   load(0, cur);
   pdl_enter();
   float acc[4] = {};
   for (int group = 0; group < groups; ++group) {
-    Group next;
+    Group<F> next;
     if (group + 1 < groups) load(group + 1, next);
-    float sum[4] = {};
+    if constexpr (kF8) {
+      float sum[4] = {};
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-      if (has_x) {
-        const uint4 *xs = reinterpret_cast<const uint4 *>(x + group * kF8Group + s * kStep);
-        xa = __ldg(xs);
-        xb = __ldg(xs + 1);
+      for (int s = 0; s < 2; ++s) {
+        uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
+        if (has_x) {
+          const uint4 *xs = reinterpret_cast<const uint4 *>(x + group * kF8Group + s * kStep);
+          xa = __ldg(xs);
+          xb = __ldg(xs + 1);
+        }
+        mma_step(cur.lo[s], cur.hi[s], xa, xb, sum);
       }
-      mma_step(cur.lo[s], cur.hi[s], xa, xb, sum);
+      // sum: rows g (0, 1) and g + 8 (2, 3), columns 2t and 2t + 1.
+      acc[0] = fmaf(sum[0], cur.scale_lo, acc[0]);
+      acc[1] = fmaf(sum[1], cur.scale_lo, acc[1]);
+      acc[2] = fmaf(sum[2], cur.scale_hi, acc[2]);
+      acc[3] = fmaf(sum[3], cur.scale_hi, acc[3]);
+    } else {
+      const f16 *scale_lo = reinterpret_cast<const f16 *>(&cur.scales_lo);
+      const f16 *scale_hi = reinterpret_cast<const f16 *>(&cur.scales_hi);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint4 xb =
+            has_x ? __ldg(reinterpret_cast<const uint4 *>(x + group * kGroup + b * kQuantBlock))
+                  : make_uint4(0, 0, 0, 0);
+        float sum[4] = {};
+        mma_block_q8(cur.lo[b], cur.hi[b], xb, sum);
+        const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
+        acc[0] = fmaf(sum[0], dl, acc[0]);
+        acc[1] = fmaf(sum[1], dl, acc[1]);
+        acc[2] = fmaf(sum[2], dh, acc[2]);
+        acc[3] = fmaf(sum[3], dh, acc[3]);
+      }
     }
-    // sum: rows g (0, 1) and g + 8 (2, 3), columns 2t and 2t + 1.
-    acc[0] = fmaf(sum[0], cur.scale_lo, acc[0]);
-    acc[1] = fmaf(sum[1], cur.scale_lo, acc[1]);
-    acc[2] = fmaf(sum[2], cur.scale_hi, acc[2]);
-    acc[3] = fmaf(sum[3], cur.scale_hi, acc[3]);
     cur = next;
   }
   partial[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -168,12 +249,11 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_f8_mma_kernel(QuantGemvPara
     store_tile<S>(p, partial, row0);
 }
 
-}  // namespace
-
-cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
-  // Each warp's slice whole scale groups: 4 warps always fit, k being a
+template <QuantFormat F>
+cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
+  // Each warp's slice whole 128-value groups: 4 warps always fit, k being a
   // multiple of quant_gemv_k_align's 512 (quant_gemv checked it).
-  while (split > 4 && p.w.k % (split * kF8Group) != 0) split /= 2;
+  while (split > 4 && p.w.k % (split * kGroup) != 0) split /= 2;
   const bool swiglu = p.swiglu_up.qs != nullptr;
   const int tile = swiglu ? kTileRows / 2 : kTileRows;
   const dim3 grid((p.w.n + tile - 1) / tile);
@@ -182,11 +262,28 @@ cudaError_t quant_gemv_f8_mma(const QuantGemvParams &p, int split, cudaStream_t 
   };
   switch (split) {
     case 16:
-      return launch(quant_gemv_f8_mma_kernel<16, false>, quant_gemv_f8_mma_kernel<16, true>, 16);
+      return launch(quant_gemv_mma_kernel<F, 16, false>, quant_gemv_mma_kernel<F, 16, true>, 16);
     case 8:
-      return launch(quant_gemv_f8_mma_kernel<8, false>, quant_gemv_f8_mma_kernel<8, true>, 8);
+      return launch(quant_gemv_mma_kernel<F, 8, false>, quant_gemv_mma_kernel<F, 8, true>, 8);
     default:
-      return launch(quant_gemv_f8_mma_kernel<4, false>, quant_gemv_f8_mma_kernel<4, true>, 4);
+      return launch(quant_gemv_mma_kernel<F, 4, false>, quant_gemv_mma_kernel<F, 4, true>, 4);
+  }
+}
+
+}  // namespace
+
+bool quant_gemv_mma_supports(QuantFormat f) {
+  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0;
+}
+
+cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
+  switch (p.w.format) {
+    case QuantFormat::kF8:
+      return launch_mma<QuantFormat::kF8>(p, split, stream);
+    case QuantFormat::kQ8_0:
+      return launch_mma<QuantFormat::kQ8_0>(p, split, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

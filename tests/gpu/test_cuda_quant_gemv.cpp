@@ -170,7 +170,8 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
-// F8 twice: on the CUDA cores and on the tensor cores (QuantGemvParams::tensor_cores).
+// F8 and Q8_0 twice: on the CUDA cores and on the tensor cores
+// (QuantGemvParams::tensor_cores).
 struct Variant {
   QuantFormat format;
   bool tensor_cores;
@@ -179,6 +180,7 @@ std::vector<Variant> variants() {
   std::vector<Variant> v;
   for (const QuantFormat f : kFormats) v.push_back({f, false});
   v.push_back({QuantFormat::kF8, true});
+  v.push_back({QuantFormat::kQ8_0, true});
   return v;
 }
 
@@ -255,8 +257,8 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // the kernels for one input row and for several (other rows a warp, other
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
-// does. One row at a time against eight together, bit for bit. The F8
-// tensor-core kernel too: an input row is column 0 alone and column r of
+// does. One row at a time against eight together, bit for bit. The F8 and Q8_0
+// tensor-core kernels too: an input row is column 0 alone and column r of
 // eight, and MMA columns do not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -357,7 +359,7 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
         ++checked;
       }
   }
-  EXPECT_EQ(checked, 4 * 2 * 3);  // F8 twice, Q8_0, Q4_0
+  EXPECT_EQ(checked, 5 * 2 * 3);  // F8 and Q8_0 twice, Q4_0
 
   // What the epilogue cannot do is refused.
   const TestMatrix g8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);

@@ -285,6 +285,15 @@ int main(int argc, char **argv) {
     // batch 1 and 4, 2K and 32K, with the layer matrices in each weight format.
     if (const char *formats = std::getenv("VEGAS_BENCH_WEIGHTS"); formats && !qwen.empty()) {
       using W = CudaBackendOptions::SyntheticWeights;
+      // VEGAS_BENCH_WEIGHT_BATCHES="1,4,8": the batch sizes of these rows (8
+      // rows a step: what a one-sequence verification pass multiplies).
+      std::vector<int> weight_batches = {1, 4};
+      if (const char *b = std::getenv("VEGAS_BENCH_WEIGHT_BATCHES")) {
+        weight_batches.clear();
+        std::istringstream list(b);
+        for (std::string v; std::getline(list, v, ',');)
+          if (std::atoi(v.c_str()) > 0) weight_batches.push_back(std::atoi(v.c_str()));
+      }
       const ModelConfig config = load_model_config(qwen);
       std::istringstream list(formats);
       for (std::string f; std::getline(list, f, ',');) {
@@ -301,7 +310,8 @@ int main(int argc, char **argv) {
         auto model = create_cuda_backend_synthetic(config, 42, o);
         const std::string name = "qwen3-8b " + f;
         for (int context : {2048, 32768})
-          for (int batch : {1, 4}) rows.push_back(bench_decode(*model, name, context, batch, bw));
+          for (int batch : weight_batches)
+            rows.push_back(bench_decode(*model, name, context, batch, bw));
         report_prefill(*model, name, peak);
       }
     }

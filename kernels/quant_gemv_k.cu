@@ -55,28 +55,6 @@ __device__ __forceinline__ int run_a_offset(int t) {
 template <QuantFormat F>
 constexpr int kRunBDistance = kHeadScales<F> ? 32 : 64;
 
-// Byte i (0..11) of a Q4_K block's 12 scale bytes (words y, z, w of its head).
-__device__ __forceinline__ uint32_t scale_byte(const uint4 &head, int i) {
-  const uint32_t w = i < 4 ? head.y : (i < 8 ? head.z : head.w);
-  return (w >> (8 * (i & 3))) & 0xffu;
-}
-
-// The 6-bit scale and min of sub-block j (gguf/ggml_types.cpp, k_scale_min).
-__device__ __forceinline__ void scale_min(const uint4 &head, int j, float &sc, float &m) {
-  if (j < 4) {
-    sc = static_cast<float>(scale_byte(head, j) & 63u);
-    m = static_cast<float>(scale_byte(head, j + 4) & 63u);
-  } else {
-    sc = static_cast<float>((scale_byte(head, j + 4) & 0x0fu) |
-                            ((scale_byte(head, j - 4) >> 6) << 4));
-    m = static_cast<float>((scale_byte(head, j + 4) >> 4) | ((scale_byte(head, j) >> 6) << 4));
-  }
-}
-
-__device__ __forceinline__ float half_bits(uint32_t bits) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-}
-
 // The bytes lane t reads of one super-block (Q4_K: the block's head and 16
 // bytes of nibbles; Q5_K: those and 16 bytes of high bits; Q6_K: 16 bytes
 // each of ql, qh and the scales, and d).

@@ -1,5 +1,5 @@
-// quant_gemv_mma (quant_gemv.cuh): F8 and Q8_0 matrices times 1-8 bf16 rows
-// on the tensor cores.
+// quant_gemv_mma (quant_gemv.cuh): F8, Q8_0 and Q4_K matrices times 1-8 bf16
+// rows on the tensor cores.
 //
 // The CUDA-core kernel (quant_gemv.cu) widens each code and each input value
 // to f32 and spends one FMA a value per input row: its instructions grow with
@@ -26,6 +26,15 @@
 // reads 8 codes of each row at k offset 8 t of a 32-value block, mma j takes
 // its values 4j .. 4j + 3, and each block's two MMAs are scaled by its scale.
 // An int8 code becomes a bf16 exactly (|q| <= 128).
+//
+// Q4_K (256-value super-blocks of eight 32-value sub-blocks, each value
+// d sc_j q - dmin m_j with q a nibble) the same way, a loop trip a
+// super-block: a lane reads 8 bytes at 8 t of each 32-byte chunk, whose low
+// nibbles are 8 values of sub-block 2c and high nibbles 8 of sub-block 2c + 1,
+// and the block's 16-byte head (d, dmin, the 6-bit sc and m). Per sub-block
+// two MMAs take the nibbles (exact bf16) and two more an A of ones, which
+// leaves each input column's sum of x in the same fragment layout, so the
+// outputs add d sc_j sum(q x) - dmin m_j sum(x).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -71,22 +80,54 @@ __device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t u, int i) {
                    quant_lanes::magic_byte(u, i + 1) - 8388736.0f);
 }
 
+// Two MMAs over a lane's 8 values of a 32-value run: bf16 pairs lo[i] of
+// row g and hi[i] of row g + 8 (values 2i, 2i + 1), the lane's 8 input values
+// x (bf16 pairs in the same order); mma j takes values 4j .. 4j + 3.
+__device__ __forceinline__ void mma_run(const uint32_t (&lo)[4], const uint32_t (&hi)[4],
+                                        const uint4 &x, float (&sum)[4]) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+    mma_bf16(sum, a, xs[2 * j], xs[2 * j + 1]);
+  }
+}
+
 // One Q8_0 block's 2 MMAs: 8 codes of row g (lo) and of row g + 8 (hi), the
 // lane's 8 input values x (bf16 pairs).
 __device__ __forceinline__ void mma_block_q8(const uint2 &lo, const uint2 &hi, const uint4 &x,
                                              float (&sum)[4]) {
   const uint32_t l[2] = {lo.x ^ 0x80808080u, lo.y ^ 0x80808080u};
   const uint32_t h[2] = {hi.x ^ 0x80808080u, hi.y ^ 0x80808080u};
-  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const uint32_t a[4] = {int8x2_to_bf16x2(l[j], 0), int8x2_to_bf16x2(h[j], 0),
-                           int8x2_to_bf16x2(l[j], 2), int8x2_to_bf16x2(h[j], 2)};
-    mma_bf16(sum, a, xs[2 * j], xs[2 * j + 1]);
-  }
+  const uint32_t a_lo[4] = {int8x2_to_bf16x2(l[0], 0), int8x2_to_bf16x2(l[0], 2),
+                            int8x2_to_bf16x2(l[1], 0), int8x2_to_bf16x2(l[1], 2)};
+  const uint32_t a_hi[4] = {int8x2_to_bf16x2(h[0], 0), int8x2_to_bf16x2(h[0], 2),
+                            int8x2_to_bf16x2(h[1], 0), int8x2_to_bf16x2(h[1], 2)};
+  mma_run(a_lo, a_hi, x, sum);
 }
 
-constexpr int kGroup = 128;  // k values a lane's loads cover per loop trip (F8's scale group)
+// Four nibbles, one a byte (0..15), as two bf16 pairs, exactly: each byte
+// under 0x43 reads as 128 + q, less 128.
+__device__ __forceinline__ void nibbles_to_bf16x2(uint32_t q, uint32_t &p01, uint32_t &p23) {
+  const __nv_bfloat162 offset = __floats2bfloat162_rn(128.0f, 128.0f);
+  const uint32_t a = __byte_perm(q, 0x43434343u, 0x5140), b = __byte_perm(q, 0x43434343u, 0x5342);
+  const __nv_bfloat162 ra = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&a), offset);
+  const __nv_bfloat162 rb = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&b), offset);
+  p01 = *reinterpret_cast<const uint32_t *>(&ra);
+  p23 = *reinterpret_cast<const uint32_t *>(&rb);
+}
+
+// A lane's 8 nibbles of one run (the low or high halves of 8 bytes) as bf16 pairs.
+__device__ __forceinline__ void run_of_nibbles(const uint2 &bytes, int shift,
+                                               uint32_t (&pairs)[4]) {
+  nibbles_to_bf16x2((bytes.x >> shift) & 0x0f0f0f0fu, pairs[0], pairs[1]);
+  nibbles_to_bf16x2((bytes.y >> shift) & 0x0f0f0f0fu, pairs[2], pairs[3]);
+}
+
+// k values a loop trip covers: F8's scale group, four Q8_0 blocks, a Q4_K super-block.
+template <QuantFormat F>
+constexpr int kGroupValues = F == QuantFormat::kQ4_K ? kQuantSuperBlock : 128;
+constexpr int kQ4KBlockBytes = 144;  // quant_super_block_bytes(kQ4_K)
 
 // One 128-value group of a lane: codes of rows g and g + 8 and their scales
 // (F8: two 64-value steps, one f32 scale a row; Q8_0: four 32-value blocks,
@@ -103,11 +144,16 @@ struct Group<QuantFormat::kQ8_0> {
   uint2 lo[4], hi[4];
   uint2 scales_lo, scales_hi;
 };
+template <>
+struct Group<QuantFormat::kQ4_K> {
+  uint4 head_lo, head_hi;  // d, dmin, 12 bytes of sub-block scales and mins
+  uint2 lo[4], hi[4];      // 8 bytes of each 32-byte chunk of nibbles
+};
 
-// Where a lane's codes of a row start in each 64-value step (F8) or 32-value
-// block (Q8_0).
+// Where a lane's codes of a row start in each 64-value step (F8), 32-value
+// block (Q8_0), and its input values in each 32-value run (Q8_0, Q4_K).
 template <QuantFormat F>
-constexpr int kLaneBytes = F == QuantFormat::kF8 ? 16 : 8;
+constexpr int kLaneValues = F == QuantFormat::kF8 ? 16 : 8;
 
 // The outputs of a tile (quant_gemv_mma_kernel's end): output i = (row r,
 // input row m) adds its warps' sums in warp order.
@@ -150,31 +196,116 @@ __device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
   }
 }
 
+// A Q4_K loop trip's loads: the heads of the super-block `group` of the two
+// rows (first super-blocks of the slice at lo and hi) and the lane's 8 bytes
+// of each 32-byte chunk of nibbles.
+__device__ __forceinline__ void load_q4k(const uint8_t *lo, const uint8_t *hi, int group, int t,
+                                         Group<QuantFormat::kQ4_K> &c) {
+  const uint8_t *bl = lo + int64_t{group} * kQ4KBlockBytes;
+  const uint8_t *bh = hi + int64_t{group} * kQ4KBlockBytes;
+  c.head_lo = __ldg(reinterpret_cast<const uint4 *>(bl));
+  c.head_hi = __ldg(reinterpret_cast<const uint4 *>(bh));
+#pragma unroll
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    const int at = 16 + 32 * chunk + 8 * t;
+    c.lo[chunk] = __ldg(reinterpret_cast<const uint2 *>(bl + at));
+    c.hi[chunk] = __ldg(reinterpret_cast<const uint2 *>(bh + at));
+  }
+}
+
+// The lane's input values of a run (8 at x + at; zeros for a column past the
+// input rows).
+__device__ __forceinline__ uint4 input_run(const bf16 *x, int at, bool has_x) {
+  return has_x ? __ldg(reinterpret_cast<const uint4 *>(x + at)) : make_uint4(0, 0, 0, 0);
+}
+
+// acc (rows g: 0, 1 and g + 8: 2, 3; columns 2t, 2t + 1) += one loop trip's
+// products (Q8_0, Q4_K; F8's are in the kernel); x is the lane's input
+// column at the slice's start.
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, const bf16 *x,
+                                           int group, bool has_x, float (&acc)[4]) {
+  const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
+  const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const uint4 xb =
+        input_run(x, group * kGroupValues<QuantFormat::kQ8_0> + b * kQuantBlock, has_x);
+    float sum[4] = {};
+    mma_block_q8(c.lo[b], c.hi[b], xb, sum);
+    const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
+    acc[0] = fmaf(sum[0], dl, acc[0]);
+    acc[1] = fmaf(sum[1], dl, acc[1]);
+    acc[2] = fmaf(sum[2], dh, acc[2]);
+    acc[3] = fmaf(sum[3], dh, acc[3]);
+  }
+}
+
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_K> &c, const bf16 *x,
+                                           int group, bool has_x, float (&acc)[4]) {
+  using quant_lanes::half_bits;
+  using quant_lanes::scale_min;
+  constexpr uint32_t kOnes = 0x3f803f80u;  // bf16 1.0 twice
+  const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+  const float d_lo = half_bits(c.head_lo.x & 0xffffu), dmin_lo = half_bits(c.head_lo.x >> 16);
+  const float d_hi = half_bits(c.head_hi.x & 0xffffu), dmin_hi = half_bits(c.head_hi.x >> 16);
+#pragma unroll
+  for (int chunk = 0; chunk < 4; ++chunk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // sub-block 2 chunk + half: low or high nibbles
+      const int j = 2 * chunk + half;
+      const uint4 xr = input_run(x, group * kQuantSuperBlock + 32 * j, has_x);
+      uint32_t q_lo[4], q_hi[4];
+      run_of_nibbles(c.lo[chunk], 4 * half, q_lo);
+      run_of_nibbles(c.hi[chunk], 4 * half, q_hi);
+      float sum_q[4] = {}, sum_x[4] = {};
+      mma_run(q_lo, q_hi, xr, sum_q);
+      mma_run(ones, ones, xr, sum_x);
+      float sc_lo, m_lo, sc_hi, m_hi;
+      scale_min(c.head_lo, j, sc_lo, m_lo);
+      scale_min(c.head_hi, j, sc_hi, m_hi);
+      const float a_lo = d_lo * sc_lo, b_lo = dmin_lo * m_lo;
+      const float a_hi = d_hi * sc_hi, b_hi = dmin_hi * m_hi;
+      acc[0] = fmaf(a_lo, sum_q[0], fmaf(-b_lo, sum_x[0], acc[0]));
+      acc[1] = fmaf(a_lo, sum_q[1], fmaf(-b_lo, sum_x[1], acc[1]));
+      acc[2] = fmaf(a_hi, sum_q[2], fmaf(-b_hi, sum_x[2], acc[2]));
+      acc[3] = fmaf(a_hi, sum_q[3], fmaf(-b_hi, sum_x[3], acc[3]));
+    }
+}
+
 // kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
 // the gate, rows 8-15 the same rows of up.
 template <QuantFormat F, int S, bool kSwiglu>
 __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams p) {
-  constexpr bool kF8 = F == QuantFormat::kF8;
+  constexpr bool kF8 = F == QuantFormat::kF8, kQ4K = F == QuantFormat::kQ4_K;
   __shared__ float4 partial[S][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
   // Rows past the end read row n - 1 again and store nothing.
   const int64_t r_lo = min(row0 + g, n - 1), r_hi = kSwiglu ? r_lo : min(row0 + g + 8, n - 1);
   const QuantMatrix &hi = kSwiglu ? p.swiglu_up : p.w;
-  const int slice = k / S, k0 = warp * slice, groups = slice / kGroup;
-  const uint8_t *w_lo = p.w.qs + r_lo * k + k0 + kLaneBytes<F> * t;
-  const uint8_t *w_hi = hi.qs + r_hi * k + k0 + kLaneBytes<F> * t;
+  const int slice = k / S, k0 = warp * slice, groups = slice / kGroupValues<F>;
+  // The lane's codes of its rows (Q4_K: the slice's first super-blocks).
+  const uint8_t *w_lo, *w_hi;
+  if constexpr (kQ4K) {
+    const int64_t row_bytes = int64_t{k} / kQuantSuperBlock * kQ4KBlockBytes;
+    const int64_t first = int64_t{k0} / kQuantSuperBlock * kQ4KBlockBytes;
+    w_lo = p.w.qs + r_lo * row_bytes + first;
+    w_hi = hi.qs + r_hi * row_bytes + first;
+  } else {
+    w_lo = p.w.qs + r_lo * k + k0 + kLaneValues<F> * t;
+    w_hi = hi.qs + r_hi * k + k0 + kLaneValues<F> * t;
+  }
   const float *s_lo = nullptr, *s_hi = nullptr;  // F8: a row's group scales
   const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0: a row's block scales
   if constexpr (kF8) {
     s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
     s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
-  } else {
+  } else if constexpr (!kQ4K) {
     d_lo = p.w.scales + r_lo * (k / kQuantBlock) + k0 / kQuantBlock;
     d_hi = hi.scales + r_hi * (k / kQuantBlock) + k0 / kQuantBlock;
   }
   const bool has_x = g < p.m;  // column g of B: input row g, or zeros
-  const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + kLaneBytes<F> * t;
+  const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + kLaneValues<F> * t;
   auto load = [&](int group, Group<F> &c) {
     if constexpr (kF8) {
 #pragma unroll
@@ -185,10 +316,12 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
       }
       c.scale_lo = __ldg(s_lo + group);
       c.scale_hi = __ldg(s_hi + group);
+    } else if constexpr (kQ4K) {
+      load_q4k(w_lo, w_hi, group, t, c);
     } else {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const int at = group * kGroup + b * kQuantBlock;
+        const int at = group * kGroupValues<F> + b * kQuantBlock;
         c.lo[b] = __ldg(reinterpret_cast<const uint2 *>(w_lo + at));
         c.hi[b] = __ldg(reinterpret_cast<const uint2 *>(w_hi + at));
       }
@@ -223,21 +356,7 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
       acc[2] = fmaf(sum[2], cur.scale_hi, acc[2]);
       acc[3] = fmaf(sum[3], cur.scale_hi, acc[3]);
     } else {
-      const f16 *scale_lo = reinterpret_cast<const f16 *>(&cur.scales_lo);
-      const f16 *scale_hi = reinterpret_cast<const f16 *>(&cur.scales_hi);
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const uint4 xb =
-            has_x ? __ldg(reinterpret_cast<const uint4 *>(x + group * kGroup + b * kQuantBlock))
-                  : make_uint4(0, 0, 0, 0);
-        float sum[4] = {};
-        mma_block_q8(cur.lo[b], cur.hi[b], xb, sum);
-        const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
-        acc[0] = fmaf(sum[0], dl, acc[0]);
-        acc[1] = fmaf(sum[1], dl, acc[1]);
-        acc[2] = fmaf(sum[2], dh, acc[2]);
-        acc[3] = fmaf(sum[3], dh, acc[3]);
-      }
+      accumulate(cur, x, group, has_x, acc);
     }
     cur = next;
   }
@@ -251,29 +370,31 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
 
 template <QuantFormat F>
 cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
-  // Each warp's slice whole 128-value groups: 4 warps always fit, k being a
-  // multiple of quant_gemv_k_align's 512 (quant_gemv checked it).
-  while (split > 4 && p.w.k % (split * kGroup) != 0) split /= 2;
+  // Each warp's slice whole loop trips: 4 warps always fit, k being a
+  // multiple of quant_gemv_k_align's 512 (1,024 for Q4_K; quant_gemv checked it).
+  while (split > 4 && p.w.k % (split * kGroupValues<F>) != 0) split /= 2;
   const bool swiglu = p.swiglu_up.qs != nullptr;
   const int tile = swiglu ? kTileRows / 2 : kTileRows;
   const dim3 grid((p.w.n + tile - 1) / tile);
+  // Q4_K has no SwiGLU epilogue (quant_gemv_swiglu_supports): no fused kernel.
+  constexpr bool kFuses = F != QuantFormat::kQ4_K;
   auto launch = [&](auto plain, auto fused, int warps) {
     return launch_kernel(swiglu ? fused : plain, grid, dim3(warps * 32), 0, stream, p);
   };
   switch (split) {
     case 16:
-      return launch(quant_gemv_mma_kernel<F, 16, false>, quant_gemv_mma_kernel<F, 16, true>, 16);
+      return launch(quant_gemv_mma_kernel<F, 16, false>, quant_gemv_mma_kernel<F, 16, kFuses>, 16);
     case 8:
-      return launch(quant_gemv_mma_kernel<F, 8, false>, quant_gemv_mma_kernel<F, 8, true>, 8);
+      return launch(quant_gemv_mma_kernel<F, 8, false>, quant_gemv_mma_kernel<F, 8, kFuses>, 8);
     default:
-      return launch(quant_gemv_mma_kernel<F, 4, false>, quant_gemv_mma_kernel<F, 4, true>, 4);
+      return launch(quant_gemv_mma_kernel<F, 4, false>, quant_gemv_mma_kernel<F, 4, kFuses>, 4);
   }
 }
 
 }  // namespace
 
 bool quant_gemv_mma_supports(QuantFormat f) {
-  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0;
+  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || f == QuantFormat::kQ4_K;
 }
 
 cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
@@ -282,6 +403,8 @@ cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t str
       return launch_mma<QuantFormat::kF8>(p, split, stream);
     case QuantFormat::kQ8_0:
       return launch_mma<QuantFormat::kQ8_0>(p, split, stream);
+    case QuantFormat::kQ4_K:
+      return launch_mma<QuantFormat::kQ4_K>(p, split, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -39,6 +39,28 @@ __device__ __forceinline__ float dot4(const float4 &x, float a, float b, float c
   return fmaf(x.x, a, fmaf(x.y, b, fmaf(x.z, c, fmaf(x.w, d, acc))));
 }
 
+// Byte i (0..11) of a Q4_K block's 12 scale bytes (words y, z, w of its head).
+__device__ __forceinline__ uint32_t scale_byte(const uint4 &head, int i) {
+  const uint32_t w = i < 4 ? head.y : (i < 8 ? head.z : head.w);
+  return (w >> (8 * (i & 3))) & 0xffu;
+}
+
+// The 6-bit scale and min of sub-block j (gguf/ggml_types.cpp, k_scale_min).
+__device__ __forceinline__ void scale_min(const uint4 &head, int j, float &sc, float &m) {
+  if (j < 4) {
+    sc = static_cast<float>(scale_byte(head, j) & 63u);
+    m = static_cast<float>(scale_byte(head, j + 4) & 63u);
+  } else {
+    sc = static_cast<float>((scale_byte(head, j + 4) & 0x0fu) |
+                            ((scale_byte(head, j - 4) >> 6) << 4));
+    m = static_cast<float>((scale_byte(head, j + 4) >> 4) | ((scale_byte(head, j) >> 6) << 4));
+  }
+}
+
+__device__ __forceinline__ float half_bits(uint32_t bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
+
 // The output's row stride: QuantGemvParams::ldy, or the matrix's rows.
 __device__ __forceinline__ int output_stride(const QuantGemvParams &p) {
   return p.ldy > 0 ? p.ldy : p.w.n;

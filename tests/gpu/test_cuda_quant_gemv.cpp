@@ -170,7 +170,7 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
-// F8 and Q8_0 twice: on the CUDA cores and on the tensor cores
+// F8, Q8_0 and Q4_K twice: on the CUDA cores and on the tensor cores
 // (QuantGemvParams::tensor_cores).
 struct Variant {
   QuantFormat format;
@@ -181,6 +181,7 @@ std::vector<Variant> variants() {
   for (const QuantFormat f : kFormats) v.push_back({f, false});
   v.push_back({QuantFormat::kF8, true});
   v.push_back({QuantFormat::kQ8_0, true});
+  v.push_back({QuantFormat::kQ4_K, true});
   return v;
 }
 
@@ -257,7 +258,7 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // the kernels for one input row and for several (other rows a warp, other
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
-// does. One row at a time against eight together, bit for bit. The F8 and Q8_0
+// does. One row at a time against eight together, bit for bit. The
 // tensor-core kernels too: an input row is column 0 alone and column r of
 // eight, and MMA columns do not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {

@@ -1,5 +1,5 @@
-// quant_gemv_mma (quant_gemv.cuh): F8, Q8_0 and Q4_K matrices times 1-8 bf16
-// rows on the tensor cores.
+// quant_gemv_mma (quant_gemv.cuh): F8, Q8_0 and K-format (Q4_K, Q5_K, Q6_K)
+// matrices times 1-8 bf16 rows on the tensor cores.
 //
 // The CUDA-core kernel (quant_gemv.cu) widens each code and each input value
 // to f32 and spends one FMA a value per input row: its instructions grow with
@@ -34,9 +34,17 @@
 // and the block's 16-byte head (d, dmin, the 6-bit sc and m). Per sub-block
 // two MMAs take the nibbles (exact bf16) and two more an A of ones, which
 // leaves each input column's sum of x in the same fragment layout, so the
-// outputs add d sc_j sum(q x) - dmin m_j sum(x).
+// outputs add d sc_j sum(q x) - dmin m_j sum(x). Q5_K adds each value's
+// fifth bit from its qh byte (bit j for sub-block j).
+//
+// Q6_K (16-value sub-blocks, each value d sc_s (q - 32), q 6 bits from ql's
+// nibbles and qh's 2-bit fields) takes half a super-block a loop trip: per
+// sub-block each lane reads its 4 values at 4 t (ql and qh words) and one
+// MMA takes them, scaled by d sc_s.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+
+#include <type_traits>
 
 #include "mma_fragments.cuh"
 #include "quant_gemv.cuh"
@@ -106,10 +114,12 @@ __device__ __forceinline__ void mma_block_q8(const uint2 &lo, const uint2 &hi, c
   mma_run(a_lo, a_hi, x, sum);
 }
 
-// Four nibbles, one a byte (0..15), as two bf16 pairs, exactly: each byte
-// under 0x43 reads as 128 + q, less 128.
-__device__ __forceinline__ void nibbles_to_bf16x2(uint32_t q, uint32_t &p01, uint32_t &p23) {
-  const __nv_bfloat162 offset = __floats2bfloat162_rn(128.0f, 128.0f);
+// Four small integers, one a byte (0..127), less kOffset as two bf16 pairs,
+// exactly: each byte under 0x43 reads as 128 + q, less 128 + kOffset.
+template <int kOffset>
+__device__ __forceinline__ void bytes_to_bf16x2(uint32_t q, uint32_t &p01, uint32_t &p23) {
+  constexpr float kMagic = 128.0f + kOffset;
+  const __nv_bfloat162 offset = __floats2bfloat162_rn(kMagic, kMagic);
   const uint32_t a = __byte_perm(q, 0x43434343u, 0x5140), b = __byte_perm(q, 0x43434343u, 0x5342);
   const __nv_bfloat162 ra = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&a), offset);
   const __nv_bfloat162 rb = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&b), offset);
@@ -117,17 +127,31 @@ __device__ __forceinline__ void nibbles_to_bf16x2(uint32_t q, uint32_t &p01, uin
   p23 = *reinterpret_cast<const uint32_t *>(&rb);
 }
 
-// A lane's 8 nibbles of one run (the low or high halves of 8 bytes) as bf16 pairs.
-__device__ __forceinline__ void run_of_nibbles(const uint2 &bytes, int shift,
-                                               uint32_t (&pairs)[4]) {
-  nibbles_to_bf16x2((bytes.x >> shift) & 0x0f0f0f0fu, pairs[0], pairs[1]);
-  nibbles_to_bf16x2((bytes.y >> shift) & 0x0f0f0f0fu, pairs[2], pairs[3]);
+// A lane's 8 nibbles of one run (the low or high halves of 8 bytes) as bf16
+// pairs; with high (Q5_K), each value's fifth bit from bit 0 of its byte.
+__device__ __forceinline__ void run_of_nibbles(const uint2 &bytes, int shift, uint32_t (&pairs)[4],
+                                               const uint2 &high = make_uint2(0, 0)) {
+  bytes_to_bf16x2<0>(((bytes.x >> shift) & 0x0f0f0f0fu) | ((high.x & 0x01010101u) << 4), pairs[0],
+                     pairs[1]);
+  bytes_to_bf16x2<0>(((bytes.y >> shift) & 0x0f0f0f0fu) | ((high.y & 0x01010101u) << 4), pairs[2],
+                     pairs[3]);
 }
 
-// k values a loop trip covers: F8's scale group, four Q8_0 blocks, a Q4_K super-block.
+// k values a loop trip covers: F8's scale group, four Q8_0 blocks, a Q4_K
+// super-block, half a Q6_K super-block; a warp's slice of k holds whole
+// super-blocks.
 template <QuantFormat F>
-constexpr int kGroupValues = F == QuantFormat::kQ4_K ? kQuantSuperBlock : 128;
-constexpr int kQ4KBlockBytes = 144;  // quant_super_block_bytes(kQ4_K)
+constexpr bool kHeadScales = F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K;  // 6-bit sc, m
+template <QuantFormat F>
+constexpr int kGroupValues = kHeadScales<F> ? kQuantSuperBlock : 128;
+template <QuantFormat F>
+constexpr bool kSuperBlocks = kHeadScales<F> || F == QuantFormat::kQ6_K;
+template <QuantFormat F>
+constexpr int kSliceValues = kSuperBlocks<F> ? kQuantSuperBlock : 128;
+template <QuantFormat F>
+constexpr int kSuperBlockBytes = F == QuantFormat::kQ4_K   ? 144
+                                 : F == QuantFormat::kQ5_K ? 176
+                                                           : 208;  // quant_super_block_bytes
 
 // One 128-value group of a lane: codes of rows g and g + 8 and their scales
 // (F8: two 64-value steps, one f32 scale a row; Q8_0: four 32-value blocks,
@@ -149,11 +173,28 @@ struct Group<QuantFormat::kQ4_K> {
   uint4 head_lo, head_hi;  // d, dmin, 12 bytes of sub-block scales and mins
   uint2 lo[4], hi[4];      // 8 bytes of each 32-byte chunk of nibbles
 };
+template <>
+struct Group<QuantFormat::kQ5_K> : Group<QuantFormat::kQ4_K> {
+  uint2 qh_lo, qh_hi;  // qh[8 t .. 8 t + 7]: bit j the fifth bit of value 8 t + i of sub-block j
+};
+// Half h of a Q6_K super-block (128 values, eight 16-value sub-blocks s; a
+// lane's 4 values of each at 4 t): ql words at 64 h + 16 m + 4 t (m = s % 4,
+// nibble s / 4) and qh words at 128 + 32 h + 16 m2 + 4 t (m2 = s % 2, bits
+// 2 (s / 2)) of each row, the half's 8 int8 scales and the block's d.
+template <>
+struct Group<QuantFormat::kQ6_K> {
+  uint32_t ql_lo[4], ql_hi[4], qh_lo[2], qh_hi[2];
+  uint2 sc_lo, sc_hi;
+  f16 d_lo, d_hi;
+};
 
 // Where a lane's codes of a row start in each 64-value step (F8), 32-value
-// block (Q8_0), and its input values in each 32-value run (Q8_0, Q4_K).
+// block (Q8_0), and its input values in each 32-value run (Q8_0, Q4_K) or
+// 16-value sub-block (Q6_K).
 template <QuantFormat F>
-constexpr int kLaneValues = F == QuantFormat::kF8 ? 16 : 8;
+constexpr int kLaneValues = F == QuantFormat::kF8     ? 16
+                            : F == QuantFormat::kQ6_K ? 4
+                                                      : 8;
 
 // The outputs of a tile (quant_gemv_mma_kernel's end): output i = (row r,
 // input row m) adds its warps' sums in warp order.
@@ -196,21 +237,54 @@ __device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
   }
 }
 
-// A Q4_K loop trip's loads: the heads of the super-block `group` of the two
-// rows (first super-blocks of the slice at lo and hi) and the lane's 8 bytes
-// of each 32-byte chunk of nibbles.
-__device__ __forceinline__ void load_q4k(const uint8_t *lo, const uint8_t *hi, int group, int t,
-                                         Group<QuantFormat::kQ4_K> &c) {
-  const uint8_t *bl = lo + int64_t{group} * kQ4KBlockBytes;
-  const uint8_t *bh = hi + int64_t{group} * kQ4KBlockBytes;
+// A Q4_K or Q5_K loop trip's loads: the heads of the super-block `group` of
+// the two rows (first super-blocks of the slice at lo and hi), the lane's 8
+// bytes of each 32-byte chunk of nibbles, and Q5_K's 8 bytes of fifth bits.
+template <QuantFormat F>
+__device__ __forceinline__ void load_k(const uint8_t *lo, const uint8_t *hi, int group, int t,
+                                       Group<F> &c) {
+  constexpr int kNibbles = F == QuantFormat::kQ5_K ? 48 : 16;  // after the head (and qh)
+  const uint8_t *bl = lo + int64_t{group} * kSuperBlockBytes<F>;
+  const uint8_t *bh = hi + int64_t{group} * kSuperBlockBytes<F>;
   c.head_lo = __ldg(reinterpret_cast<const uint4 *>(bl));
   c.head_hi = __ldg(reinterpret_cast<const uint4 *>(bh));
 #pragma unroll
   for (int chunk = 0; chunk < 4; ++chunk) {
-    const int at = 16 + 32 * chunk + 8 * t;
+    const int at = kNibbles + 32 * chunk + 8 * t;
     c.lo[chunk] = __ldg(reinterpret_cast<const uint2 *>(bl + at));
     c.hi[chunk] = __ldg(reinterpret_cast<const uint2 *>(bh + at));
   }
+  if constexpr (F == QuantFormat::kQ5_K) {
+    c.qh_lo = __ldg(reinterpret_cast<const uint2 *>(bl + 16 + 8 * t));
+    c.qh_hi = __ldg(reinterpret_cast<const uint2 *>(bh + 16 + 8 * t));
+  }
+}
+
+// A Q6_K loop trip's loads (Group<kQ6_K>): half group % 2 of super-block
+// group / 2 of the rows at lo and hi (the slice's first super-blocks), whose
+// d are d_lo / d_hi[group / 2].
+__device__ __forceinline__ void load_q6k(const uint8_t *lo, const uint8_t *hi, const f16 *d_lo,
+                                         const f16 *d_hi, int group, int t,
+                                         Group<QuantFormat::kQ6_K> &c) {
+  constexpr int kBytes = kSuperBlockBytes<QuantFormat::kQ6_K>;
+  const int block = group >> 1, h = group & 1;
+  const uint8_t *bl = lo + int64_t{block} * kBytes, *bh = hi + int64_t{block} * kBytes;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int at = 64 * h + 16 * m + 4 * t;
+    c.ql_lo[m] = __ldg(reinterpret_cast<const uint32_t *>(bl + at));
+    c.ql_hi[m] = __ldg(reinterpret_cast<const uint32_t *>(bh + at));
+  }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int at = 128 + 32 * h + 16 * m + 4 * t;
+    c.qh_lo[m] = __ldg(reinterpret_cast<const uint32_t *>(bl + at));
+    c.qh_hi[m] = __ldg(reinterpret_cast<const uint32_t *>(bh + at));
+  }
+  c.sc_lo = __ldg(reinterpret_cast<const uint2 *>(bl + 192 + 8 * h));
+  c.sc_hi = __ldg(reinterpret_cast<const uint2 *>(bh + 192 + 8 * h));
+  c.d_lo = __ldg(d_lo + block);
+  c.d_hi = __ldg(d_hi + block);
 }
 
 // The lane's input values of a run (8 at x + at; zeros for a column past the
@@ -240,8 +314,9 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, c
   }
 }
 
-__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_K> &c, const bf16 *x,
-                                           int group, bool has_x, float (&acc)[4]) {
+template <QuantFormat F, std::enable_if_t<kHeadScales<F>, int> = 0>
+__device__ __forceinline__ void accumulate(const Group<F> &c, const bf16 *x, int group, bool has_x,
+                                           float (&acc)[4]) {
   using quant_lanes::half_bits;
   using quant_lanes::scale_min;
   constexpr uint32_t kOnes = 0x3f803f80u;  // bf16 1.0 twice
@@ -255,8 +330,13 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_K> &c, c
       const int j = 2 * chunk + half;
       const uint4 xr = input_run(x, group * kQuantSuperBlock + 32 * j, has_x);
       uint32_t q_lo[4], q_hi[4];
-      run_of_nibbles(c.lo[chunk], 4 * half, q_lo);
-      run_of_nibbles(c.hi[chunk], 4 * half, q_hi);
+      if constexpr (F == QuantFormat::kQ5_K) {
+        run_of_nibbles(c.lo[chunk], 4 * half, q_lo, make_uint2(c.qh_lo.x >> j, c.qh_lo.y >> j));
+        run_of_nibbles(c.hi[chunk], 4 * half, q_hi, make_uint2(c.qh_hi.x >> j, c.qh_hi.y >> j));
+      } else {
+        run_of_nibbles(c.lo[chunk], 4 * half, q_lo);
+        run_of_nibbles(c.hi[chunk], 4 * half, q_hi);
+      }
       float sum_q[4] = {}, sum_x[4] = {};
       mma_run(q_lo, q_hi, xr, sum_q);
       mma_run(ones, ones, xr, sum_x);
@@ -272,11 +352,45 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_K> &c, c
     }
 }
 
+// The 6-bit values (q, before less 32) of a lane's 4 values of sub-block s.
+__device__ __forceinline__ uint32_t q6_bytes(const uint32_t (&ql)[4], const uint32_t (&qh)[2],
+                                             int s) {
+  return ((ql[s & 3] >> (4 * (s >> 2))) & 0x0f0f0f0fu) |
+         (((qh[s & 1] >> (2 * (s >> 1))) & 0x03030303u) << 4);
+}
+
+// Int8 scale s (0..7) of 8 in a uint2, as a float.
+__device__ __forceinline__ float int8_of(const uint2 &v, int s) {
+  const uint32_t w = s < 4 ? v.x : v.y;
+  return static_cast<float>(static_cast<int8_t>((w >> (8 * (s & 3))) & 0xffu));
+}
+
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ6_K> &c, const bf16 *x,
+                                           int group, bool has_x, float (&acc)[4]) {
+  const float d_lo = __half2float(c.d_lo), d_hi = __half2float(c.d_hi);
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {  // sub-block s of the half: one MMA, one scale a row
+    const uint2 xs =
+        has_x ? __ldg(reinterpret_cast<const uint2 *>(x + group * 128 + 16 * s)) : make_uint2(0, 0);
+    uint32_t a[4];
+    bytes_to_bf16x2<32>(q6_bytes(c.ql_lo, c.qh_lo, s), a[0], a[2]);
+    bytes_to_bf16x2<32>(q6_bytes(c.ql_hi, c.qh_hi, s), a[1], a[3]);
+    float sum[4] = {};
+    mma_bf16(sum, a, xs.x, xs.y);
+    const float a_lo = d_lo * int8_of(c.sc_lo, s), a_hi = d_hi * int8_of(c.sc_hi, s);
+    acc[0] = fmaf(a_lo, sum[0], acc[0]);
+    acc[1] = fmaf(a_lo, sum[1], acc[1]);
+    acc[2] = fmaf(a_hi, sum[2], acc[2]);
+    acc[3] = fmaf(a_hi, sum[3], acc[3]);
+  }
+}
+
 // kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
 // the gate, rows 8-15 the same rows of up.
 template <QuantFormat F, int S, bool kSwiglu>
 __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams p) {
-  constexpr bool kF8 = F == QuantFormat::kF8, kQ4K = F == QuantFormat::kQ4_K;
+  constexpr bool kF8 = F == QuantFormat::kF8, kHeadK = kHeadScales<F>;
+  constexpr bool kQ6K = F == QuantFormat::kQ6_K;
   __shared__ float4 partial[S][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
@@ -284,11 +398,11 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
   const int64_t r_lo = min(row0 + g, n - 1), r_hi = kSwiglu ? r_lo : min(row0 + g + 8, n - 1);
   const QuantMatrix &hi = kSwiglu ? p.swiglu_up : p.w;
   const int slice = k / S, k0 = warp * slice, groups = slice / kGroupValues<F>;
-  // The lane's codes of its rows (Q4_K: the slice's first super-blocks).
+  // The lane's codes of its rows (Q4_K, Q6_K: the slice's first super-blocks).
   const uint8_t *w_lo, *w_hi;
-  if constexpr (kQ4K) {
-    const int64_t row_bytes = int64_t{k} / kQuantSuperBlock * kQ4KBlockBytes;
-    const int64_t first = int64_t{k0} / kQuantSuperBlock * kQ4KBlockBytes;
+  if constexpr (kSuperBlocks<F>) {
+    const int64_t row_bytes = int64_t{k} / kQuantSuperBlock * kSuperBlockBytes<F>;
+    const int64_t first = int64_t{k0} / kQuantSuperBlock * kSuperBlockBytes<F>;
     w_lo = p.w.qs + r_lo * row_bytes + first;
     w_hi = hi.qs + r_hi * row_bytes + first;
   } else {
@@ -296,11 +410,14 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
     w_hi = hi.qs + r_hi * k + k0 + kLaneValues<F> * t;
   }
   const float *s_lo = nullptr, *s_hi = nullptr;  // F8: a row's group scales
-  const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0: a row's block scales
+  const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0, Q6_K: a row's block scales
   if constexpr (kF8) {
     s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
     s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
-  } else if constexpr (!kQ4K) {
+  } else if constexpr (kQ6K) {
+    d_lo = p.w.scales + r_lo * (k / kQuantSuperBlock) + k0 / kQuantSuperBlock;
+    d_hi = hi.scales + r_hi * (k / kQuantSuperBlock) + k0 / kQuantSuperBlock;
+  } else if constexpr (!kHeadK) {
     d_lo = p.w.scales + r_lo * (k / kQuantBlock) + k0 / kQuantBlock;
     d_hi = hi.scales + r_hi * (k / kQuantBlock) + k0 / kQuantBlock;
   }
@@ -316,8 +433,10 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
       }
       c.scale_lo = __ldg(s_lo + group);
       c.scale_hi = __ldg(s_hi + group);
-    } else if constexpr (kQ4K) {
-      load_q4k(w_lo, w_hi, group, t, c);
+    } else if constexpr (kHeadK) {
+      load_k<F>(w_lo, w_hi, group, t, c);
+    } else if constexpr (kQ6K) {
+      load_q6k(w_lo, w_hi, d_lo, d_hi, group, t, c);
     } else {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
@@ -372,12 +491,12 @@ template <QuantFormat F>
 cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
   // Each warp's slice whole loop trips: 4 warps always fit, k being a
   // multiple of quant_gemv_k_align's 512 (1,024 for Q4_K; quant_gemv checked it).
-  while (split > 4 && p.w.k % (split * kGroupValues<F>) != 0) split /= 2;
+  while (split > 4 && p.w.k % (split * kSliceValues<F>) != 0) split /= 2;
   const bool swiglu = p.swiglu_up.qs != nullptr;
   const int tile = swiglu ? kTileRows / 2 : kTileRows;
   const dim3 grid((p.w.n + tile - 1) / tile);
-  // Q4_K has no SwiGLU epilogue (quant_gemv_swiglu_supports): no fused kernel.
-  constexpr bool kFuses = F != QuantFormat::kQ4_K;
+  // The K formats have no SwiGLU epilogue (quant_gemv_swiglu_supports): no fused kernel.
+  constexpr bool kFuses = !kSuperBlocks<F>;
   auto launch = [&](auto plain, auto fused, int warps) {
     return launch_kernel(swiglu ? fused : plain, grid, dim3(warps * 32), 0, stream, p);
   };
@@ -394,7 +513,7 @@ cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream)
 }  // namespace
 
 bool quant_gemv_mma_supports(QuantFormat f) {
-  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || f == QuantFormat::kQ4_K;
+  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || quant_is_k(f);
 }
 
 cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
@@ -405,6 +524,10 @@ cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t str
       return launch_mma<QuantFormat::kQ8_0>(p, split, stream);
     case QuantFormat::kQ4_K:
       return launch_mma<QuantFormat::kQ4_K>(p, split, stream);
+    case QuantFormat::kQ5_K:
+      return launch_mma<QuantFormat::kQ5_K>(p, split, stream);
+    case QuantFormat::kQ6_K:
+      return launch_mma<QuantFormat::kQ6_K>(p, split, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -170,7 +170,7 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
-// F8, Q8_0 and Q4_K twice: on the CUDA cores and on the tensor cores
+// F8, Q8_0 and the K formats twice: on the CUDA cores and on the tensor cores
 // (QuantGemvParams::tensor_cores).
 struct Variant {
   QuantFormat format;
@@ -182,6 +182,8 @@ std::vector<Variant> variants() {
   v.push_back({QuantFormat::kF8, true});
   v.push_back({QuantFormat::kQ8_0, true});
   v.push_back({QuantFormat::kQ4_K, true});
+  v.push_back({QuantFormat::kQ5_K, true});
+  v.push_back({QuantFormat::kQ6_K, true});
   return v;
 }
 

@@ -278,7 +278,7 @@ __global__ void f8_dequantize_kernel(QuantDequantizeParams p) {
   store_scaled_bf16x8(p.out, t, scale, v);
 }
 
-// Warps a block of the tensor-core kernel (F8, Q8_0, K formats), 0 for the CUDA-core kernel:
+// Warps a block of the tensor-core kernel (every format), 0 for the CUDA-core kernel:
 // 8 when asked (Qwen3-8B shapes: 4 and 16 were slower; the commit has the
 // timings). VEGAS_CUDA_QUANT_MMA (A/B timing): 0 never, 1 always, 4 / 8 /
 // 16 always with that many.
@@ -330,6 +330,8 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
         return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kQ8_0>(p, stream);
     case QuantFormat::kQ4_0:
+      if (const int split = mma_split(p.tensor_cores); split > 0)
+        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
     case QuantFormat::kF8:
       if (const int split = mma_split(p.tensor_cores); split > 0)

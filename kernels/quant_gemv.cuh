@@ -92,7 +92,7 @@ struct QuantGemvParams {
   bf16 *y_bf16 = nullptr;
   int32_t ldy = 0;
   bool accumulate = false;
-  // F8, Q8_0, K formats (quant_gemv_mma_supports): the tensor-core kernel
+  // Every format (quant_gemv_mma_supports): the tensor-core kernel
   // (quant_gemv_mma.cu) instead of the CUDA-core one. Each gives a row the
   // same sums whatever the row count (1-8), but not the same bits as the
   // other (both sum in f32, in different orders). The tensor-core kernel is
@@ -123,7 +123,7 @@ cudaError_t quant_dequantize(const QuantDequantizeParams &p, cudaStream_t stream
 cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dmin,
                                          cudaStream_t stream);
 
-// F8, Q8_0 and the K formats on the tensor cores (quant_gemv_mma.cu;
+// Every format on the tensor cores (quant_gemv_mma.cu;
 // quant_gemv's launcher when p.tensor_cores, k a multiple of
 // quant_gemv_k_align): `split` warps a block (4, 8 or 16), each a slice of
 // k, fewer where k is not a multiple of split x 128 (K formats: x 256).

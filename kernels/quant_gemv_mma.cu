@@ -1,5 +1,5 @@
-// quant_gemv_mma (quant_gemv.cuh): F8, Q8_0 and K-format (Q4_K, Q5_K, Q6_K)
-// matrices times 1-8 bf16 rows on the tensor cores.
+// quant_gemv_mma (quant_gemv.cuh): matrices of every format quant_gemv takes
+// (F8, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) times 1-8 bf16 rows on the tensor cores.
 //
 // The CUDA-core kernel (quant_gemv.cu) widens each code and each input value
 // to f32 and spends one FMA a value per input row: its instructions grow with
@@ -25,7 +25,9 @@
 // 128-value groups, but an MMA's 16 k values must share a scale: a lane
 // reads 8 codes of each row at k offset 8 t of a 32-value block, mma j takes
 // its values 4j .. 4j + 3, and each block's two MMAs are scaled by its scale.
-// An int8 code becomes a bf16 exactly (|q| <= 128).
+// An int8 code becomes a bf16 exactly (|q| <= 128). Q4_0 alike, a lane's 4
+// bytes at 4 t of a 16-byte block giving two MMAs (low nibbles: values 0-15,
+// high: 16-31), each value q - 8.
 //
 // Q4_K (256-value super-blocks of eight 32-value sub-blocks, each value
 // d sc_j q - dmin m_j with q a nibble) the same way, a loop trip a
@@ -169,6 +171,11 @@ struct Group<QuantFormat::kQ8_0> {
   uint2 scales_lo, scales_hi;
 };
 template <>
+struct Group<QuantFormat::kQ4_0> {
+  uint32_t lo[4], hi[4];  // 4 bytes at 4 t of each 16-byte block: values 4t.. and 16 + 4t..
+  uint2 scales_lo, scales_hi;
+};
+template <>
 struct Group<QuantFormat::kQ4_K> {
   uint4 head_lo, head_hi;  // d, dmin, 12 bytes of sub-block scales and mins
   uint2 lo[4], hi[4];      // 8 bytes of each 32-byte chunk of nibbles
@@ -193,6 +200,7 @@ struct Group<QuantFormat::kQ6_K> {
 // 16-value sub-block (Q6_K).
 template <QuantFormat F>
 constexpr int kLaneValues = F == QuantFormat::kF8     ? 16
+                            : F == QuantFormat::kQ4_0 ? 4
                             : F == QuantFormat::kQ6_K ? 4
                                                       : 8;
 
@@ -314,6 +322,31 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, c
   }
 }
 
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c, const bf16 *x,
+                                           int group, bool has_x, float (&acc)[4]) {
+  const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
+  const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    float sum[4] = {};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // low nibbles: values 0-15; high: 16-31
+      const int shift = 4 * half;
+      const bf16 *xs = x + group * kGroupValues<QuantFormat::kQ4_0> + b * kQuantBlock + 16 * half;
+      const uint2 xr = has_x ? __ldg(reinterpret_cast<const uint2 *>(xs)) : make_uint2(0, 0);
+      uint32_t a[4];
+      bytes_to_bf16x2<8>((c.lo[b] >> shift) & 0x0f0f0f0fu, a[0], a[2]);
+      bytes_to_bf16x2<8>((c.hi[b] >> shift) & 0x0f0f0f0fu, a[1], a[3]);
+      mma_bf16(sum, a, xr.x, xr.y);
+    }
+    const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
+    acc[0] = fmaf(sum[0], dl, acc[0]);
+    acc[1] = fmaf(sum[1], dl, acc[1]);
+    acc[2] = fmaf(sum[2], dh, acc[2]);
+    acc[3] = fmaf(sum[3], dh, acc[3]);
+  }
+}
+
 template <QuantFormat F, std::enable_if_t<kHeadScales<F>, int> = 0>
 __device__ __forceinline__ void accumulate(const Group<F> &c, const bf16 *x, int group, bool has_x,
                                            float (&acc)[4]) {
@@ -390,7 +423,7 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ6_K> &c, c
 template <QuantFormat F, int S, bool kSwiglu>
 __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams p) {
   constexpr bool kF8 = F == QuantFormat::kF8, kHeadK = kHeadScales<F>;
-  constexpr bool kQ6K = F == QuantFormat::kQ6_K;
+  constexpr bool kQ6K = F == QuantFormat::kQ6_K, kQ40 = F == QuantFormat::kQ4_0;
   __shared__ float4 partial[S][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
@@ -405,12 +438,15 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
     const int64_t first = int64_t{k0} / kQuantSuperBlock * kSuperBlockBytes<F>;
     w_lo = p.w.qs + r_lo * row_bytes + first;
     w_hi = hi.qs + r_hi * row_bytes + first;
+  } else if constexpr (kQ40) {  // half a byte a value
+    w_lo = p.w.qs + r_lo * (k / 2) + k0 / 2 + 4 * t;
+    w_hi = hi.qs + r_hi * (k / 2) + k0 / 2 + 4 * t;
   } else {
     w_lo = p.w.qs + r_lo * k + k0 + kLaneValues<F> * t;
     w_hi = hi.qs + r_hi * k + k0 + kLaneValues<F> * t;
   }
   const float *s_lo = nullptr, *s_hi = nullptr;  // F8: a row's group scales
-  const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0, Q6_K: a row's block scales
+  const f16 *d_lo = nullptr, *d_hi = nullptr;    // Q8_0, Q4_0, Q6_K: a row's block scales
   if constexpr (kF8) {
     s_lo = p.w.scales_f32 + r_lo * (k / kF8Group) + k0 / kF8Group;
     s_hi = hi.scales_f32 + r_hi * (k / kF8Group) + k0 / kF8Group;
@@ -437,6 +473,15 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
       load_k<F>(w_lo, w_hi, group, t, c);
     } else if constexpr (kQ6K) {
       load_q6k(w_lo, w_hi, d_lo, d_hi, group, t, c);
+    } else if constexpr (kQ40) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int at = (group * kGroupValues<F> + b * kQuantBlock) / 2;
+        c.lo[b] = __ldg(reinterpret_cast<const uint32_t *>(w_lo + at));
+        c.hi[b] = __ldg(reinterpret_cast<const uint32_t *>(w_hi + at));
+      }
+      c.scales_lo = __ldg(reinterpret_cast<const uint2 *>(d_lo + group * 4));
+      c.scales_hi = __ldg(reinterpret_cast<const uint2 *>(d_hi + group * 4));
     } else {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
@@ -513,7 +558,8 @@ cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream)
 }  // namespace
 
 bool quant_gemv_mma_supports(QuantFormat f) {
-  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || quant_is_k(f);
+  return f == QuantFormat::kF8 || f == QuantFormat::kQ8_0 || f == QuantFormat::kQ4_0 ||
+         quant_is_k(f);
 }
 
 cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
@@ -522,6 +568,8 @@ cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t str
       return launch_mma<QuantFormat::kF8>(p, split, stream);
     case QuantFormat::kQ8_0:
       return launch_mma<QuantFormat::kQ8_0>(p, split, stream);
+    case QuantFormat::kQ4_0:
+      return launch_mma<QuantFormat::kQ4_0>(p, split, stream);
     case QuantFormat::kQ4_K:
       return launch_mma<QuantFormat::kQ4_K>(p, split, stream);
     case QuantFormat::kQ5_K:

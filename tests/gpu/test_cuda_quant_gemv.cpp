@@ -170,7 +170,7 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
-// F8, Q8_0 and the K formats twice: on the CUDA cores and on the tensor cores
+// Every format twice: on the CUDA cores and on the tensor cores
 // (QuantGemvParams::tensor_cores).
 struct Variant {
   QuantFormat format;
@@ -179,11 +179,7 @@ struct Variant {
 std::vector<Variant> variants() {
   std::vector<Variant> v;
   for (const QuantFormat f : kFormats) v.push_back({f, false});
-  v.push_back({QuantFormat::kF8, true});
-  v.push_back({QuantFormat::kQ8_0, true});
-  v.push_back({QuantFormat::kQ4_K, true});
-  v.push_back({QuantFormat::kQ5_K, true});
-  v.push_back({QuantFormat::kQ6_K, true});
+  for (const QuantFormat f : kFormats) v.push_back({f, true});
   return v;
 }
 
@@ -362,7 +358,7 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
         ++checked;
       }
   }
-  EXPECT_EQ(checked, 5 * 2 * 3);  // F8 and Q8_0 twice, Q4_0
+  EXPECT_EQ(checked, 6 * 2 * 3);  // F8, Q8_0 and Q4_0, each twice
 
   // What the epilogue cannot do is refused.
   const TestMatrix g8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);

@@ -316,10 +316,10 @@ constexpr int64_t kQuantGemvRowsMax = 32;
 
 namespace {
 
-// F8, Q8_0 and the K formats take the tensor cores for a step of two or more rows (all its
-// launches, so that a row sums alike in every launch of 1-8 rows), the CUDA
-// cores for one row (a decode step of one sequence), where they are the
-// faster; other formats ignore the flag.
+// Quantized matrices take the tensor cores for a step of two or more rows
+// (all its launches, so that a row sums alike in every launch of 1-8 rows),
+// the CUDA cores for one row (a decode step of one sequence), where they are
+// the faster.
 bool quant_tensor_cores(int64_t rows) {
   return rows >= 2;
 }

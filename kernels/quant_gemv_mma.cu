@@ -301,9 +301,18 @@ __device__ __forceinline__ uint4 input_run(const bf16 *x, int at, bool has_x) {
   return has_x ? __ldg(reinterpret_cast<const uint4 *>(x + at)) : make_uint4(0, 0, 0, 0);
 }
 
-// acc (rows g: 0, 1 and g + 8: 2, 3; columns 2t, 2t + 1) += one loop trip's
-// products (Q8_0, Q4_K; F8's are in the kernel); x is the lane's input
-// column at the slice's start.
+// acc += sum (rows g: 0, 1 and g + 8: 2, 3; columns 2t, 2t + 1) times each
+// row's scale.
+__device__ __forceinline__ void add_scaled(float (&acc)[4], const float (&sum)[4], float scale_lo,
+                                           float scale_hi) {
+  acc[0] = fmaf(sum[0], scale_lo, acc[0]);
+  acc[1] = fmaf(sum[1], scale_lo, acc[1]);
+  acc[2] = fmaf(sum[2], scale_hi, acc[2]);
+  acc[3] = fmaf(sum[3], scale_hi, acc[3]);
+}
+
+// acc += one loop trip's products (every format but F8, whose are in the
+// kernel); x is the lane's input column at the slice's start.
 __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, const bf16 *x,
                                            int group, bool has_x, float (&acc)[4]) {
   const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
@@ -314,11 +323,7 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, c
         input_run(x, group * kGroupValues<QuantFormat::kQ8_0> + b * kQuantBlock, has_x);
     float sum[4] = {};
     mma_block_q8(c.lo[b], c.hi[b], xb, sum);
-    const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
-    acc[0] = fmaf(sum[0], dl, acc[0]);
-    acc[1] = fmaf(sum[1], dl, acc[1]);
-    acc[2] = fmaf(sum[2], dh, acc[2]);
-    acc[3] = fmaf(sum[3], dh, acc[3]);
+    add_scaled(acc, sum, __half2float(scale_lo[b]), __half2float(scale_hi[b]));
   }
 }
 
@@ -339,11 +344,7 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c, c
       bytes_to_bf16x2<8>((c.hi[b] >> shift) & 0x0f0f0f0fu, a[1], a[3]);
       mma_bf16(sum, a, xr.x, xr.y);
     }
-    const float dl = __half2float(scale_lo[b]), dh = __half2float(scale_hi[b]);
-    acc[0] = fmaf(sum[0], dl, acc[0]);
-    acc[1] = fmaf(sum[1], dl, acc[1]);
-    acc[2] = fmaf(sum[2], dh, acc[2]);
-    acc[3] = fmaf(sum[3], dh, acc[3]);
+    add_scaled(acc, sum, __half2float(scale_lo[b]), __half2float(scale_hi[b]));
   }
 }
 
@@ -410,11 +411,7 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ6_K> &c, c
     bytes_to_bf16x2<32>(q6_bytes(c.ql_hi, c.qh_hi, s), a[1], a[3]);
     float sum[4] = {};
     mma_bf16(sum, a, xs.x, xs.y);
-    const float a_lo = d_lo * int8_of(c.sc_lo, s), a_hi = d_hi * int8_of(c.sc_hi, s);
-    acc[0] = fmaf(a_lo, sum[0], acc[0]);
-    acc[1] = fmaf(a_lo, sum[1], acc[1]);
-    acc[2] = fmaf(a_hi, sum[2], acc[2]);
-    acc[3] = fmaf(a_hi, sum[3], acc[3]);
+    add_scaled(acc, sum, d_lo * int8_of(c.sc_lo, s), d_hi * int8_of(c.sc_hi, s));
   }
 }
 

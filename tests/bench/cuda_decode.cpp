@@ -37,6 +37,7 @@
 #include "model/model_weights.h"
 #include "model/weight_store.h"
 #include "sampling/sampling.h"
+#include "synthetic_weights.h"
 
 using namespace vegas;
 
@@ -284,7 +285,6 @@ int main(int argc, char **argv) {
     // VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,q4_k,q5_k,q6_k,q4_k_m,q5_k_m,fp8: the Qwen3-8B shapes at
     // batch 1 and 4, 2K and 32K, with the layer matrices in each weight format.
     if (const char *formats = std::getenv("VEGAS_BENCH_WEIGHTS"); formats && !qwen.empty()) {
-      using W = CudaBackendOptions::SyntheticWeights;
       // VEGAS_BENCH_WEIGHT_BATCHES="1,4,8": the batch sizes of these rows (8
       // rows a step: what a one-sequence verification pass multiplies).
       std::vector<int> weight_batches = {1, 4};
@@ -298,15 +298,7 @@ int main(int argc, char **argv) {
       std::istringstream list(formats);
       for (std::string f; std::getline(list, f, ',');) {
         CudaBackendOptions o;
-        o.synthetic_weights = f == "q8_0"     ? W::kQ8_0
-                              : f == "q4_0"   ? W::kQ4_0
-                              : f == "q4_k"   ? W::kQ4_K
-                              : f == "q5_k"   ? W::kQ5_K
-                              : f == "q6_k"   ? W::kQ6_K
-                              : f == "q4_k_m" ? W::kQ4_K_M
-                              : f == "q5_k_m" ? W::kQ5_K_M
-                              : f == "fp8"    ? W::kF8
-                                              : W::kBf16;
+        o.synthetic_weights = bench::synthetic_weights_named(f);
         auto model = create_cuda_backend_synthetic(config, 42, o);
         const std::string name = "qwen3-8b " + f;
         for (int context : {2048, 32768})

@@ -3,8 +3,9 @@
 // floor (DESIGN §7). Usage:
 //   bench_cuda_phases [model_dir] [qwen3-8b config.json]
 // VEGAS_PHASE_SHAPES="8192x16,8192x64,16384x32" (embedded model) and
-// VEGAS_PHASE_SYNTHETIC="32768x4" (the config's shapes, random weights) pick
-// the shapes, a suffix f for the fp8 KV cache ("16384x16f"); VEGAS_PHASE_GAMMA (6),
+// VEGAS_PHASE_SYNTHETIC="32768x4" (the config's shapes, random weights in the
+// format VEGAS_PHASE_WEIGHTS names: bf16, q4_k_m, fp8, ...) pick the shapes,
+// a suffix f for the fp8 KV cache ("16384x16f"); VEGAS_PHASE_GAMMA (6),
 // VEGAS_PHASE_RATIO (0.07) and VEGAS_PHASE_POLICY (vegas, window share 0.5) the round.
 //
 // For each shape, on a KV cache of random values:
@@ -48,6 +49,7 @@
 #include "model/weight_store.h"
 #include "sampling/sampling.h"
 #include "select/select_policy.h"
+#include "synthetic_weights.h"
 
 using namespace vegas;
 
@@ -327,10 +329,13 @@ int main(int argc, char **argv) {
     }
     if (!synthetic_config.empty() && !synthetic.empty()) {
       const ModelConfig config = load_model_config(synthetic_config);
-      auto model = create_cuda_backend_synthetic(config, 42, CudaBackendOptions{});
+      CudaBackendOptions o;
+      const char *weights = std::getenv("VEGAS_PHASE_WEIGHTS");
+      o.synthetic_weights = bench::synthetic_weights_named(weights ? weights : "bf16");
+      auto model = create_cuda_backend_synthetic(config, 42, o);
       const double bw = model->measure_copy_bandwidth();
-      for (const Shape &sh : synthetic)
-        bench_round(*model, "qwen3-8b-shapes (synthetic)", sh, r, bw);
+      const std::string name = std::string("qwen3-8b-shapes ") + (weights ? weights : "bf16");
+      for (const Shape &sh : synthetic) bench_round(*model, name, sh, r, bw);
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "bench_cuda_phases: %s\n", e.what());

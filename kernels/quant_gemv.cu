@@ -319,8 +319,14 @@ bool swiglu_fits(const QuantGemvParams &p) {
 
 }  // namespace
 
+int quant_gemv_max_rows(QuantFormat f, bool tensor_cores) {
+  return mma_split(tensor_cores) > 0 && quant_gemv_mma_supports(f) ? quant_gemv_mma_max_rows(f)
+                                                                   : kQuantGemvMaxRows;
+}
+
 cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
-  if (!quant_gemv_supports(p.w.format, p.m, p.w.k) || p.w.n <= 0 || p.x == nullptr ||
+  if (!quant_gemv_supports(p.w.format, 1, p.w.k) || p.m < 1 ||
+      p.m > quant_gemv_max_rows(p.w.format, p.tensor_cores) || p.w.n <= 0 || p.x == nullptr ||
       (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || !arrays_fit(p.w) ||
       (p.ldy != 0 && p.ldy < p.w.n) || (p.swiglu_up.qs != nullptr && !swiglu_fits(p)))
     return cudaErrorInvalidValue;

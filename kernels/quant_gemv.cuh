@@ -31,10 +31,11 @@ namespace vegas::kernels {
 
 enum class QuantFormat : int32_t { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kF8 = 4, kQ5_K = 5 };
 
-constexpr int kQuantBlock = 32;        // values per scale of Q8_0 / Q4_0
-constexpr int kF8Group = 128;          // values per scale of F8
-constexpr int kQuantSuperBlock = 256;  // values per K-format block
-constexpr int kQuantGemvMaxRows = 8;   // quant_gemv's input rows
+constexpr int kQuantBlock = 32;           // values per scale of Q8_0 / Q4_0
+constexpr int kF8Group = 128;             // values per scale of F8
+constexpr int kQuantSuperBlock = 256;     // values per K-format block
+constexpr int kQuantGemvMaxRows = 8;      // quant_gemv's input rows (CUDA cores, F8)
+constexpr int kQuantGemvMmaMaxRows = 32;  // ... on the tensor cores, every format but F8
 
 __host__ __device__ constexpr bool quant_is_k(QuantFormat f) {
   return f == QuantFormat::kQ4_K || f == QuantFormat::kQ5_K || f == QuantFormat::kQ6_K;
@@ -108,6 +109,10 @@ struct QuantGemvParams {
 
 // m in [1, kQuantGemvMaxRows] and k a multiple of quant_gemv_k_align(f).
 bool quant_gemv_supports(QuantFormat f, int32_t m, int32_t k);
+// The input rows one quant_gemv launch takes for format f with
+// QuantGemvParams::tensor_cores as given (VEGAS_CUDA_QUANT_MMA included):
+// kQuantGemvMmaMaxRows on the tensor cores but for F8, else kQuantGemvMaxRows.
+int quant_gemv_max_rows(QuantFormat f, bool tensor_cores);
 // Whether quant_gemv takes QuantGemvParams::swiglu_up for format f.
 bool quant_gemv_swiglu_supports(QuantFormat f);
 cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream);
@@ -128,6 +133,7 @@ cudaError_t quant_set_super_block_scales(const QuantMatrix &w, float d, float dm
 // quant_gemv_k_align): `split` warps a block (4, 8 or 16), each a slice of
 // k, fewer where k is not a multiple of split x 128 (K formats: x 256).
 bool quant_gemv_mma_supports(QuantFormat f);
+int quant_gemv_mma_max_rows(QuantFormat f);  // 8 for F8, else 32 (two or four n tiles)
 cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream);
 
 // quant_gemv.cu's launchers for the K formats (quant_gemv_k.cu).

@@ -103,17 +103,20 @@ __device__ __forceinline__ void mma_run(const uint32_t (&lo)[4], const uint32_t 
   }
 }
 
-// One Q8_0 block's 2 MMAs: 8 codes of row g (lo) and of row g + 8 (hi), the
-// lane's 8 input values x (bf16 pairs).
-__device__ __forceinline__ void mma_block_q8(const uint2 &lo, const uint2 &hi, const uint4 &x,
-                                             float (&sum)[4]) {
+// One Q8_0 block's codes of row g (lo) and of row g + 8 (hi) as mma_run's
+// bf16 pairs.
+__device__ __forceinline__ void q8_block_fragments(const uint2 &lo, const uint2 &hi,
+                                                   uint32_t (&a_lo)[4], uint32_t (&a_hi)[4]) {
   const uint32_t l[2] = {lo.x ^ 0x80808080u, lo.y ^ 0x80808080u};
   const uint32_t h[2] = {hi.x ^ 0x80808080u, hi.y ^ 0x80808080u};
-  const uint32_t a_lo[4] = {int8x2_to_bf16x2(l[0], 0), int8x2_to_bf16x2(l[0], 2),
-                            int8x2_to_bf16x2(l[1], 0), int8x2_to_bf16x2(l[1], 2)};
-  const uint32_t a_hi[4] = {int8x2_to_bf16x2(h[0], 0), int8x2_to_bf16x2(h[0], 2),
-                            int8x2_to_bf16x2(h[1], 0), int8x2_to_bf16x2(h[1], 2)};
-  mma_run(a_lo, a_hi, x, sum);
+  a_lo[0] = int8x2_to_bf16x2(l[0], 0);
+  a_lo[1] = int8x2_to_bf16x2(l[0], 2);
+  a_lo[2] = int8x2_to_bf16x2(l[1], 0);
+  a_lo[3] = int8x2_to_bf16x2(l[1], 2);
+  a_hi[0] = int8x2_to_bf16x2(h[0], 0);
+  a_hi[1] = int8x2_to_bf16x2(h[0], 2);
+  a_hi[2] = int8x2_to_bf16x2(h[1], 0);
+  a_hi[3] = int8x2_to_bf16x2(h[1], 2);
 }
 
 // Four small integers, one a byte (0..127), less kOffset as two bf16 pairs,
@@ -206,17 +209,19 @@ constexpr int kLaneValues = F == QuantFormat::kF8     ? 16
 
 // The outputs of a tile (quant_gemv_mma_kernel's end): output i = (row r,
 // input row m) adds its warps' sums in warp order.
-template <int S>
-__device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float4 (&partial)[S][32],
-                                           int row0) {
+template <int S, int NT>
+__device__ __forceinline__ void store_tile(const QuantGemvParams &p,
+                                           const float4 (&partial)[S][NT][32], int row0) {
   const int n = p.w.n;
-  for (int i = threadIdx.x; i < kTileRows * 8; i += S * 32) {
-    const int r = i >> 3, m = i & 7;
+  for (int i = threadIdx.x; i < kTileRows * 8 * NT; i += S * 32) {
+    // m's column in its n tile: c (NT a power of two: shifts, as for one tile)
+    const int r = i >> (3 + NT / 2), m = i & (8 * NT - 1), c = m & 7;
     if (m >= p.m || row0 + r >= n) continue;
-    const int src = (r & 7) * 4 + (m >> 1), part = (r >> 3) * 2 + (m & 1);
+    const int src = (r & 7) * 4 + (c >> 1), part = (r >> 3) * 2 + (c & 1);
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < S; ++w) v += reinterpret_cast<const float *>(&partial[w][src])[part];
+    for (int w = 0; w < S; ++w)
+      v += reinterpret_cast<const float *>(&partial[w][m >> 3][src])[part];
     quant_lanes::store_output(p, static_cast<int64_t>(m) * quant_lanes::output_stride(p) + row0 + r,
                               v);
   }
@@ -226,19 +231,19 @@ __device__ __forceinline__ void store_tile(const QuantGemvParams &p, const float
 // up; quant_gemv_mma_kernel's end): output i = (row j, input row m) adds
 // its warps' sums of gate row j and up row j in warp order, as store_tile
 // adds those of each row.
-template <int S>
+template <int S, int NT>
 __device__ __forceinline__ void store_swiglu_tile(const QuantGemvParams &p,
-                                                  const float4 (&partial)[S][32], int row0) {
-  for (int i = threadIdx.x; i < kTileRows / 2 * 8; i += S * 32) {
-    const int j = i >> 3, m = i & 7;
+                                                  const float4 (&partial)[S][NT][32], int row0) {
+  for (int i = threadIdx.x; i < kTileRows / 2 * 8 * NT; i += S * 32) {
+    const int j = i >> (3 + NT / 2), m = i & (8 * NT - 1), c = m & 7;
     if (m >= p.m || row0 + j >= p.w.n) continue;
-    const int src = j * 4 + (m >> 1);
+    const int src = j * 4 + (c >> 1);
     float gate = 0.0f, up = 0.0f;
 #pragma unroll
     for (int w = 0; w < S; ++w) {
-      const float *part = reinterpret_cast<const float *>(&partial[w][src]);
-      gate += part[m & 1];
-      up += part[2 + (m & 1)];
+      const float *part = reinterpret_cast<const float *>(&partial[w][m >> 3][src]);
+      gate += part[c & 1];
+      up += part[2 + (c & 1)];
     }
     quant_lanes::store_swiglu(p, static_cast<int64_t>(m) * quant_lanes::output_stride(p) + row0 + j,
                               gate, up);
@@ -311,46 +316,67 @@ __device__ __forceinline__ void add_scaled(float (&acc)[4], const float (&sum)[4
   acc[3] = fmaf(sum[3], scale_hi, acc[3]);
 }
 
-// acc += one loop trip's products (every format but F8, whose are in the
-// kernel); x is the lane's input column at the slice's start.
-__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c, const bf16 *x,
-                                           int group, bool has_x, float (&acc)[4]) {
+// acc[j] += one loop trip's products of n tile j (input rows 8 j ..), for
+// every format but F8, whose are in the kernel; x[j] is the lane's input
+// column of tile j at the slice's start (has_x: a row of the launch). The
+// codes become A fragments once for all the tiles.
+template <int NT>
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c,
+                                           const bf16 *const (&x)[NT], int group,
+                                           const bool (&has_x)[NT], float (&acc)[NT][4]) {
   const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
   const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
-    const uint4 xb =
-        input_run(x, group * kGroupValues<QuantFormat::kQ8_0> + b * kQuantBlock, has_x);
-    float sum[4] = {};
-    mma_block_q8(c.lo[b], c.hi[b], xb, sum);
-    add_scaled(acc, sum, __half2float(scale_lo[b]), __half2float(scale_hi[b]));
+    uint4 xb[NT];  // each tile's inputs first, then the fragments once
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      xb[j] = input_run(x[j], group * kGroupValues<QuantFormat::kQ8_0> + b * kQuantBlock, has_x[j]);
+    float sum[NT][4] = {};
+    uint32_t a_lo[4], a_hi[4];
+    q8_block_fragments(c.lo[b], c.hi[b], a_lo, a_hi);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_run(a_lo, a_hi, xb[j], sum[j]);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      add_scaled(acc[j], sum[j], __half2float(scale_lo[b]), __half2float(scale_hi[b]));
   }
 }
 
-__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c, const bf16 *x,
-                                           int group, bool has_x, float (&acc)[4]) {
+template <int NT>
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c,
+                                           const bf16 *const (&x)[NT], int group,
+                                           const bool (&has_x)[NT], float (&acc)[NT][4]) {
   const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
   const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
-    float sum[4] = {};
+    float sum[NT][4] = {};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // low nibbles: values 0-15; high: 16-31
       const int shift = 4 * half;
-      const bf16 *xs = x + group * kGroupValues<QuantFormat::kQ4_0> + b * kQuantBlock + 16 * half;
-      const uint2 xr = has_x ? __ldg(reinterpret_cast<const uint2 *>(xs)) : make_uint2(0, 0);
+      uint2 xr[NT];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const bf16 *xs =
+            x[j] + group * kGroupValues<QuantFormat::kQ4_0> + b * kQuantBlock + 16 * half;
+        xr[j] = has_x[j] ? __ldg(reinterpret_cast<const uint2 *>(xs)) : make_uint2(0, 0);
+      }
       uint32_t a[4];
       bytes_to_bf16x2<8>((c.lo[b] >> shift) & 0x0f0f0f0fu, a[0], a[2]);
       bytes_to_bf16x2<8>((c.hi[b] >> shift) & 0x0f0f0f0fu, a[1], a[3]);
-      mma_bf16(sum, a, xr.x, xr.y);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_bf16(sum[j], a, xr[j].x, xr[j].y);
     }
-    add_scaled(acc, sum, __half2float(scale_lo[b]), __half2float(scale_hi[b]));
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      add_scaled(acc[j], sum[j], __half2float(scale_lo[b]), __half2float(scale_hi[b]));
   }
 }
 
-template <QuantFormat F, std::enable_if_t<kHeadScales<F>, int> = 0>
-__device__ __forceinline__ void accumulate(const Group<F> &c, const bf16 *x, int group, bool has_x,
-                                           float (&acc)[4]) {
+template <QuantFormat F, int NT, std::enable_if_t<kHeadScales<F>, int> = 0>
+__device__ __forceinline__ void accumulate(const Group<F> &c, const bf16 *const (&x)[NT], int group,
+                                           const bool (&has_x)[NT], float (&acc)[NT][4]) {
   using quant_lanes::half_bits;
   using quant_lanes::scale_min;
   constexpr uint32_t kOnes = 0x3f803f80u;  // bf16 1.0 twice
@@ -361,28 +387,37 @@ __device__ __forceinline__ void accumulate(const Group<F> &c, const bf16 *x, int
   for (int chunk = 0; chunk < 4; ++chunk)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // sub-block 2 chunk + half: low or high nibbles
-      const int j = 2 * chunk + half;
-      const uint4 xr = input_run(x, group * kQuantSuperBlock + 32 * j, has_x);
+      const int sb = 2 * chunk + half;
+      uint4 xr[NT];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        xr[j] = input_run(x[j], group * kQuantSuperBlock + 32 * sb, has_x[j]);
       uint32_t q_lo[4], q_hi[4];
       if constexpr (F == QuantFormat::kQ5_K) {
-        run_of_nibbles(c.lo[chunk], 4 * half, q_lo, make_uint2(c.qh_lo.x >> j, c.qh_lo.y >> j));
-        run_of_nibbles(c.hi[chunk], 4 * half, q_hi, make_uint2(c.qh_hi.x >> j, c.qh_hi.y >> j));
+        run_of_nibbles(c.lo[chunk], 4 * half, q_lo, make_uint2(c.qh_lo.x >> sb, c.qh_lo.y >> sb));
+        run_of_nibbles(c.hi[chunk], 4 * half, q_hi, make_uint2(c.qh_hi.x >> sb, c.qh_hi.y >> sb));
       } else {
         run_of_nibbles(c.lo[chunk], 4 * half, q_lo);
         run_of_nibbles(c.hi[chunk], 4 * half, q_hi);
       }
-      float sum_q[4] = {}, sum_x[4] = {};
-      mma_run(q_lo, q_hi, xr, sum_q);
-      mma_run(ones, ones, xr, sum_x);
+      float sum_q[NT][4] = {}, sum_x[NT][4] = {};
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_run(q_lo, q_hi, xr[j], sum_q[j]);
+        mma_run(ones, ones, xr[j], sum_x[j]);
+      }
       float sc_lo, m_lo, sc_hi, m_hi;
-      scale_min(c.head_lo, j, sc_lo, m_lo);
-      scale_min(c.head_hi, j, sc_hi, m_hi);
+      scale_min(c.head_lo, sb, sc_lo, m_lo);
+      scale_min(c.head_hi, sb, sc_hi, m_hi);
       const float a_lo = d_lo * sc_lo, b_lo = dmin_lo * m_lo;
       const float a_hi = d_hi * sc_hi, b_hi = dmin_hi * m_hi;
-      acc[0] = fmaf(a_lo, sum_q[0], fmaf(-b_lo, sum_x[0], acc[0]));
-      acc[1] = fmaf(a_lo, sum_q[1], fmaf(-b_lo, sum_x[1], acc[1]));
-      acc[2] = fmaf(a_hi, sum_q[2], fmaf(-b_hi, sum_x[2], acc[2]));
-      acc[3] = fmaf(a_hi, sum_q[3], fmaf(-b_hi, sum_x[3], acc[3]));
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        acc[j][0] = fmaf(a_lo, sum_q[j][0], fmaf(-b_lo, sum_x[j][0], acc[j][0]));
+        acc[j][1] = fmaf(a_lo, sum_q[j][1], fmaf(-b_lo, sum_x[j][1], acc[j][1]));
+        acc[j][2] = fmaf(a_hi, sum_q[j][2], fmaf(-b_hi, sum_x[j][2], acc[j][2]));
+        acc[j][3] = fmaf(a_hi, sum_q[j][3], fmaf(-b_hi, sum_x[j][3], acc[j][3]));
+      }
     }
 }
 
@@ -399,29 +434,39 @@ __device__ __forceinline__ float int8_of(const uint2 &v, int s) {
   return static_cast<float>(static_cast<int8_t>((w >> (8 * (s & 3))) & 0xffu));
 }
 
-__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ6_K> &c, const bf16 *x,
-                                           int group, bool has_x, float (&acc)[4]) {
+template <int NT>
+__device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ6_K> &c,
+                                           const bf16 *const (&x)[NT], int group,
+                                           const bool (&has_x)[NT], float (&acc)[NT][4]) {
   const float d_lo = __half2float(c.d_lo), d_hi = __half2float(c.d_hi);
 #pragma unroll
-  for (int s = 0; s < 8; ++s) {  // sub-block s of the half: one MMA, one scale a row
-    const uint2 xs =
-        has_x ? __ldg(reinterpret_cast<const uint2 *>(x + group * 128 + 16 * s)) : make_uint2(0, 0);
+  for (int s = 0; s < 8; ++s) {  // sub-block s of the half: one MMA a tile, one scale a row
+    uint2 xs[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      xs[j] = has_x[j] ? __ldg(reinterpret_cast<const uint2 *>(x[j] + group * 128 + 16 * s))
+                       : make_uint2(0, 0);
     uint32_t a[4];
     bytes_to_bf16x2<32>(q6_bytes(c.ql_lo, c.qh_lo, s), a[0], a[2]);
     bytes_to_bf16x2<32>(q6_bytes(c.ql_hi, c.qh_hi, s), a[1], a[3]);
-    float sum[4] = {};
-    mma_bf16(sum, a, xs.x, xs.y);
-    add_scaled(acc, sum, d_lo * int8_of(c.sc_lo, s), d_hi * int8_of(c.sc_hi, s));
+    float sum[NT][4] = {};
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_bf16(sum[j], a, xs[j].x, xs[j].y);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      add_scaled(acc[j], sum[j], d_lo * int8_of(c.sc_lo, s), d_hi * int8_of(c.sc_hi, s));
   }
 }
 
 // kSwiglu (QuantGemvParams::swiglu_up): the tile's rows 0-7 are 8 rows of
-// the gate, rows 8-15 the same rows of up.
-template <QuantFormat F, int S, bool kSwiglu>
+// the gate, rows 8-15 the same rows of up. NT n tiles of 8 input rows each
+// (F8: one).
+template <QuantFormat F, int S, bool kSwiglu, int NT = 1>
 __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams p) {
   constexpr bool kF8 = F == QuantFormat::kF8, kHeadK = kHeadScales<F>;
   constexpr bool kQ6K = F == QuantFormat::kQ6_K, kQ40 = F == QuantFormat::kQ4_0;
-  __shared__ float4 partial[S][32];
+  static_assert(!kF8 || NT == 1, "F8 takes 8 input rows a launch");
+  __shared__ float4 partial[S][NT][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int k = p.w.k, n = p.w.n, row0 = blockIdx.x * (kSwiglu ? kTileRows / 2 : kTileRows);
   // Rows past the end read row n - 1 again and store nothing.
@@ -454,8 +499,14 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
     d_lo = p.w.scales + r_lo * (k / kQuantBlock) + k0 / kQuantBlock;
     d_hi = hi.scales + r_hi * (k / kQuantBlock) + k0 / kQuantBlock;
   }
-  const bool has_x = g < p.m;  // column g of B: input row g, or zeros
-  const bf16 *x = p.x + static_cast<int64_t>(has_x ? g : 0) * k + k0 + kLaneValues<F> * t;
+  // Column g of n tile j: input row 8 j + g, or zeros.
+  bool has_x[NT];
+  const bf16 *x[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    has_x[j] = 8 * j + g < p.m;
+    x[j] = p.x + static_cast<int64_t>(has_x[j] ? 8 * j + g : 0) * k + k0 + kLaneValues<F> * t;
+  }
   auto load = [&](int group, Group<F> &c) {
     if constexpr (kF8) {
 #pragma unroll
@@ -495,7 +546,7 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
   Group<F> cur;
   load(0, cur);
   pdl_enter();
-  float acc[4] = {};
+  float acc[NT][4] = {};
   for (int group = 0; group < groups; ++group) {
     Group<F> next;
     if (group + 1 < groups) load(group + 1, next);
@@ -504,29 +555,33 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-        if (has_x) {
-          const uint4 *xs = reinterpret_cast<const uint4 *>(x + group * kF8Group + s * kStep);
+        if (has_x[0]) {
+          const uint4 *xs = reinterpret_cast<const uint4 *>(x[0] + group * kF8Group + s * kStep);
           xa = __ldg(xs);
           xb = __ldg(xs + 1);
         }
         mma_step(cur.lo[s], cur.hi[s], xa, xb, sum);
       }
       // sum: rows g (0, 1) and g + 8 (2, 3), columns 2t and 2t + 1.
-      acc[0] = fmaf(sum[0], cur.scale_lo, acc[0]);
-      acc[1] = fmaf(sum[1], cur.scale_lo, acc[1]);
-      acc[2] = fmaf(sum[2], cur.scale_hi, acc[2]);
-      acc[3] = fmaf(sum[3], cur.scale_hi, acc[3]);
+      acc[0][0] = fmaf(sum[0], cur.scale_lo, acc[0][0]);
+      acc[0][1] = fmaf(sum[1], cur.scale_lo, acc[0][1]);
+      acc[0][2] = fmaf(sum[2], cur.scale_hi, acc[0][2]);
+      acc[0][3] = fmaf(sum[3], cur.scale_hi, acc[0][3]);
+    } else if constexpr (kHeadK) {
+      accumulate<F, NT>(cur, x, group, has_x, acc);
     } else {
-      accumulate(cur, x, group, has_x, acc);
+      accumulate<NT>(cur, x, group, has_x, acc);
     }
     cur = next;
   }
-  partial[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    partial[warp][j][lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
   __syncthreads();
   if constexpr (kSwiglu)
-    store_swiglu_tile<S>(p, partial, row0);
+    store_swiglu_tile<S, NT>(p, partial, row0);
   else
-    store_tile<S>(p, partial, row0);
+    store_tile<S, NT>(p, partial, row0);
 }
 
 template <QuantFormat F>
@@ -542,6 +597,23 @@ cudaError_t launch_mma(const QuantGemvParams &p, int split, cudaStream_t stream)
   auto launch = [&](auto plain, auto fused, int warps) {
     return launch_kernel(swiglu ? fused : plain, grid, dim3(warps * 32), 0, stream, p);
   };
+  if constexpr (F != QuantFormat::kF8) {
+    // 9-32 input rows: two or four n tiles, 8 warps (4 where k asks it).
+    if (p.m > 2 * 8) {
+      if (split >= 8)
+        return launch(quant_gemv_mma_kernel<F, 8, false, 4>, quant_gemv_mma_kernel<F, 8, kFuses, 4>,
+                      8);
+      return launch(quant_gemv_mma_kernel<F, 4, false, 4>, quant_gemv_mma_kernel<F, 4, kFuses, 4>,
+                    4);
+    }
+    if (p.m > 8) {
+      if (split >= 8)
+        return launch(quant_gemv_mma_kernel<F, 8, false, 2>, quant_gemv_mma_kernel<F, 8, kFuses, 2>,
+                      8);
+      return launch(quant_gemv_mma_kernel<F, 4, false, 2>, quant_gemv_mma_kernel<F, 4, kFuses, 2>,
+                    4);
+    }
+  }
   switch (split) {
     case 16:
       return launch(quant_gemv_mma_kernel<F, 16, false>, quant_gemv_mma_kernel<F, 16, kFuses>, 16);
@@ -559,7 +631,12 @@ bool quant_gemv_mma_supports(QuantFormat f) {
          quant_is_k(f);
 }
 
+int quant_gemv_mma_max_rows(QuantFormat f) {
+  return f == QuantFormat::kF8 ? kQuantGemvMaxRows : kQuantGemvMmaMaxRows;
+}
+
 cudaError_t quant_gemv_mma(const QuantGemvParams &p, int split, cudaStream_t stream) {
+  if (p.m < 1 || p.m > quant_gemv_mma_max_rows(p.w.format)) return cudaErrorInvalidValue;
   switch (p.w.format) {
     case QuantFormat::kF8:
       return launch_mma<QuantFormat::kF8>(p, split, stream);

@@ -164,7 +164,8 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
   return t;
 }
 
-// Proves quant_gemv computes x · Wᵀ for every format, 1, 3 and 8 input rows,
+// Proves quant_gemv computes x · Wᵀ for every format, 1, 3 and 8 input rows
+// (and 20 and 32 on the tensor cores: row_counts),
 // output rows that leave a block's warps idle, K of one to ten warp steps
 // (odd counts included: the loop takes two steps a trip),
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
@@ -176,6 +177,13 @@ struct Variant {
   QuantFormat format;
   bool tensor_cores;
 };
+// The input-row counts a test runs a variant at: 1, 3 and 8, and on the
+// tensor cores (but F8) 20 and 32 as well (two and four n tiles).
+std::vector<int> row_counts(const Variant &v) {
+  if (v.tensor_cores && v.format != QuantFormat::kF8) return {1, 3, 8, 20, 32};
+  return {1, 3, 8};
+}
+
 std::vector<Variant> variants() {
   std::vector<Variant> v;
   for (const QuantFormat f : kFormats) v.push_back({f, false});
@@ -187,10 +195,11 @@ TEST(CudaQuantGemv, MatchesHostReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  for (const auto &[f, tensor_cores] : variants())
+  for (const Variant &v : variants())
     for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}, {37, 4096}})
-      for (const int m : {1, 3, 8}) {
+      for (const int m : row_counts(v)) {
+        const auto [f, tensor_cores] = v;
         if (k % kernels::quant_gemv_k_align(f) != 0) continue;  // 1,536: an odd count of steps
         const TestMatrix t = random_matrix(f, n, k, rng);
         const std::vector<float> &w = t.w;
@@ -256,16 +265,17 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // the kernels for one input row and for several (other rows a warp, other
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
-// does. One row at a time against eight together, bit for bit. The
-// tensor-core kernels too: an input row is column 0 alone and column r of
-// eight, and MMA columns do not mix.
+// does. One row at a time against eight together (32 on the tensor cores,
+// four n tiles), bit for bit. The tensor-core kernels too: an input row is
+// column 0 alone and column r of up to 32, and MMA columns do not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
-  constexpr int kRows = 8;
-  for (const auto &[f, tensor_cores] : variants())
+  for (const Variant &v : variants())
     for (const int64_t k : {1536, 2048, 3072, 4096}) {
+      const auto [f, tensor_cores] = v;
+      const int kRows = row_counts(v).back();  // the most a launch takes
       if (k % kernels::quant_gemv_k_align(f) != 0) continue;
       const int64_t n = 300;
       const TestMatrix t = random_matrix(f, n, k, rng);
@@ -297,8 +307,9 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
 
 // Proves the SwiGLU epilogue (QuantGemvParams::swiglu_up) writes the bits
 // of the two launches it replaces, the gate and up GEMVs into one bf16
-// gate|up row and then swiglu(): for every format that takes it (F8 on both
-// kernels), 1, 3 and 8 input rows, outputs that leave a block part idle
+// gate|up row and then swiglu(): for every format that takes it on both
+// kernels, 1, 3 and 8 input rows (20 and 32 too on the tensor cores but for
+// F8), outputs that leave a block part idle
 // (37, 300) and an output stride wider than the rows (the columns past them
 // untouched). And that quant_gemv refuses what the epilogue cannot do.
 TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
@@ -306,10 +317,11 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal;
   int checked = 0;
-  for (const auto &[f, tensor_cores] : variants()) {
+  for (const Variant &v : variants()) {
+    const auto [f, tensor_cores] = v;
     if (!kernels::quant_gemv_swiglu_supports(f)) continue;
     for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{{37, 1024}, {300, 4096}})
-      for (const int m : {1, 3, 8}) {
+      for (const int m : row_counts(v)) {
         const TestMatrix gate = random_matrix(f, n, k, rng), up = random_matrix(f, n, k, rng);
         std::vector<uint16_t> x(static_cast<size_t>(m * k));
         for (uint16_t &v : x) v = f32_to_bf16(normal(rng));
@@ -358,7 +370,9 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
         ++checked;
       }
   }
-  EXPECT_EQ(checked, 6 * 2 * 3);  // F8, Q8_0 and Q4_0, each twice
+  // F8, Q8_0 and Q4_0 on both kernels, two shapes; Q8_0 and Q4_0 on the
+  // tensor cores at five row counts, the others at three.
+  EXPECT_EQ(checked, 2 * (4 * 3 + 2 * 5));
 
   // What the epilogue cannot do is refused.
   const TestMatrix g8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);

@@ -309,15 +309,16 @@ bool CudaContext::fused_linear(int32_t rows) const {
 }
 
 // Steps of up to this many rows multiply quantized weights with quant_gemv,
-// re-reading them for every eight rows: at 32 rows that is 4 x 0.53 of the
-// bf16 bytes for Q8_0, against dequantizing (0.53 read + 1 written) before
-// cuBLASLt reads the bf16 copy (1).
+// which reads them once a launch: up to 32 rows on the tensor cores, 8 for
+// F8 or on the CUDA cores (at 32 rows 4 x 0.53 of the bf16 bytes for Q8_0,
+// against dequantizing, 0.53 read + 1 written, before cuBLASLt reads the
+// bf16 copy, 1).
 constexpr int64_t kQuantGemvRowsMax = 32;
 
 namespace {
 
 // Quantized matrices take the tensor cores for a step of two or more rows
-// (all its launches, so that a row sums alike in every launch of 1-8 rows),
+// (all its launches, so that a row sums alike in every launch of 2-32 rows),
 // the CUDA cores for one row (a decode step of one sequence), where they are
 // the faster.
 bool quant_tensor_cores(int64_t rows) {
@@ -344,13 +345,16 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
   for (int i = 0; i < q.n_parts; ++i)
     gemv = gemv && kernels::quant_gemv_supports(q.part[i].format, 1, static_cast<int32_t>(k));
   if (gemv) {
-    // Each part writes its columns of y (ldy n).
-    for (int i = 0; i < q.n_parts; ++i)
-      for (int64_t r0 = 0; r0 < rows; r0 += kernels::kQuantGemvMaxRows) {
+    // Each part writes its columns of y (ldy n), as many rows a launch as
+    // its format takes.
+    for (int i = 0; i < q.n_parts; ++i) {
+      const int64_t chunk =
+          kernels::quant_gemv_max_rows(q.part[i].format, quant_tensor_cores(rows));
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         kernels::QuantGemvParams p;
         p.w = q.part[i];
         p.x = static_cast<const bf16 *>(x) + r0 * k;
-        p.m = static_cast<int32_t>(std::min<int64_t>(kernels::kQuantGemvMaxRows, rows - r0));
+        p.m = static_cast<int32_t>(std::min<int64_t>(chunk, rows - r0));
         p.ldy = static_cast<int32_t>(n);
         if (y_f32)
           p.y_f32 = static_cast<float *>(y) + r0 * n + q.row0[i];
@@ -360,6 +364,7 @@ void CudaContext::run_linear(const void *x, const void *w, const QuantRows &q, v
         p.tensor_cores = quant_tensor_cores(rows);
         check(kernels::quant_gemv(p, stream_), "quant_gemv");
       }
+    }
     return;
   }
   for (int i = 0; i < q.n_parts; ++i) {
@@ -1058,7 +1063,7 @@ void CudaContext::enqueue_attention(LayerLaunch &L, const Step &s, int32_t l) {
 }
 
 // Where the matrix stays quantized in a format that fuses SwiGLU and the step
-// has two or more rows, one quant_gemv launch per eight rows writes act_ (no
+// has two or more rows, quant_gemv launches of up to quant_gemv_max_rows write act_ (no
 // gate_up_ round trip, no swiglu launch); else run_linear into gate_up_, then
 // swiglu. At one row the fused launch measured slower (its blocks read the
 // gate and up halves as two streams), at four rows faster (the commit has the
@@ -1076,12 +1081,13 @@ void CudaContext::run_gate_up(const LayerLaunch &L, const Step &s, const DeviceL
     if (!ablation().swiglu) check(kernels::swiglu(L.swiglu, stream_), "swiglu");
     return;
   }
-  for (int64_t r0 = 0; r0 < s.rows; r0 += kernels::kQuantGemvMaxRows) {
+  const int64_t chunk = kernels::quant_gemv_max_rows(gate.format, quant_tensor_cores(s.rows));
+  for (int64_t r0 = 0; r0 < s.rows; r0 += chunk) {
     kernels::QuantGemvParams p;
     p.w = gate;
     p.swiglu_up = up;
     p.x = as<bf16>(normed_) + r0 * H;
-    p.m = static_cast<int32_t>(std::min<int64_t>(kernels::kQuantGemvMaxRows, s.rows - r0));
+    p.m = static_cast<int32_t>(std::min<int64_t>(chunk, s.rows - r0));
     p.y_bf16 = as<bf16>(act_) + r0 * I;
     p.tensor_cores = quant_tensor_cores(s.rows);
     check(kernels::quant_gemv(p, stream_), "quant_gemv with SwiGLU");

@@ -82,6 +82,7 @@ if [ "$WHAT" = sanitize ]; then
     "test_cuda_sampling Sampling.GreedyMixedWithSampled:Sampling.EdgeRules:Sampling.MaskedAndBadRows:Sampling.PenaltiesMatchHost:Sampling.FromCandidates*"
     "test_cuda_backend all"
     "test_cuda_accept DeviceAccept.KernelMatchesHostRule:DeviceAccept.HandsBackWhatItCannotAccept"
+    "test_cuda_quant_gemv CudaQuantGemv.*:CudaQuantDequantize.*"
   )
   for tool in memcheck racecheck; do
     for entry in "${sanitized[@]}"; do

@@ -341,8 +341,19 @@ def find(d, k):
 print('greedy %s 8K x 16: identical to vanilla: %s' % (sys.argv[2], find(json.load(open(sys.argv[1])), 'identical_to_vanilla')))" \
       "$OUT/greedy-$f.json" "$f" || tail -3 "$OUT/greedy-$f.err"
   done
-  VEGAS_BENCH_SHAPES=2048x1 VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,fp8 "$DIR/bin/bench_cuda_decode" \
-    models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench-quant.log" | sed -n '/^model /,$p'
+  # Batches 1, 4 and 8 (8 rows: a one-sequence verification pass), every
+  # format, tensor-core quant GEMVs on (default) and off.
+  for mma in default 0; do
+    off="" && [ "$mma" = 0 ] && off=VEGAS_CUDA_QUANT_MMA=0
+    env $off VEGAS_BENCH_SHAPES=2048x1 VEGAS_BENCH_WEIGHT_BATCHES=1,4,8 \
+      VEGAS_BENCH_WEIGHTS=bf16,q8_0,q4_0,q4_k_m,q5_k_m,fp8 "$DIR/bin/bench_cuda_decode" \
+      models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench-quant-mma-$mma.log" |
+      sed -n '/^model /,$p' | sed "s/^/quant mma $mma: /"
+  done
+  # The round's phases with Q4_K_M weights (Qwen3-8B shapes).
+  VEGAS_PHASE_SHAPES= VEGAS_PHASE_SYNTHETIC=32768x1,32768x4 VEGAS_PHASE_WEIGHTS=q4_k_m \
+    "$DIR/bin/bench_cuda_phases" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 |
+    tee "$OUT/phases-q4_k_m.log" | grep -v '^{'
 fi
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
   "$DIR/bin/bench_cuda_decode" models/vegas-code-22m "$DIR/qwen3-8b.json" 2>&1 | tee "$OUT/bench.log"

@@ -1,5 +1,6 @@
 // quant_gemv_mma (quant_gemv.cuh): matrices of every format quant_gemv takes
-// (F8, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) times 1-8 bf16 rows on the tensor cores.
+// (F8, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) times 1-8 bf16 rows on the tensor cores,
+// 1-32 for every format but F8.
 //
 // The CUDA-core kernel (quant_gemv.cu) widens each code and each input value
 // to f32 and spends one FMA a value per input row: its instructions grow with
@@ -16,8 +17,10 @@
 // scaled by the group's scale, and the S warps' sums are added in warp order
 // through shared memory.
 //
-// A row's sum is the same bits whatever the number of input rows (1-8): the
+// A row's sum is the same bits whatever the number of input rows: the
 // columns of an MMA do not mix, and the order of every addition is fixed.
+// Up to 32 input rows (but F8) take two or four n tiles of 8 (NT): a lane's
+// codes become A fragments once and feed one MMA a tile.
 // With the SwiGLU epilogue a block's 16 rows are 8 rows of the gate and the
 // same 8 of up, so that the block writes their silu(gate) * up.
 //

@@ -330,25 +330,15 @@ cudaError_t quant_gemv(const QuantGemvParams &p, cudaStream_t stream) {
       (p.y_f32 == nullptr) == (p.y_bf16 == nullptr) || !arrays_fit(p.w) ||
       (p.ldy != 0 && p.ldy < p.w.n) || (p.swiglu_up.qs != nullptr && !swiglu_fits(p)))
     return cudaErrorInvalidValue;
+  if (const int split = mma_split(p.tensor_cores); split > 0 && quant_gemv_mma_supports(p.w.format))
+    return quant_gemv_mma(p, split, stream);
   switch (p.w.format) {
     case QuantFormat::kQ8_0:
-      if (const int split = mma_split(p.tensor_cores); split > 0)
-        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kQ8_0>(p, stream);
     case QuantFormat::kQ4_0:
-      if (const int split = mma_split(p.tensor_cores); split > 0)
-        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kQ4_0>(p, stream);
     case QuantFormat::kF8:
-      if (const int split = mma_split(p.tensor_cores); split > 0)
-        return quant_gemv_mma(p, split, stream);
       return launch_gemv_rows<QuantFormat::kF8>(p, stream);
-    case QuantFormat::kQ4_K:
-    case QuantFormat::kQ5_K:
-    case QuantFormat::kQ6_K:
-      if (const int split = mma_split(p.tensor_cores); split > 0)
-        return quant_gemv_mma(p, split, stream);
-      return quant_gemv_k(p, stream);
     default:
       return quant_gemv_k(p, stream);
   }

@@ -95,8 +95,8 @@ struct QuantGemvParams {
   bool accumulate = false;
   // Every format (quant_gemv_mma_supports): the tensor-core kernel
   // (quant_gemv_mma.cu) instead of the CUDA-core one. Each gives a row the
-  // same sums whatever the row count (1-8), but not the same bits as the
-  // other (both sum in f32, in different orders). The tensor-core kernel is
+  // same sums whatever the row count (quant_gemv_max_rows), but not the same
+  // bits as the other (both sum in f32, in different orders). The tensor-core kernel is
   // the faster at four rows, the slower at one.
   bool tensor_cores = false;
   // The SwiGLU epilogue (quant_gemv_swiglu_supports), with swiglu_up.qs set:

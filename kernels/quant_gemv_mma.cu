@@ -171,6 +171,7 @@ struct Group<QuantFormat::kF8> {
   uint4 lo[2], hi[2];
   float scale_lo, scale_hi;
 };
+// Q8_0, Q4_0: a loop trip's four 32-value blocks, their f16 scales 8 bytes a row.
 template <>
 struct Group<QuantFormat::kQ8_0> {
   uint2 lo[4], hi[4];
@@ -181,6 +182,12 @@ struct Group<QuantFormat::kQ4_0> {
   uint32_t lo[4], hi[4];  // 4 bytes at 4 t of each 16-byte block: values 4t.. and 16 + 4t..
   uint2 scales_lo, scales_hi;
 };
+// Block b's scales of rows g and g + 8 as floats (Q8_0, Q4_0).
+template <class G>
+__device__ __forceinline__ float2 block_scales(const G &c, int b) {
+  return make_float2(__half2float(reinterpret_cast<const f16 *>(&c.scales_lo)[b]),
+                     __half2float(reinterpret_cast<const f16 *>(&c.scales_hi)[b]));
+}
 template <>
 struct Group<QuantFormat::kQ4_K> {
   uint4 head_lo, head_hi;  // d, dmin, 12 bytes of sub-block scales and mins
@@ -327,8 +334,6 @@ template <int NT>
 __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c,
                                            const bf16 *const (&x)[NT], int group,
                                            const bool (&has_x)[NT], float (&acc)[NT][4]) {
-  const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
-  const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     uint4 xb[NT];  // each tile's inputs first, then the fragments once
@@ -340,9 +345,9 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ8_0> &c,
     q8_block_fragments(c.lo[b], c.hi[b], a_lo, a_hi);
 #pragma unroll
     for (int j = 0; j < NT; ++j) mma_run(a_lo, a_hi, xb[j], sum[j]);
+    const float2 d = block_scales(c, b);
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
-      add_scaled(acc[j], sum[j], __half2float(scale_lo[b]), __half2float(scale_hi[b]));
+    for (int j = 0; j < NT; ++j) add_scaled(acc[j], sum[j], d.x, d.y);
   }
 }
 
@@ -350,8 +355,6 @@ template <int NT>
 __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c,
                                            const bf16 *const (&x)[NT], int group,
                                            const bool (&has_x)[NT], float (&acc)[NT][4]) {
-  const f16 *scale_lo = reinterpret_cast<const f16 *>(&c.scales_lo);
-  const f16 *scale_hi = reinterpret_cast<const f16 *>(&c.scales_hi);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     float sum[NT][4] = {};
@@ -371,9 +374,9 @@ __device__ __forceinline__ void accumulate(const Group<QuantFormat::kQ4_0> &c,
 #pragma unroll
       for (int j = 0; j < NT; ++j) mma_bf16(sum[j], a, xr[j].x, xr[j].y);
     }
+    const float2 d = block_scales(c, b);
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
-      add_scaled(acc[j], sum[j], __half2float(scale_lo[b]), __half2float(scale_hi[b]));
+    for (int j = 0; j < NT; ++j) add_scaled(acc[j], sum[j], d.x, d.y);
   }
 }
 
@@ -524,21 +527,13 @@ __global__ void __launch_bounds__(S * 32) quant_gemv_mma_kernel(QuantGemvParams 
       load_k<F>(w_lo, w_hi, group, t, c);
     } else if constexpr (kQ6K) {
       load_q6k(w_lo, w_hi, d_lo, d_hi, group, t, c);
-    } else if constexpr (kQ40) {
+    } else {  // Q8_0 (a byte a value), Q4_0 (half a byte)
+      using Codes = std::remove_reference_t<decltype(c.lo[0])>;
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const int at = (group * kGroupValues<F> + b * kQuantBlock) / 2;
-        c.lo[b] = __ldg(reinterpret_cast<const uint32_t *>(w_lo + at));
-        c.hi[b] = __ldg(reinterpret_cast<const uint32_t *>(w_hi + at));
-      }
-      c.scales_lo = __ldg(reinterpret_cast<const uint2 *>(d_lo + group * 4));
-      c.scales_hi = __ldg(reinterpret_cast<const uint2 *>(d_hi + group * 4));
-    } else {
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const int at = group * kGroupValues<F> + b * kQuantBlock;
-        c.lo[b] = __ldg(reinterpret_cast<const uint2 *>(w_lo + at));
-        c.hi[b] = __ldg(reinterpret_cast<const uint2 *>(w_hi + at));
+        const int at = (group * kGroupValues<F> + b * kQuantBlock) / (kQ40 ? 2 : 1);
+        c.lo[b] = __ldg(reinterpret_cast<const Codes *>(w_lo + at));
+        c.hi[b] = __ldg(reinterpret_cast<const Codes *>(w_hi + at));
       }
       c.scales_lo = __ldg(reinterpret_cast<const uint2 *>(d_lo + group * 4));
       c.scales_hi = __ldg(reinterpret_cast<const uint2 *>(d_hi + group * 4));

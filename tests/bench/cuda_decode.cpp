@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/lt_gemm.h"
+#include "bench_env.h"
 #include "decode_rows.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -287,13 +288,8 @@ int main(int argc, char **argv) {
     if (const char *formats = std::getenv("VEGAS_BENCH_WEIGHTS"); formats && !qwen.empty()) {
       // VEGAS_BENCH_WEIGHT_BATCHES="1,4,8": the batch sizes of these rows (8
       // rows a step: what a one-sequence verification pass multiplies).
-      std::vector<int> weight_batches = {1, 4};
-      if (const char *b = std::getenv("VEGAS_BENCH_WEIGHT_BATCHES")) {
-        weight_batches.clear();
-        std::istringstream list(b);
-        for (std::string v; std::getline(list, v, ',');)
-          if (std::atoi(v.c_str()) > 0) weight_batches.push_back(std::atoi(v.c_str()));
-      }
+      const std::vector<int> weight_batches =
+          bench::ints_from_env("VEGAS_BENCH_WEIGHT_BATCHES", {1, 4});
       const ModelConfig config = load_model_config(qwen);
       std::istringstream list(formats);
       for (std::string f; std::getline(list, f, ',');) {
@@ -303,7 +299,7 @@ int main(int argc, char **argv) {
         const std::string name = "qwen3-8b " + f;
         for (int context : {2048, 32768})
           for (int batch : weight_batches)
-            rows.push_back(bench_decode(*model, name, context, batch, bw));
+            if (batch > 0) rows.push_back(bench_decode(*model, name, context, batch, bw));
         report_prefill(*model, name, peak);
       }
     }

@@ -23,6 +23,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
+#include "bench_env.h"
 #include "decode_rows.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -35,16 +36,6 @@ namespace {
 
 constexpr int kGamma = 6;
 constexpr int kPage = 16;
-
-std::vector<int> ints_from_env(const char *name, std::vector<int> fallback) {
-  const char *env = std::getenv(name);
-  if (env == nullptr) return fallback;
-  std::vector<int> out;
-  std::istringstream list(env);
-  for (std::string item; std::getline(list, item, ',');)
-    if (!item.empty()) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
 
 // One group: a context of `batch` sequences at `context` with its three steps.
 struct Group {
@@ -146,7 +137,7 @@ int main(int argc, char **argv) {
       argc > 1 ? argv[1] : std::string(VEGAS_SOURCE_DIR) + "/models/vegas-code-22m";
   const char *shapes_env = std::getenv("VEGAS_STREAM_SHAPES");
   std::istringstream shapes(shapes_env ? shapes_env : "8192x16,8192x64");
-  const std::vector<int> group_counts = ints_from_env("VEGAS_STREAM_GROUPS", {1, 2, 4});
+  const std::vector<int> group_counts = bench::ints_from_env("VEGAS_STREAM_GROUPS", {1, 2, 4});
   try {
     const ModelConfig config = load_model_config(dir + "/config.json");
     auto store = WeightStore::open(dir);

@@ -460,9 +460,8 @@ typedef struct vegas_session_options {
    * still distributed exactly as vanilla's (recursive rejection sampling over
    * the branches). tree_branches in [1, 8], default 1 (a chain); tree_depth
    * in [0, 32], default 0; a tree of more than 256 nodes at the session's largest
-   * gamma, a policy that selects inside draft passes (quest) or drafts by
-   * lookup, and a backend without tree attention (CUDA, for now) are refused
-   * at vegas_session_create. */
+   * gamma and a policy that selects inside draft passes (quest) or drafts by
+   * lookup are refused at vegas_session_create. Both backends run trees. */
   int32_t tree_branches;
   int32_t tree_depth;
   /* A separate draft model (VEGAS and AUTO modes; LongSpec): when not NULL,

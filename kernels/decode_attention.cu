@@ -207,8 +207,8 @@ cudaError_t launch_group(const PagedAttentionParams &p, cudaStream_t stream) {
 }  // namespace
 
 bool decode_attention_applies(const PagedAttentionParams &p) {
-  if (p.max_rows_per_seq != 1 || p.cap_logits != nullptr || p.n_kv_heads <= 0 ||
-      p.n_heads % p.n_kv_heads != 0 || (p.head_dim != 64 && p.head_dim != 128))
+  if (p.max_rows_per_seq != 1 || p.cap_logits != nullptr || p.seq_tree_off != nullptr ||
+      p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || (p.head_dim != 64 && p.head_dim != 128))
     return false;
   const int group = p.n_heads / p.n_kv_heads;
   return group == 1 || group == 2 || (group >= 4 && group <= 8);

@@ -82,6 +82,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   const int begin = blockIdx.z * per_split;
   const int end = min(n_keys, begin + per_split);
   const int n_cand = p.cap_logits == nullptr ? 0 : p.seq_cap_cand[seq];
+  // A tree sequence's rows see a key past the tree's base only where their
+  // mask has its bit (paged_attention.cuh).
+  const int tree_off = p.seq_tree_off == nullptr ? -1 : p.seq_tree_off[seq];
+  const int32_t *tree = tree_off >= 0 ? p.tree_data + tree_off : nullptr;
+  const int tree_base = tree != nullptr ? tree[0] : INT_MAX, tree_words = tree ? tree[1] : 0;
 
   for (int i = tid; i < nq * HD; i += kThreads) {
     const int qi = i / HD, d = i % HD;
@@ -167,7 +172,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       const int j = tile_start + t;
       const int pos = j < end ? keys.pos(j) : INT_MAX;
       const int qpos = start_pos + r0 + qi / group;
-      const bool visible = pos <= qpos;
+      bool visible = pos <= qpos;
+      if (visible && pos >= tree_base) {
+        const int node = pos - tree_base;
+        const int32_t *mask = tree + 2 + (r0 + qi / group) * tree_words;
+        visible = (static_cast<uint32_t>(mask[node >> 5]) >> (node & 31)) & 1u;
+      }
       s_s[qi * (kTile + 1) + t] = visible ? dot : -INFINITY;
       // Captured rows are dense, so key j is position j.
       const int slot = cap_s[qi];

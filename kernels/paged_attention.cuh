@@ -115,6 +115,18 @@ struct PagedAttentionParams {
   // splits (a long merge) or left a multiprocessor one block, one warp a scheduler waiting on every
   // dependent instruction of its keys.
   int32_t decode_wide = 0;
+
+  // Token trees (optional, seq_tree_off null = none in the step): seq_tree_off[s]
+  // = -1 for a sequence of consecutive rows, else the offset in tree_data of
+  // its record {base, words, masks[n_rows][words]}: its row r attends to the
+  // keys below base (or its sparse set's) and to key base + j only where bit j
+  // of its mask is set (its ancestors and itself; runtime TokenTree). The
+  // paged kernel and the tiled verify kernel read the masks: with seq_tree_off
+  // set, the decode kernels and the verify warps kernel do not run, the
+  // prefill kernel leaves every tree sequence to the paged one, and the verify
+  // kernel takes whole trees (base = start_pos, dense: a verification pass).
+  const int32_t *seq_tree_off = nullptr;
+  const int32_t *tree_data = nullptr;
 };
 
 #if defined(__CUDACC__)
@@ -123,6 +135,7 @@ __device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p,
                                                   int n_rows) {
   return p.prefill_min_rows > 0 && n_rows >= p.prefill_min_rows &&
          (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1) &&
+         (p.seq_tree_off == nullptr || p.seq_tree_off[seq] == -1) &&
          (p.seq_cap_cand == nullptr || p.seq_cap_cand[seq] == 0);
 }
 
@@ -134,7 +147,9 @@ __device__ __forceinline__ bool defers_to_prefill(const PagedAttentionParams &p,
 __device__ __forceinline__ bool defers_to_verify(const PagedAttentionParams &p, int seq,
                                                  int n_rows) {
   return n_rows >= 1 && n_rows <= p.verify_max_rows && !defers_to_prefill(p, seq, n_rows) &&
-         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1);
+         (p.seq_sparse_off == nullptr || p.seq_sparse_off[seq] == -1) &&
+         (p.seq_tree_off == nullptr || p.seq_tree_off[seq] == -1 ||
+          p.tree_data[p.seq_tree_off[seq]] == p.seq_start_pos[seq]);
 }
 #endif
 

@@ -42,7 +42,9 @@ struct VTiles {
 };
 
 // FP8: fp8 caches (kv_fp8.cuh), each tile expanded in shared memory once landed.
-template <int HD, int MT, bool FP8>
+// TREE: some sequence is a whole token tree (a step with seq_tree_off; its
+// own instance, so chains keep their registers).
+template <int HD, int MT, bool FP8, bool TREE>
 __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
     verify_kernel(PagedAttentionParams p) {
   pdl_enter();
@@ -96,6 +98,11 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
   const int qpos_lo = start_pos + (w0 + g) / group, qpos_hi = start_pos + (w0 + g + 8) / group;
   const int warp_min_pos = start_pos + w0 / group;
   const int warp_max_pos = start_pos + min(w0 + 15, v_last) / group;
+  // A whole token tree (defers_to_verify): its rows see a key from start_pos
+  // on only where their ancestor mask has its bit (paged_attention.cuh), so
+  // the warp masks from start_pos, not just past its first row's position.
+  const int tree_off = TREE ? p.seq_tree_off[seq] : -1;
+  const int mask_from = tree_off >= 0 ? start_pos : warp_min_pos + 1;
 
   // Score capture: where each of the thread's two vectors writes its scores (null = nowhere).
   f16 *cap_lo = nullptr, *cap_hi = nullptr;
@@ -163,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
         }
 
       // Scale, mask (causal diagonal, end of the range), capture, online softmax.
-      const bool masked = ks + kNk - 1 > warp_min_pos || ks + kNk > end;
+      const bool masked = ks + kNk - 1 >= mask_from || ks + kNk > end;
       const bool capture = warp_captures && ks < n_cand;
       float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
@@ -174,6 +181,12 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
         for (int e = 0; e < 4; ++e) {
           const int pos = key + (e & 1);
           seen[e] = !masked || (pos < end && pos <= (e < 2 ? qpos_lo : qpos_hi));
+          if (TREE && seen[e] && tree_off >= 0 && pos >= start_pos) {  // the row's ancestor mask
+            const int row = min((e < 2 ? qpos_lo : qpos_hi) - start_pos, n_rows - 1);
+            const int node = pos - start_pos, words = p.tree_data[tree_off + 1];
+            const uint32_t bits = p.tree_data[tree_off + 2 + row * words + (node >> 5)];
+            seen[e] = (bits >> (node & 31)) & 1u;
+          }
           s[n][e] *= scale;
         }
         if (capture)  // captured rows are dense: key index = position
@@ -229,11 +242,11 @@ template <int HD, int MT>
 cudaError_t launch(const PagedAttentionParams &p, int64_t vec_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{p.n_seqs} * p.n_kv_heads),
                   static_cast<unsigned>(vec_tiles), static_cast<unsigned>(p.n_splits));
-  if (p.k_scale != nullptr)
-    return launch_kernel(verify_kernel<HD, MT, true>, grid, kThreads, VTiles<HD, MT>::smem, stream,
-                         p);
-  return launch_kernel(verify_kernel<HD, MT, false>, grid, kThreads, VTiles<HD, MT>::smem, stream,
-                       p);
+  const bool fp8 = p.k_scale != nullptr, tree = p.seq_tree_off != nullptr;
+  auto kernel =
+      fp8 ? (tree ? verify_kernel<HD, MT, true, true> : verify_kernel<HD, MT, true, false>)
+          : (tree ? verify_kernel<HD, MT, false, true> : verify_kernel<HD, MT, false, false>);
+  return launch_kernel(kernel, grid, kThreads, VTiles<HD, MT>::smem, stream, p);
 }
 
 // The vectors of the longest verified sequence choose the block size: the
@@ -250,13 +263,13 @@ cudaError_t launch_for(const PagedAttentionParams &p, cudaStream_t stream) {
 template <int HD, int MT>
 cudaError_t set_smem() {
   static_assert(VTiles<HD, MT>::smem <= 227 * 1024, "shared memory per block");
-  const cudaError_t e = cudaFuncSetAttribute(verify_kernel<HD, MT, false>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(VTiles<HD, MT>::smem));
-  return e != cudaSuccess ? e
-                          : cudaFuncSetAttribute(verify_kernel<HD, MT, true>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(VTiles<HD, MT>::smem));
+  cudaError_t e = cudaSuccess;
+  for (auto kernel : {verify_kernel<HD, MT, false, false>, verify_kernel<HD, MT, true, false>,
+                      verify_kernel<HD, MT, false, true>, verify_kernel<HD, MT, true, true>})
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(VTiles<HD, MT>::smem));
+  return e;
 }
 
 template <int HD>

@@ -229,7 +229,7 @@ int64_t verify_vectors(const PagedAttentionParams &p) {
 bool verify_attention_warps_applies(const PagedAttentionParams &p) {
   static const bool enabled = variant_enabled("VEGAS_CUDA_VERIFY_WARPS");
   return enabled && p.head_dim == 64 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 &&
-         verify_vectors(p) <= kMaxVectors;
+         verify_vectors(p) <= kMaxVectors && p.seq_tree_off == nullptr;  // trees: the tiled kernel
 }
 
 bool verify_attention_merges_splits(const PagedAttentionParams &p) {

@@ -130,8 +130,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   context_ = model_->backend().create_context(cp);
   if (spec_ && spec_->trees() && !context_->token_trees())
     fail(VEGAS_ERR_UNSUPPORTED,
-         "token trees (tree_branches > 1, tree_depth > 0): this backend "
-         "has no tree attention yet; the CPU backend has");
+         "token trees (tree_branches > 1, tree_depth > 0): this backend has no tree attention");
   if (spec_) spec_->use_device_selection(context_->device_selection());
   if (spec_ && params_.spec.draft_model) make_draft_context(cp);
 }

@@ -596,6 +596,99 @@ TEST(CudaVsCpuFewPairs, HeadDim128DecodeStepsMatchCpu) {
   few_pairs_match_cpu(28, 4);
 }
 
+// Token trees on the CUDA backend (tree masks in the paged kernel, move_kv):
+// the tree root -> {a, b}; a -> {c, d}; b -> {e}; c -> {f} after a short
+// prompt, in one verify pass (every node, kAll), then as a sparse draft level
+// (nodes c d e, their ancestors in the cache), matches the CPU backend, whose
+// tree attention test_token_trees proves equal to each path's chain. The
+// check can fail: node c's row differs from the chain r a b c (what c would
+// see without its mask) by far more than the tolerance. After moving the
+// path r b e into place on both, the next token's logits match too; and so do
+// the rows of an 80-node tree (past the verify kernel, on the paged one).
+TEST_F(CudaVsCpu, TokenTreeRowsAndMovedPathMatchCpu) {
+  const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 3};
+  const std::vector<int32_t> nodes = {785, 1290, 330, 4150, 12, 999, 2048};
+  const int32_t V = config_->vocab_size;
+  Seq s, wrong;
+  const std::vector<int32_t> prompt = random_tokens(12);
+  step({&s, &wrong}, {prompt, prompt}, {L::kLast, L::kLast}, "prompt");
+  const int32_t base = static_cast<int32_t>(s.tokens.size());
+  pool_->reserve(s.table, base + 7);
+  pool_->reserve(wrong.table, base + 7);
+  const TokenTree tree{base, parents.data(), 7};
+  auto both = [&](const ForwardBatch &b, const char *what) {
+    const size_t n = size_t(b.logit_rows()) * V;
+    const float *ref = cpu_ctx_->forward(b);
+    const std::vector<float> want(ref, ref + n);
+    const float *got = cuda_ctx_->forward(b);
+    const std::vector<float> have(got, got + n);
+    for (size_t r = 0; r < n / V; ++r) {
+      const std::vector<float> h(have.begin() + r * V, have.begin() + (r + 1) * V);
+      const std::vector<double> w(want.begin() + r * V, want.begin() + (r + 1) * V);
+      EXPECT_LT(rel_l2(h, w), kTolerance) << what << " row " << r;
+    }
+    return have;
+  };
+  ForwardBatch verify;
+  verify.seqs.push_back(rows_after(s, nodes.data(), 7, L::kAll));
+  verify.seqs[0].tree = &tree;
+  const std::vector<float> tree_rows = both(verify, "tree verify pass");
+
+  // The chain r a b c on the CPU: what node c (row 3) would see unmasked.
+  ForwardBatch chain;
+  chain.seqs.push_back(rows_after(wrong, nodes.data(), 4, L::kAll));
+  const float *c = cpu_ctx_->forward(chain);
+  const std::vector<float> unmasked(c + 3 * V, c + 4 * V);
+  const std::vector<float> node_c(tree_rows.begin() + 3 * V, tree_rows.begin() + 4 * V);
+  const double apart = rel_l2(node_c, std::vector<double>(unmasked.begin(), unmasked.end()));
+  std::printf("node c against the unmasked chain r a b c: rel L2 %.3f\n", apart);
+  EXPECT_GT(apart, 5 * kTolerance) << "the test cannot tell a masked row from an unmasked one";
+
+  // A sparse draft level: nodes c d e over a selected set below the tree.
+  const int32_t L8 = config_->n_layers, stride = base;
+  std::vector<int32_t> positions(static_cast<size_t>(L8) * stride, 0), counts(L8, 0);
+  for (int32_t l = 0; l < L8; ++l)
+    for (int32_t p = 0; p < 6; p += 1 + l % 2)
+      positions[static_cast<size_t>(l) * stride + counts[l]++] = p;
+  const SparseAttention set{8, positions.data(), counts.data(), stride};
+  ForwardBatch level;
+  level.seqs.push_back(rows_after(s, nodes.data() + 3, 3, L::kAll));
+  level.seqs[0].start_pos = base + 3;
+  level.seqs[0].tree = &tree;
+  level.seqs[0].sparse = &set;
+  both(level, "sparse tree level");
+
+  // Path r b e accepted: b to slot base + 1, e to base + 2; then a token after it.
+  const int32_t from[] = {base + 2, base + 5}, to[] = {base + 1, base + 2};
+  const KvMove move{s.table.data(), static_cast<int32_t>(s.table.size()), from, to, 2};
+  cpu_ctx_->move_kv(move);
+  cuda_ctx_->move_kv(move);
+  const int32_t next = 4242;
+  ForwardBatch after;
+  after.seqs.push_back(rows_after(s, &next, 1, L::kLast));
+  after.seqs[0].start_pos = base + 3;
+  both(after, "after the moved path");
+  // A tree of 80 nodes (more than the verify kernel's 64 rows: the paged
+  // kernel's row tiles), each node's parent among the five before it.
+  Seq big;
+  step({&big}, {random_tokens(30)}, {L::kLast}, "prompt of the big tree");
+  const int32_t big_base = static_cast<int32_t>(big.tokens.size());
+  pool_->reserve(big.table, big_base + 80);
+  std::vector<int32_t> big_parents = {-1}, big_nodes = random_tokens(80);
+  for (int32_t n = 1; n < 80; ++n)
+    big_parents.push_back(std::uniform_int_distribution<int32_t>(std::max(0, n - 5), n - 1)(rng_));
+  const TokenTree big_tree{big_base, big_parents.data(), 80};
+  ForwardBatch big_pass;
+  big_pass.seqs.push_back(rows_after(big, big_nodes.data(), 80, L::kAll));
+  big_pass.seqs[0].tree = &big_tree;
+  both(big_pass, "80-node tree");
+
+  // A position outside the table is an error, not a stray write.
+  const int32_t far[] = {static_cast<int32_t>(s.table.size()) * 16};
+  const KvMove bad{s.table.data(), static_cast<int32_t>(s.table.size()), far, to, 1};
+  EXPECT_THROW(cuda_ctx_->move_kv(bad), Error);
+}
+
 TEST_F(CudaVsCpu, BadBatchIsAnError) {
   Seq a;
   a.tokens = {config_->vocab_size + 5};

@@ -182,6 +182,67 @@ TEST(CudaVegas, GreedyEqualsVanillaWithTheFp8KvCache) {
   check_file("greedy_8k.json", true);
 }
 
+// Token trees on the GPU (tree masks in the paged attention kernel, the
+// accepted path moved into place on the device): greedy tree rounds of the
+// policies vegas and full, trees of 2 branches over 2 levels and of 3 over 1,
+// give vanilla's tokens on the public 2K prompts up to their first near tie,
+// with the bf16 and the fp8 KV cache; full accepts every draft of a path
+// (a tree drafts more nodes than it keeps, so drafted > accepted there too),
+// vegas rejects some; sampled tree runs with one seed are reproducible.
+TEST(CudaVegas, TokenTreesEqualVanillaOn2kPrompts) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto model = load_cuda(model_dir());
+  for (const bool kv_fp8 : {false, true}) {
+    const std::vector<Comparable> prompts = comparable_prompts(model, "greedy_2k.json", kv_fp8);
+    for (const DraftTreeShape shape : {DraftTreeShape{2, 2}, DraftTreeShape{3, 1}}) {
+      for (const char *policy : {"vegas", "full"}) {
+        SessionParams sp;
+        sp.kv_fp8 = kv_fp8;
+        sp.speculative = true;
+        sp.spec.policy = policy;
+        sp.spec.gamma = 6;
+        sp.spec.tree = shape;
+        int64_t rounds = 0, committed = 0, kept_all = 0;
+        for (const Comparable &c : prompts) {
+          SequenceStats st;
+          const auto got = test::session_tokens(model, sp, c.prompt,
+                                                static_cast<int32_t>(c.vanilla.size()), &st);
+          EXPECT_EQ(got, c.vanilla) << c.id << " policy " << policy << " tree " << shape.branches
+                                    << "x" << shape.branch_depth << (kv_fp8 ? " fp8 KV" : "");
+          EXPECT_EQ(st.committed, st.accepted + st.rounds) << c.id;
+          EXPECT_GT(st.drafted, st.accepted) << c.id << ": a tree drafts more than it keeps";
+          rounds += st.rounds, committed += st.committed;
+          kept_all += st.accepted == st.rounds * 6 ? 1 : 0;
+        }
+        std::printf("tree %dx%d %-5s%s: %.2f tokens a round over %lld rounds\n", shape.branches,
+                    shape.branch_depth, policy, kv_fp8 ? " fp8" : "",
+                    static_cast<double>(committed) / std::max<int64_t>(rounds, 1),
+                    static_cast<long long>(rounds));
+        EXPECT_GT(rounds, 0);
+        if (std::string(policy) == "vegas")
+          EXPECT_LT(kept_all, static_cast<int64_t>(prompts.size())) << "vegas never rejected";
+      }
+    }
+  }
+  const std::vector<int32_t> prompt = test::fibonacci_prompt(*model);
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = 40;
+  sampling.seed = 11;
+  SessionParams sp;
+  sp.speculative = true;
+  sp.spec.gamma = 6;
+  sp.spec.tree = DraftTreeShape{2, 2};
+  std::vector<int32_t> runs[2];
+  for (auto &out : runs) {
+    SequenceStats st;
+    out = test::sampled_session_tokens(model, sp, prompt, 48, sampling, &st);
+    EXPECT_EQ(st.committed, st.accepted + st.rounds);
+    EXPECT_EQ(out.size(), 48u);
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "sampled tree rounds with one seed differ";
+}
+
 using test::with_draft;
 
 // A separate draft model on the GPU: a layer-skip draft (the embedded model's

@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_context.h"
+#include "backend/kv_move_slots.h"
 
 #include <unistd.h>
 
@@ -159,34 +160,15 @@ void CpuContext::prepare_tree_rows(const SeqRows &s, size_t first) {
 }
 
 void CpuContext::move_kv(const KvMove &move) {
-  const int32_t ps = params_.page_size;
   const int64_t kv_dim = model_.config().kv_dim();
-  auto slot_of = [&](int32_t pos) {
-    const int64_t page = pos < 0 ? -1 : pos / ps;
-    if (page < 0 || page >= move.n_pages || move.page_table[page] < 0 ||
-        move.page_table[page] >= params_.num_pages)
-      fail(VEGAS_ERR_INVALID_ARGUMENT,
-           "move_kv: position " + std::to_string(pos) + " outside the page table or its pool");
-    return int64_t{move.page_table[page]} * ps + pos % ps;
-  };
-  if (move.n < 0 ||
-      (move.n > 0 && (move.page_table == nullptr || move.from == nullptr || move.to == nullptr)))
-    fail(VEGAS_ERR_INVALID_ARGUMENT, "move_kv: NULL lists or a negative count");
-  std::vector<std::pair<int64_t, int64_t>> slots;
-  written_pages_.clear();
-  for (int32_t i = 0; i < move.n; ++i) {
-    slots.emplace_back(slot_of(move.from[i]), slot_of(move.to[i]));
-    written_pages_.push_back(move.page_table[move.to[i] / ps]);
-  }
-  std::sort(written_pages_.begin(), written_pages_.end());  // each page once
-  written_pages_.erase(std::unique(written_pages_.begin(), written_pages_.end()),
-                       written_pages_.end());
+  const KvMoveSlots slots = resolve_kv_move(move, params_.page_size, params_.num_pages);
+  written_pages_ = slots.pages;
   const int nt = model_.n_threads();
   for (int layer = 0; layer < model_.config().n_layers; ++layer) {
     for (std::vector<float> *cache :
          {&k_cache_[static_cast<size_t>(layer)], &v_cache_[static_cast<size_t>(layer)]})
-      for (const auto &[from, to] : slots)
-        std::memmove(cache->data() + to * kv_dim, cache->data() + from * kv_dim,
+      for (size_t i = 0; i < slots.from.size(); ++i)
+        std::memmove(cache->data() + slots.to[i] * kv_dim, cache->data() + slots.from[i] * kv_dim,
                      sizeof(float) * static_cast<size_t>(kv_dim));
     if (key_bounds_.enabled())
       key_bounds_.update(layer, k_cache_[static_cast<size_t>(layer)].data(), written_pages_, nt);

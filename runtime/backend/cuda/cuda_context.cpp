@@ -54,6 +54,7 @@ enum Field {
   kSeqQuestPrefix,  // quest drafting: candidates [0, prefix) of the sequence, -1 = not quest
   kSeqQuestBudget,  // quest drafting: tokens the sequence keeps at most
   kWrittenPage,     // per row: the KV page it writes when first of its page, else -1
+  kSeqTreeOff,      // offset of the sequence's tree masks after the page tables, -1 none
   kFields
 };
 
@@ -201,12 +202,21 @@ T *as(const DeviceBuffer &b) {
 // attention runs.
 int32_t capture_split(const SeqRows &s) {
   if (s.capture == nullptr || s.capture->n_rows == 0 || s.sparse != nullptr || s.quest != nullptr ||
-      s.device_sparse_key >= 0 || s.n_tokens <= kernels::kVerifyMaxRows)
+      s.device_sparse_key >= 0 || s.tree != nullptr || s.n_tokens <= kernels::kVerifyMaxRows)
     return 0;
   int32_t first = s.n_tokens;
   for (int32_t k = 0; k < s.capture->n_rows; ++k) first = std::min(first, s.capture->rows[k]);
   const int32_t tail = std::max(2, s.n_tokens - first);
   return tail <= kernels::kVerifyMaxRows ? s.n_tokens - tail : 0;
+}
+
+// A tree sequence's masks cover the nodes up to its last row's, a bit each.
+int32_t tree_mask_words(const SeqRows &s) {
+  return (s.start_pos - s.tree->base + s.n_tokens + 31) / 32;
+}
+// Its record: base, words, then a mask per row (stage_tree).
+int64_t tree_record_ints(const SeqRows &s) {
+  return 2 + int64_t{s.n_tokens} * tree_mask_words(s);
 }
 
 // Smallest bucket >= n among powers of two, capped at max_rows.
@@ -569,6 +579,7 @@ struct CudaContext::StagingCursor {
         cap_cand(h + kSeqCapCand * stride),
         quest_prefix(h + kSeqQuestPrefix * stride),
         quest_budget(h + kSeqQuestBudget * stride),
+        tree_off(h + kSeqTreeOff * stride),
         table(h + table_offset) {}
   // Staged sequence si: its page table at `table_at`, rows [row0, row0 +
   // rows) at positions from `start`, dense, without capture or quest (the
@@ -582,6 +593,7 @@ struct CudaContext::StagingCursor {
     quest_prefix[si] = -1;
     quest_budget[si] = 0;
     cap_cand[si] = 0;
+    tree_off[si] = -1;
   }
   // Graph padding: inert sequences up to n_seqs, a row each.
   void pad_to(int32_t n_seqs) {
@@ -598,7 +610,7 @@ struct CudaContext::StagingCursor {
 
   int32_t *tokens, *positions, *slots, *logit_index, *written_page, *cap_slot;  // per row
   int32_t *page_off, *row_start, *n_rows, *start_pos, *sparse_off, *cap_cand;   // per sequence
-  int32_t *quest_prefix, *quest_budget;
+  int32_t *quest_prefix, *quest_budget, *tree_off;
   int32_t *table;  // the page tables, then the sparse records
   int32_t seq = 0, row = 0, logit_row = 0, page = 0, extra_at = 0, slot = 0;
   int64_t quest_at = 0;
@@ -607,10 +619,8 @@ struct CudaContext::StagingCursor {
 CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   const ModelConfig &c = model_.config();
   check_forward_batch(batch, c, params_, PageEntries::kCallerChecks);
-  for (const SeqRows &s : batch.seqs)
-    if (s.tree != nullptr)
-      fail(VEGAS_ERR_UNSUPPORTED, "forward batch: the CUDA backend has no token trees yet");
   int64_t pages = 0, extra = 0, quest_extra = 0;
+  bool trees = false;
   int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;
   bool sparse = !batch.seqs.empty();
@@ -620,6 +630,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     sparse = sparse && (s.device_sparse_key >= 0 || s.sparse != nullptr || s.quest != nullptr);
     pages += s.n_pages;
     if (s.sparse) extra += 2 + int64_t{c.n_layers} * (1 + s.sparse->stride);
+    if (s.tree) extra += tree_record_ints(s);
+    trees = trees || s.tree != nullptr;
     if (s.quest)
       quest_extra += 2 + int64_t{c.n_layers} *
                              (1 + kernels::quest_record_stride(s.quest->prefix, s.quest->budget));
@@ -627,7 +639,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       cap_slots += s.capture->n_rows;
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
-    decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast;
+    decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast && !s.tree;
   }
   // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
   // scores at once).
@@ -652,6 +664,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.pages = static_cast<int32_t>(pages);
   st.quest = quest_extra > 0;
   st.sparse = sparse;
+  st.trees = trees;
   if (st.quest) grow_quest_keys(st.n_seqs);
 
   // Each field holds field_stride entries (the step's rows or sequences,
@@ -735,6 +748,7 @@ void CudaContext::stage_sequence(const ForwardBatch &batch, int32_t i, StagingCu
   }
   cur.cap_cand[si] = s.capture ? s.capture->n_candidates : 0;
   stage_capture(s, cur);
+  if (s.tree) return stage_tree(s, si, cur, st);
   for (int32_t t = 0; t < s.n_tokens; ++t, ++cur.row) {
     const int32_t pos = s.start_pos + t;
     const int32_t row = cur.row;
@@ -774,6 +788,48 @@ void CudaContext::stage_capture(const SeqRows &s, StagingCursor &cur) {
   if (s.capture)
     for (int32_t k = 0; k < s.capture->n_rows; ++k)
       cur.cap_slot[cur.row + s.capture->rows[k]] = cur.slot++;
+}
+
+// A tree sequence's rows (after its capture, instead of stage_sequence's
+// consecutive rows): RoPE at base + depth, K/V at the node's slot, and its
+// record of ancestor masks (PagedAttentionParams::seq_tree_off) among the
+// step's sparse records.
+void CudaContext::stage_tree(const SeqRows &s, int32_t si, StagingCursor &cur, Step &st) {
+  const TokenTree &t = *s.tree;
+  const int32_t ps = params_.page_size;
+  const int32_t first = s.start_pos - t.base, nodes = first + s.n_tokens;
+  const int32_t words = tree_mask_words(s);
+  std::vector<uint32_t> masks(static_cast<size_t>(nodes) * words, 0);
+  std::vector<int32_t> depths(static_cast<size_t>(nodes), 0);
+  for (int32_t n = 0; n < nodes; ++n) {  // level order: a parent's mask is done
+    uint32_t *m = masks.data() + static_cast<size_t>(n) * words;
+    if (n > 0) {
+      const int32_t up = t.parents[n];
+      std::copy(masks.data() + static_cast<size_t>(up) * words,
+                masks.data() + static_cast<size_t>(up + 1) * words, m);
+      depths[static_cast<size_t>(n)] = depths[static_cast<size_t>(up)] + 1;
+    }
+    m[n / 32] |= 1u << (n % 32);
+  }
+  cur.tree_off[si] = st.pages + cur.extra_at;
+  int32_t *rec = cur.table + st.pages + cur.extra_at;
+  rec[0] = t.base;
+  rec[1] = words;
+  for (int32_t i = 0; i < s.n_tokens; ++i, ++cur.row) {
+    const int32_t node = first + i, slot_pos = s.start_pos + i, row = cur.row;
+    const uint32_t *m = masks.data() + static_cast<size_t>(node) * words;
+    for (int32_t w = 0; w < words; ++w) rec[2 + i * words + w] = static_cast<int32_t>(m[w]);
+    cur.tokens[row] = s.tokens[i];
+    cur.positions[row] = t.base + depths[static_cast<size_t>(node)];
+    cur.slots[row] = s.page_table[slot_pos / ps] * ps + slot_pos % ps;
+    cur.written_page[row] = i == 0 || slot_pos % ps == 0 ? s.page_table[slot_pos / ps] : -1;
+    if (s.logits == SeqRows::Logits::kAll ||
+        (s.logits == SeqRows::Logits::kLast && i == s.n_tokens - 1))
+      cur.logit_index[cur.logit_row++] = row;
+  }
+  cur.extra_at += tree_record_ints(s);
+  cur.page += s.n_pages;
+  st.max_rows_per_seq = std::max(st.max_rows_per_seq, s.n_tokens);
 }
 
 // Keys per split of a sparse set in step st: what the decode kernel's stages
@@ -852,6 +908,8 @@ kernels::PagedAttentionParams CudaContext::attention_params(const Step &s,
   ap.row_cap_slot = meta(s, kRowCapSlot);
   ap.seq_cap_cand = meta(s, kSeqCapCand);
   ap.cap_stride = s.cap_stride;
+  ap.seq_tree_off = s.trees ? meta(s, kSeqTreeOff) : nullptr;
+  ap.tree_data = tables();
   *routes = attention_routes(s, ap);
   return ap;
 }
@@ -872,7 +930,8 @@ CudaContext::AttentionRoutes CudaContext::attention_routes(
     paged_rows = false;
     for (int32_t i = 0; i < s.n_seqs; ++i)
       paged_rows = paged_rows || h[kSeqRows * R + i] < kernels::kPrefillMinRows ||
-                   h[kSeqSparseOff * R + i] != -1 || h[kSeqCapCand * R + i] != 0;
+                   h[kSeqSparseOff * R + i] != -1 || h[kSeqCapCand * R + i] != 0 ||
+                   h[kSeqTreeOff * R + i] != -1;
   }
   // Dense sequences of 2..64 rows (verification, captured or not) take the
   // tensor-core verify kernel, launched before the paged one, which skips them
@@ -886,8 +945,17 @@ CudaContext::AttentionRoutes CudaContext::attention_routes(
     int32_t verify_rows = 0;  // the most rows of a sequence the verify kernel takes
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
+      // A tree part-way (a draft level) needs the paged kernel's masks; a
+      // whole one (its base at start_pos) is verified like a chain
+      // (defers_to_verify).
+      const int32_t tree_off = h[kSeqTreeOff * R + i];
+      const bool tree = tree_off != -1;
+      if (tree && h[kFields * int64_t{params_.max_rows} + tree_off] != h[kSeqStartPos * R + i]) {
+        other_rows = true;
+        continue;
+      }
       const bool dense = h[kSeqSparseOff * R + i] == -1;
-      if (dense && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows &&
+      if (dense && !tree && ap.prefill_min_rows > 0 && n >= ap.prefill_min_rows &&
           h[kSeqCapCand * R + i] == 0)
         continue;
       // One-row dense sequences go with the verified ones when there are any

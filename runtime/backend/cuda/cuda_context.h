@@ -72,6 +72,11 @@ class CudaContext : public BackendContext {
   bool begin_accept(const std::vector<AcceptOnDevice> &seqs) override;
   void end_accept(std::vector<AcceptedOnDevice> *out) override;
 
+  // Token trees: tree masks in the paged attention kernel (stage_tree), and
+  // the accepted path's K/V moved into place (cuda_move_kv.cpp).
+  bool token_trees() const override { return true; }
+  void move_kv(const KvMove &move) override;
+
   bool device_selection() const override { return true; }
   void select_deferred(const std::vector<DeferredSelect> &items) override;
   void forget_selection(int32_t key) override;
@@ -115,6 +120,7 @@ class CudaContext : public BackendContext {
     bool quest = false;           // some sequence drafts with SeqRows::quest
     bool sparse = false;          // every sequence attends to a selected set (drafting)
     bool split_tail = false;      // a captured tail attends to a front written in this step
+    bool trees = false;           // some sequence's rows are token-tree nodes (SeqRows::tree)
   };
   // A sequence's score capture and its first slot in the device capture buffers.
   struct PendingCapture {
@@ -129,6 +135,7 @@ class CudaContext : public BackendContext {
   struct StagingCursor;
   void stage_sequence(const ForwardBatch &batch, int32_t i, StagingCursor &cur, Step &st);
   void stage_capture(const SeqRows &s, StagingCursor &cur);
+  void stage_tree(const SeqRows &s, int32_t si, StagingCursor &cur, Step &st);
   int64_t useful_splits_of(const SeqRows &s, int32_t sparse_keys) const;
   int32_t sparse_split_keys(const Step &st) const;
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition
@@ -260,6 +267,9 @@ class CudaContext : public BackendContext {
   // bf16 each, re-bounded after every step for the pages it wrote; the page
   // scores of each quest sequence, [quest_key_rows_][num_pages].
   DeviceBuffer key_min_, key_max_, quest_keys_;
+  // move_kv's slot lists and written pages, grown on demand.
+  DeviceBuffer move_lists_;
+  size_t move_capacity_ = 0;
   int32_t quest_key_rows_ = 0;
   bool trace_ = false;
   // Device events around a step (its forward pass ends at trace_forward_), and

@@ -93,7 +93,7 @@ void check_quest(size_t i, const SeqRows &s, const QuestDraft &q, const ContextP
 
 // Tree rows: nodes of a level-ordered tree that the rows lie in; they attend
 // to the cache before the tree's base, so a sparse prefix or capture
-// candidates reach no further; no query-aware or device-selected drafting.
+// candidates reach no further; no query-aware drafting.
 void check_tree(size_t i, const SeqRows &s, const TokenTree &t) {
   if (t.base < 0 || t.n_nodes <= 0 || t.parents == nullptr)
     bad_seq(i, "token tree base " + std::to_string(t.base) + ", " + std::to_string(t.n_nodes) +
@@ -114,8 +114,7 @@ void check_tree(size_t i, const SeqRows &s, const TokenTree &t) {
   if (s.capture != nullptr && s.capture->n_candidates > int64_t{t.base} + 1)
     bad_seq(i, "capture of " + std::to_string(s.capture->n_candidates) +
                    " candidates past the token tree's root");
-  if (s.quest != nullptr || s.device_select != nullptr || s.device_sparse_key >= 0)
-    bad_seq(i, "token tree with quest drafting or device selection");
+  if (s.quest != nullptr) bad_seq(i, "token tree with quest drafting");
 }
 
 }  // namespace

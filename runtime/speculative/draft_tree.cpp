@@ -59,4 +59,13 @@ std::vector<int32_t> DraftTree::main_path() const {
   return path;
 }
 
+int32_t DraftTree::accepted_on_main_path(const std::vector<int32_t> &path) const {
+  const std::vector<int32_t> main = main_path();
+  int32_t k = 0;
+  while (k < static_cast<int32_t>(path.size()) && k + 1 < static_cast<int32_t>(main.size()) &&
+         path[static_cast<size_t>(k)] == main[static_cast<size_t>(k) + 1])
+    ++k;
+  return k;
+}
+
 }  // namespace vegas

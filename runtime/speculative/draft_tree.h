@@ -60,6 +60,10 @@ class DraftTree {
   // The root and, level by level, the first child: the branch of the most
   // likely drafts, which stands for the chain where one row per depth is needed.
   std::vector<int32_t> main_path() const;
+  // How many nodes of an accepted `path` (path_to's form) lie on the main
+  // path: the index, among the main path's rows, of the last row whose
+  // context the accepted drafts agree with (where selection reads scores).
+  int32_t accepted_on_main_path(const std::vector<int32_t> &path) const;
 
  private:
   std::vector<int32_t> tokens_, parents_, depths_, first_child_, n_children_, level_begin_;

@@ -179,8 +179,7 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ =
-      !lookup_ && !model_only_ && !trees() && backend_supports && policy_->device_plan(1, &plan);
+  device_ = !lookup_ && !model_only_ && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -860,24 +859,17 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
       obs.context = seq.kv_len;
       observe_round(seq.id, *w.st, obs);
     }
+    // A tree's captured rows are its main path: the last accepted of them.
+    const int32_t on_main =
+        w.in_tree ? w.tree.accepted_on_main_path(w.tree_result.path) : n_accepted;
     if (device_) {  // selected by the verify pass, or now from the last accepted row
-      if (w.st->device_select.deferred) deferred.push_back({seq.id, n_accepted});
+      if (w.st->device_select.deferred) deferred.push_back({seq.id, on_main});
       continue;
     }
     // The next round's draft passes select, or nothing is selected.
     if (query_aware_ || lookup_ || model_only_) continue;
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
-    // A tree's captured rows are its main path: the last accepted of them.
-    int32_t on_main = n_accepted;
-    if (w.in_tree) {
-      const std::vector<int32_t> main = w.tree.main_path();
-      const std::vector<int32_t> &path = w.tree_result.path;
-      on_main = 0;
-      while (on_main < static_cast<int32_t>(path.size()) &&
-             path[static_cast<size_t>(on_main)] == main[static_cast<size_t>(on_main) + 1])
-        ++on_main;
-    }
     const int32_t last_row = score_rows == ScoreRows::kAll ? on_main : (w.gamma > 0 ? 1 : 0);
     // The candidates were the positions before this round's first token
     // (RoundOutcome::kv_len counts it and the accepted drafts).

@@ -136,9 +136,10 @@ if [ "$WHAT" = drafters ]; then
   # Issue 24's table: the chain, prompt lookup and a trained draft model
   # (tools/train_draft_model.py, DRAFT_SECONDS of distillation from the
   # embedded model; DRAFT_DIR to reuse one), vanilla in the same runs, at
-  # 8K and 16K x 16, sampled and greedy. Token trees have no CUDA kernel yet.
+  # 8K and 16K x 16, sampled and greedy; token trees of 2 branches over 1 and
+  # 2 levels and of 3 over 1 (DRAFT_SECONDS=0 skips the draft model's rows).
   draft=${DRAFT_DIR:-$OUT/draft-model}
-  if [ ! -f "$draft/model.safetensors" ]; then
+  if [ "${DRAFT_SECONDS:-240}" != 0 ] && [ ! -f "$draft/model.safetensors" ]; then
     PYTHONUNBUFFERED=1 python3 tools/train_draft_model.py "$VEGAS_MODEL_DIR" "$draft" \
       "${DRAFT_SECONDS:-240}" "${DRAFT_LAYERS:-2}" > "$OUT/draft-train.log" 2>&1 ||
       tail -5 "$OUT/draft-train.log"
@@ -148,9 +149,13 @@ if [ "$WHAT" = drafters ]; then
     --new-tokens 256 --gamma 6 --ratio 0.07 --seed 1 --mode vegas)
   for ctx in ${VEGAS_CONTEXTS:-8192 16384}; do
     for temp in 0.6 0; do
-      for spec in "chain --policy vegas" "lookup --policy lookup" \
-        "draft --draft-model $draft" "draft-w1024 --draft-model $draft --draft-window 1024" \
-        "vegas+model --policy vegas+model --draft-model $draft"; do
+      specs=("chain --policy vegas" "tree2x1 --policy vegas --tree-branches 2 --tree-depth 1"
+        "tree2x2 --policy vegas --tree-branches 2 --tree-depth 2"
+        "tree3x1 --policy vegas --tree-branches 3 --tree-depth 1" "lookup --policy lookup")
+      [ -f "$draft/model.safetensors" ] && specs+=("draft --draft-model $draft"
+        "draft-w1024 --draft-model $draft --draft-window 1024"
+        "vegas+model --policy vegas+model --draft-model $draft")
+      for spec in "${specs[@]}"; do
         set -- $spec
         tag=$1
         shift

@@ -4,6 +4,7 @@
 #include "kv_fp8.cuh"
 #include "mma_fragments.cuh"
 #include "paged_keys.cuh"
+#include "tree_mask.cuh"
 
 #include <climits>
 #include <cstdlib>
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
   // mask has its bit (paged_attention.cuh).
   const int tree_off = p.seq_tree_off == nullptr ? -1 : p.seq_tree_off[seq];
   const int32_t *tree = tree_off >= 0 ? p.tree_data + tree_off : nullptr;
-  const int tree_base = tree != nullptr ? tree[0] : INT_MAX, tree_words = tree ? tree[1] : 0;
+  const int tree_base = tree != nullptr ? tree[0] : INT_MAX;
 
   for (int i = tid; i < nq * HD; i += kThreads) {
     const int qi = i / HD, d = i % HD;
@@ -173,11 +174,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionParam
       const int pos = j < end ? keys.pos(j) : INT_MAX;
       const int qpos = start_pos + r0 + qi / group;
       bool visible = pos <= qpos;
-      if (visible && pos >= tree_base) {
-        const int node = pos - tree_base;
-        const int32_t *mask = tree + 2 + (r0 + qi / group) * tree_words;
-        visible = (static_cast<uint32_t>(mask[node >> 5]) >> (node & 31)) & 1u;
-      }
+      if (visible && pos >= tree_base)
+        visible = tree_row_sees(tree, r0 + qi / group, pos - tree_base);
       s_s[qi * (kTile + 1) + t] = visible ? dot : -INFINITY;
       // Captured rows are dense, so key j is position j.
       const int slot = cap_s[qi];

@@ -5,6 +5,7 @@
 
 #include "mma_fragments.cuh"
 #include "paged_tiles.cuh"
+#include "tree_mask.cuh"
 #include "verify_output.cuh"
 
 namespace vegas::kernels {
@@ -181,12 +182,10 @@ __global__ void __launch_bounds__(kThreads, VTiles<HD, MT>::kMinBlocks)
         for (int e = 0; e < 4; ++e) {
           const int pos = key + (e & 1);
           seen[e] = !masked || (pos < end && pos <= (e < 2 ? qpos_lo : qpos_hi));
-          if (TREE && seen[e] && tree_off >= 0 && pos >= start_pos) {  // the row's ancestor mask
-            const int row = min((e < 2 ? qpos_lo : qpos_hi) - start_pos, n_rows - 1);
-            const int node = pos - start_pos, words = p.tree_data[tree_off + 1];
-            const uint32_t bits = p.tree_data[tree_off + 2 + row * words + (node >> 5)];
-            seen[e] = (bits >> (node & 31)) & 1u;
-          }
+          if (TREE && seen[e] && tree_off >= 0 && pos >= start_pos)  // the row's ancestor mask
+            seen[e] = tree_row_sees(p.tree_data + tree_off,
+                                    min((e < 2 ? qpos_lo : qpos_hi) - start_pos, n_rows - 1),
+                                    pos - start_pos);
           s[n][e] *= scale;
         }
         if (capture)  // captured rows are dense: key index = position

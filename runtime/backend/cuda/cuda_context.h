@@ -135,7 +135,10 @@ class CudaContext : public BackendContext {
   struct StagingCursor;
   void stage_sequence(const ForwardBatch &batch, int32_t i, StagingCursor &cur, Step &st);
   void stage_capture(const SeqRows &s, StagingCursor &cur);
-  void stage_tree(const SeqRows &s, int32_t si, StagingCursor &cur, Step &st);
+  // A tree sequence si's rows (staged from first_row as consecutive slots):
+  // RoPE at base + depth, and its record of ancestor masks.
+  void stage_tree(const SeqRows &s, int32_t si, int32_t first_row, StagingCursor &cur,
+                  const Step &st);
   int64_t useful_splits_of(const SeqRows &s, int32_t sparse_keys) const;
   int32_t sparse_split_keys(const Step &st) const;
   int64_t padded_rows(int64_t rows) const;  // GEMM rows, see the definition

@@ -238,7 +238,7 @@ void CudaContext::stage_sequence(const ForwardBatch &batch, int32_t i, StagingCu
   }
   cur.cap_cand[si] = s.capture ? s.capture->n_candidates : 0;
   stage_capture(s, cur);
-  if (s.tree) return stage_tree(s, si, cur, st);
+  const int32_t first_row = cur.row;
   for (int32_t t = 0; t < s.n_tokens; ++t, ++cur.row) {
     const int32_t pos = s.start_pos + t;
     const int32_t row = cur.row;
@@ -251,6 +251,7 @@ void CudaContext::stage_sequence(const ForwardBatch &batch, int32_t i, StagingCu
         (s.logits == SeqRows::Logits::kLast && t == s.n_tokens - 1))
       cur.logit_index[cur.logit_row++] = row;
   }
+  if (s.tree) stage_tree(s, si, first_row, cur, st);  // RoPE positions by depth, the masks
   cur.page += s.n_pages;
   st.max_rows_per_seq = std::max({st.max_rows_per_seq, front, s.n_tokens - front});
 }
@@ -280,13 +281,12 @@ void CudaContext::stage_capture(const SeqRows &s, StagingCursor &cur) {
       cur.cap_slot[cur.row + s.capture->rows[k]] = cur.slot++;
 }
 
-// A tree sequence's rows (after its capture, instead of stage_sequence's
-// consecutive rows): RoPE at base + depth, K/V at the node's slot, and its
-// record of ancestor masks (PagedAttentionParams::seq_tree_off) among the
-// step's sparse records.
-void CudaContext::stage_tree(const SeqRows &s, int32_t si, StagingCursor &cur, Step &st) {
+// A tree sequence's rows, staged by stage_sequence at the slots of their
+// nodes: RoPE at base + depth instead, and the record of their ancestor masks
+// (PagedAttentionParams::seq_tree_off) among the step's sparse records.
+void CudaContext::stage_tree(const SeqRows &s, int32_t si, int32_t first_row, StagingCursor &cur,
+                             const Step &st) {
   const TokenTree &t = *s.tree;
-  const int32_t ps = params_.page_size;
   const int32_t first = s.start_pos - t.base, nodes = first + s.n_tokens;
   const int32_t words = tree_mask_words(s);
   std::vector<uint32_t> masks(static_cast<size_t>(nodes) * words, 0);
@@ -305,21 +305,13 @@ void CudaContext::stage_tree(const SeqRows &s, int32_t si, StagingCursor &cur, S
   int32_t *rec = cur.table + st.pages + cur.extra_at;
   rec[0] = t.base;
   rec[1] = words;
-  for (int32_t i = 0; i < s.n_tokens; ++i, ++cur.row) {
-    const int32_t node = first + i, slot_pos = s.start_pos + i, row = cur.row;
+  for (int32_t i = 0; i < s.n_tokens; ++i) {
+    const int32_t node = first + i;
     const uint32_t *m = masks.data() + static_cast<size_t>(node) * words;
     for (int32_t w = 0; w < words; ++w) rec[2 + i * words + w] = static_cast<int32_t>(m[w]);
-    cur.tokens[row] = s.tokens[i];
-    cur.positions[row] = t.base + depths[static_cast<size_t>(node)];
-    cur.slots[row] = s.page_table[slot_pos / ps] * ps + slot_pos % ps;
-    cur.written_page[row] = i == 0 || slot_pos % ps == 0 ? s.page_table[slot_pos / ps] : -1;
-    if (s.logits == SeqRows::Logits::kAll ||
-        (s.logits == SeqRows::Logits::kLast && i == s.n_tokens - 1))
-      cur.logit_index[cur.logit_row++] = row;
+    cur.positions[first_row + i] = t.base + depths[static_cast<size_t>(node)];
   }
   cur.extra_at += tree_record_ints(s);
-  cur.page += s.n_pages;
-  st.max_rows_per_seq = std::max(st.max_rows_per_seq, s.n_tokens);
 }
 
 }  // namespace vegas::cuda

@@ -2,7 +2,9 @@
 //
 // quant_gemv: each warp owns R output rows (blocks of 4 warps, no shared
 // memory, no barrier: warps stream independently, and a matrix of a few
-// thousand rows still spreads over every SM). Per step a lane reads 16 bytes
+// thousand rows still spreads over every SM), or with a matrix of few rows
+// one slice of k of them (quant_gemv_split: S warps a row, their sums added
+// in the block). Per step a lane reads 16 bytes
 // of each of its rows (Q8_0: 16 values, half a block; Q4_0: one whole block
 // of 32), so each load instruction reads 512 contiguous bytes, and the
 // matching input values straight from global memory (L1-resident: every warp
@@ -25,9 +27,6 @@ namespace vegas::kernels {
 namespace {
 
 using namespace quant_lanes;
-
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
 
 // Rows per warp: 4 with up to 4 input rows, else 2 (registers); one input
 // row takes launch_gemv's choice.
@@ -85,15 +84,16 @@ struct MatrixArrays {
 // One loop trip's loads of a warp: U warp steps from input value v0 on, each
 // a lane's 16 bytes of its R rows and their scales.
 template <QuantFormat F, int U, int R>
-__device__ __forceinline__ void load_trip(const MatrixArrays &a, int k, const int (&rows)[R],
-                                          int v0, uint4 (&w)[U][R], float (&scale)[U][R]) {
+__device__ __forceinline__ void load_trip(const MatrixArrays &a, int k, int end,
+                                          const int (&rows)[R], int v0, uint4 (&w)[U][R],
+                                          float (&scale)[U][R]) {
   constexpr int V = kLaneValues<F>;
   const int64_t row_bytes = quant_row_bytes(F, k);
   const int scales_per_row = k / kQuantBlock;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int vu = v0 + u * 32 * V;  // k is a multiple of 32 V: warp-uniform
-    if (vu >= k) break;
+    const int vu = v0 + u * 32 * V;  // a slice is a multiple of 32 V: warp-uniform
+    if (vu >= end) break;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       w[u][r] = __ldg(
@@ -114,10 +114,13 @@ __device__ __forceinline__ void load_trip(const MatrixArrays &a, int k, const in
 // trip's are issued before this one's math, so that a warp has two trips of
 // loads in flight. The weights do not depend on the previous kernel: the
 // first trip's are requested before the PDL wait, which the input rows follow.
-// kSwiglu (QuantGemvParams::swiglu_up): warps 0-1 sum R rows each of the
-// gate, warps 2-3 the same rows of up, and the block combines them.
-template <int M, QuantFormat F, int U, int R = kRowsPerWarp<M>, bool kSwiglu = false>
-__global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p) {
+// S > 1: each warp sums its rows over one slice of k (quant_gemv_split);
+// kSwiglu (QuantGemvParams::swiglu_up): the gate's rows and the same rows of
+// up in two halves of the block (SplitLayout), which combines them.
+template <int M, QuantFormat F, int U, int R, bool kSwiglu, int S>
+__global__ void __launch_bounds__(SplitLayout<S, kSwiglu>::kThreads)
+    quant_gemv_kernel(QuantGemvParams p) {
+  using Layout = SplitLayout<S, kSwiglu>;
   constexpr int V = kLaneValues<F>;
   constexpr int kTrip = U * 32 * V;
   // Two trips in flight at several input rows; at one, where U steps a trip
@@ -126,30 +129,34 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
   constexpr bool kPipelined = M > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k = p.w.k, n_rows = p.w.n;
-  const int row0 = kSwiglu ? (blockIdx.x * 2 + (warp & 1)) * R : (blockIdx.x * kWarps + warp) * R;
-  const bool up = kSwiglu && warp >= 2;
+  const int split = warp % S, slot = warp / S % Layout::kSlots;
+  const int row0 = (blockIdx.x * Layout::kSlots + slot) * R;
+  const int begin = split * (k / S), end = begin + k / S;
+  const bool up = kSwiglu && warp / S / Layout::kSlots == 1;
   const MatrixArrays a = {up ? p.swiglu_up.qs : p.w.qs, up ? p.swiglu_up.scales : p.w.scales,
                           up ? p.swiglu_up.scales_f32 : p.w.scales_f32};
-  const bool active = row0 < n_rows;  // warp-uniform; no barrier follows but SwiGLU's
+  // warp-uniform; no barrier follows but store_block's
+  constexpr bool kBlockStore = kSwiglu || S > 1;
+  const bool active = row0 < n_rows;
   // Rows past the end read row n_rows - 1 again and store nothing.
   int rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
   uint4 w[U][R];
   float scale[U][R];
-  if (active) load_trip<F, U, R>(a, k, rows, lane * V, w, scale);
+  if (active) load_trip<F, U, R>(a, k, end, rows, begin + lane * V, w, scale);
   pdl_enter();
-  if (!kSwiglu && !active) return;
+  if (!kBlockStore && !active) return;
   float acc[R][M] = {};
-  for (int v0 = lane * V; active && v0 < k; v0 += kTrip) {
+  for (int v0 = begin + lane * V; active && v0 < end; v0 += kTrip) {
     uint4 w_next[U][R];
     float scale_next[U][R];
-    if (kPipelined && v0 + kTrip < k)
-      load_trip<F, U, R>(a, k, rows, v0 + kTrip, w_next, scale_next);
+    if (kPipelined && v0 + kTrip < end)
+      load_trip<F, U, R>(a, k, end, rows, v0 + kTrip, w_next, scale_next);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int vu = v0 + u * 32 * V;
-      if (vu >= k) break;
+      if (vu >= end) break;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float4 xs[V / 4];
@@ -167,12 +174,12 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(QuantGemvParams p)
           w[u][r] = w_next[u][r];
           scale[u][r] = scale_next[u][r];
         }
-    } else if (v0 + kTrip < k) {
-      load_trip<F, U, R>(a, k, rows, v0 + kTrip, w, scale);
+    } else if (v0 + kTrip < end) {
+      load_trip<F, U, R>(a, k, end, rows, v0 + kTrip, w, scale);
     }
   }
-  if constexpr (kSwiglu)
-    store_swiglu_block<R, M>(p, acc, blockIdx.x * 2 * R, warp, lane);
+  if constexpr (kBlockStore)
+    store_block<R, M, S, kSwiglu>(p, acc, warp, lane);
   else
     store_rows<R, M>(p, acc, row0, lane);
 }
@@ -188,39 +195,51 @@ int single_row_rows(int fallback) {
   return forced != 0 ? forced : fallback;
 }
 
-template <int M, QuantFormat F, int R, bool kSwiglu>
-cudaError_t launch_single_row(const QuantGemvParams &p, cudaStream_t stream) {
-  const int rows_per_block = kSwiglu ? 2 * R : kWarps * R;
+template <int M, QuantFormat F, int U, int R, bool kSwiglu, int S>
+cudaError_t launch_split(const QuantGemvParams &p, cudaStream_t stream) {
+  using Layout = SplitLayout<S, kSwiglu>;
+  const int rows_per_block = Layout::kSlots * R;
   const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  // Two warp steps a trip, but one for Q8_0 at one row a warp (the commit has the timings).
-  const int u = single_row_unroll(F == QuantFormat::kQ8_0 && R == 1 ? 1 : 2);
-  return for_one_two_four(u, [&](auto steps) {
-    return launch_kernel(quant_gemv_kernel<M, F, decltype(steps)::value, R, kSwiglu>, grid,
-                         dim3(kThreads), 0, stream, p);
+  return launch_kernel(quant_gemv_kernel<M, F, U, R, kSwiglu, S>, grid, dim3(Layout::kThreads), 0,
+                       stream, p);
+}
+
+template <int M, QuantFormat F, int U, int R, bool kSwiglu>
+cudaError_t launch_slices(const QuantGemvParams &p, int split, cudaStream_t stream) {
+  return for_one_two_four(split, [&](auto slices) {
+    return launch_split<M, F, U, R, kSwiglu, decltype(slices)::value>(p, stream);
   });
 }
 
 template <int M, QuantFormat F, bool kSwiglu>
-cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
+cudaError_t launch_gemv(const QuantGemvParams &p, int split, cudaStream_t stream) {
   if constexpr (M == 1) {
     // One row a warp (four times the warps) for the 16-values-a-lane formats,
-    // four for Q4_0's 32 (the commit has the timings).
-    return for_one_two_four(single_row_rows(F == QuantFormat::kQ4_0 ? 4 : 1), [&](auto rows) {
-      return launch_single_row<M, F, decltype(rows)::value, kSwiglu>(p, stream);
+    // four for Q4_0's 32; two warp steps a trip, but one for Q8_0 at one row
+    // a warp (the commits have the timings). A matrix summed in slices takes
+    // these whatever VEGAS_CUDA_QUANT_ROWS / _UNROLL say.
+    constexpr int kRows = F == QuantFormat::kQ4_0 ? 4 : 1;
+    constexpr int kSteps = F == QuantFormat::kQ8_0 ? 1 : 2;
+    if (split > 1) return launch_slices<M, F, kSteps, kRows, kSwiglu>(p, split, stream);
+    return for_one_two_four(single_row_rows(kRows), [&](auto rows) {
+      constexpr int R = decltype(rows)::value;
+      const int u = single_row_unroll(F == QuantFormat::kQ8_0 && R == 1 ? 1 : 2);
+      return for_one_two_four(u, [&](auto steps) {
+        return launch_split<M, F, decltype(steps)::value, R, kSwiglu, 1>(p, stream);
+      });
     });
   }
-  constexpr int R = kRowsPerWarp<M>;
-  constexpr int rows_per_block = kSwiglu ? 2 * R : kWarps * R;
-  const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
-  return launch_kernel(quant_gemv_kernel<M, F, 1, R, kSwiglu>, grid, dim3(kThreads), 0, stream, p);
+  return launch_slices<M, F, 1, kRowsPerWarp<M>, kSwiglu>(p, split, stream);
 }
 
 template <QuantFormat F>
 cudaError_t launch_gemv_rows(const QuantGemvParams &p, cudaStream_t stream) {
   const bool swiglu = p.swiglu_up.qs != nullptr;
+  const int split = quant_gemv_split(F, p.w.n, p.w.k);
   return for_input_rows(p.m, [&](auto m) {
     constexpr int M = decltype(m)::value;
-    return swiglu ? launch_gemv<M, F, true>(p, stream) : launch_gemv<M, F, false>(p, stream);
+    return swiglu ? launch_gemv<M, F, true>(p, split, stream)
+                  : launch_gemv<M, F, false>(p, split, stream);
   });
 }
 

@@ -20,8 +20,6 @@ namespace {
 
 using namespace quant_lanes;
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
 constexpr int kLanesPerBlock = 8;  // lanes of one super-block in a warp step
 constexpr int kBlocksPerStep = 32 / kLanesPerBlock;
 
@@ -167,28 +165,32 @@ __device__ __forceinline__ float run_sum(const float4 (&x)[4]) {
 
 // U warp steps per loop trip: their blocks' loads all in flight before any
 // decoding (as quant_gemv.cu's kernel; blocks is a multiple of four, so
-// whether a step exists is warp-uniform).
-template <int M, QuantFormat F, int U>
-__global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams p) {
+// whether a step exists is warp-uniform). S > 1: each warp sums its rows
+// over one slice of k (quant_gemv_split), the block adds the slices.
+template <int M, QuantFormat F, int U, int S>
+__global__ void __launch_bounds__(SplitLayout<S, false>::kThreads)
+    quant_gemv_k_kernel(QuantGemvParams p) {
   pdl_enter();
+  using Layout = SplitLayout<S, false>;
   constexpr int R = kRowsPerWarp<M>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane % kLanesPerBlock;
   const int k = p.w.k, n_rows = p.w.n;
-  const int row0 = (blockIdx.x * kWarps + warp) * R;
-  if (row0 >= n_rows) return;  // warp-uniform; no barrier follows
+  const int split = warp % S, row0 = (blockIdx.x * Layout::kSlots + warp / S) * R;
+  const bool active = row0 < n_rows;  // warp-uniform; no barrier follows but store_block's
+  if (S == 1 && !active) return;
   const int64_t row_bytes = quant_row_bytes(F, k);
-  const int blocks = k / kQuantSuperBlock;
+  const int blocks = k / kQuantSuperBlock, begin = split * (blocks / S), end = begin + blocks / S;
   int rows[R];  // rows past the end read row n_rows - 1 again and store nothing
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);
   const int off_a = run_a_offset<F>(t), off_b = off_a + kRunBDistance<F>;
   float acc[R][M] = {};
-  for (int sb0 = lane / kLanesPerBlock; sb0 < blocks; sb0 += U * kBlocksPerStep) {
+  for (int sb0 = begin + lane / kLanesPerBlock; active && sb0 < end; sb0 += U * kBlocksPerStep) {
     KRaw raw[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int sb = sb0 + u * kBlocksPerStep;
-      if (sb >= blocks) break;
+      if (sb >= end) break;
 #pragma unroll
       for (int r = 0; r < R; ++r)
         k_load<F>(p.w.qs + rows[r] * row_bytes + sb * quant_super_block_bytes(F),
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams 
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int sb = sb0 + u * kBlocksPerStep;
-      if (sb >= blocks) break;
+      if (sb >= end) break;
       KRun ra[R], rb[R];  // decoded once, used by every input row
 #pragma unroll
       for (int r = 0; r < R; ++r) k_decode<F>(raw[u][r], t, ra[r], rb[r]);
@@ -222,22 +224,41 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_k_kernel(QuantGemvParams 
       }
     }
   }
-  store_rows<R, M>(p, acc, row0, lane);
+  if constexpr (S > 1)
+    store_block<R, M, S, false>(p, acc, warp, lane);
+  else
+    store_rows<R, M>(p, acc, row0, lane);
+}
+
+template <int M, QuantFormat F, int U, int S>
+cudaError_t launch_split(const QuantGemvParams &p, cudaStream_t stream) {
+  using Layout = SplitLayout<S, false>;
+  constexpr int rows_per_block = Layout::kSlots * kRowsPerWarp<M>;
+  const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
+  return launch_kernel(quant_gemv_k_kernel<M, F, U, S>, grid, dim3(Layout::kThreads), 0, stream, p);
+}
+
+template <int M, QuantFormat F, int U>
+cudaError_t launch_slices(const QuantGemvParams &p, int split, cudaStream_t stream) {
+  return for_one_two_four(split, [&](auto slices) {
+    return launch_split<M, F, U, decltype(slices)::value>(p, stream);
+  });
 }
 
 template <int M, QuantFormat F>
 cudaError_t launch_gemv(const QuantGemvParams &p, cudaStream_t stream) {
-  constexpr int rows_per_block = kWarps * kRowsPerWarp<M>;
-  const dim3 grid((p.w.n + rows_per_block - 1) / rows_per_block);
+  const int split = quant_gemv_split(F, p.w.n, p.w.k);
   if constexpr (M == 1) {
     // Q6_K (three 16-byte pieces a lane) gains from a second step in flight;
-    // Q4_K and Q5_K were slower with it (the commit has the timings).
-    return for_one_two_four(single_row_unroll(F == QuantFormat::kQ6_K ? 2 : 1), [&](auto steps) {
-      return launch_kernel(quant_gemv_k_kernel<M, F, decltype(steps)::value>, grid, dim3(kThreads),
-                           0, stream, p);
+    // Q4_K and Q5_K were slower with it (the commit has the timings). A
+    // matrix summed in slices takes these whatever VEGAS_CUDA_QUANT_UNROLL says.
+    constexpr int kSteps = F == QuantFormat::kQ6_K ? 2 : 1;
+    if (split > 1) return launch_slices<M, F, kSteps>(p, split, stream);
+    return for_one_two_four(single_row_unroll(kSteps), [&](auto steps) {
+      return launch_split<M, F, decltype(steps)::value, 1>(p, stream);
     });
   }
-  return launch_kernel(quant_gemv_k_kernel<M, F, 1>, grid, dim3(kThreads), 0, stream, p);
+  return launch_slices<M, F, 1>(p, split, stream);
 }
 
 template <QuantFormat F>

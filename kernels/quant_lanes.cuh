@@ -99,14 +99,56 @@ __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float
   }
 }
 
-// The SwiGLU epilogue of a block of four warps whose warps 0-1 summed R rows
-// each of the gate (outputs col0 .. col0 + 2R) and warps 2-3 the same rows
-// of up: the warps' sums meet in shared memory, then a thread an output.
-template <int R, int M>
-__device__ __forceinline__ void store_swiglu_block(const QuantGemvParams &p,
-                                                   const float (&acc)[R][M], int col0, int warp,
-                                                   int lane) {
-  __shared__ float sums[4][R][M];
+// Slices of k: S warps of one block sum one output row over k / S consecutive
+// values each, and the block adds their sums in slice order. A matrix of few
+// rows (qkv, o and down of an 8B model: a wave of warps or less at one input
+// row) gets S times the warps, so that more of its bytes are in flight.
+// A block's warps are numbered (half * kSlots + slot) * S + split: kSlots
+// groups of R rows, each summed by S warps (with SwiGLU's epilogue the gate
+// rows are half 0 and the same rows of up half 1).
+template <int S, bool kSwiglu>
+struct SplitLayout {
+  static constexpr int kHalves = kSwiglu ? 2 : 1;
+  static constexpr int kWarps = kHalves * S > 4 ? kHalves *S : 4;
+  static constexpr int kSlots = kWarps / (kHalves * S);
+  static constexpr int kThreads = kWarps * 32;
+};
+
+// An integer A/B knob from the environment, or `fallback` where unset.
+inline int env_knob(const char *name, int fallback) {
+  const char *env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
+}
+
+// The slices a matrix's rows are summed in: the most (1, 2 or 4) for which
+// n * 2S stays within 8192 rows (F8: 0, never: its one-row kernel was slower
+// in slices; the commit has the timings), each slice a multiple of the
+// format's warp step and at least 2048 values. It depends on the matrix only
+// (format, n, k), never on the input rows, so that a row's sums keep their
+// bits at any row count (and the SwiGLU epilogue those of its two GEMVs).
+// A/B knobs: VEGAS_CUDA_QUANT_SPLIT_ROWS (_F8), _SLICE, _MAX.
+inline int quant_gemv_split(QuantFormat f, int n, int k) {
+  static const int rows = env_knob("VEGAS_CUDA_QUANT_SPLIT_ROWS", 8192);
+  static const int rows_f8 = env_knob("VEGAS_CUDA_QUANT_SPLIT_ROWS_F8", 0);
+  static const int min_slice = env_knob("VEGAS_CUDA_QUANT_SPLIT_SLICE", 2048);
+  static const int max_split = env_knob("VEGAS_CUDA_QUANT_SPLIT_MAX", 4);
+  const int64_t limit = f == QuantFormat::kF8 ? rows_f8 : rows;
+  int s = 1;
+  while (s < 4 && 2 * s <= max_split && int64_t{n} * 2 * s <= limit &&
+         k % (2 * s * quant_gemv_k_align(f)) == 0 && k / (2 * s) >= min_slice)
+    s *= 2;
+  return s;
+}
+
+// The sums of a block whose rows were summed in slices (S > 1) or whose
+// output is SwiGLU's: each warp's sums meet in shared memory, then a thread
+// an output adds a row's slices in order and stores it (y[m][ldy], or the
+// SwiGLU of its gate and up sums).
+template <int R, int M, int S, bool kSwiglu>
+__device__ __forceinline__ void store_block(const QuantGemvParams &p, const float (&acc)[R][M],
+                                            int warp, int lane) {
+  using L = SplitLayout<S, kSwiglu>;
+  __shared__ float sums[L::kWarps][R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -115,10 +157,22 @@ __device__ __forceinline__ void store_swiglu_block(const QuantGemvParams &p,
       if (lane == 0) sums[warp][r][m] = v;
     }
   __syncthreads();
-  const int t = warp * 32 + lane, c = t / M, m = t % M, col = col0 + c;
-  if (t >= 2 * R * M || col >= p.w.n) return;
-  store_swiglu(p, static_cast<int64_t>(m) * output_stride(p) + col, sums[c / R][c % R][m],
-               sums[2 + c / R][c % R][m]);
+  static_assert(L::kSlots * R * M <= L::kThreads, "a thread an output");
+  const int t = threadIdx.x, slot = t / (R * M), r = t / M % R, m = t % M;
+  const int row = (blockIdx.x * L::kSlots + slot) * R + r;
+  if (t >= L::kSlots * R * M || row >= p.w.n) return;
+  auto slices = [&](int half) {
+    const int w0 = (half * L::kSlots + slot) * S;
+    float v = sums[w0][r][m];
+#pragma unroll
+    for (int s = 1; s < S; ++s) v += sums[w0 + s][r][m];
+    return v;
+  };
+  const int64_t at = static_cast<int64_t>(m) * output_stride(p) + row;
+  if constexpr (kSwiglu)
+    store_swiglu(p, at, slices(0), slices(1));
+  else
+    store_output(p, at, slices(0));
 }
 
 // Warp steps a loop trip of the GEMVs at one input row: `fallback` (the

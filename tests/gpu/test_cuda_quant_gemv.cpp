@@ -28,6 +28,11 @@ namespace {
 
 using kernels::QuantFormat;
 
+// F8 matrices are summed in slices only where VEGAS_CUDA_QUANT_SPLIT_ROWS_F8
+// says (quant_gemv_split): the tests check that path too, at the other
+// formats' limit. Set before main, ahead of quant_gemv's first read.
+[[maybe_unused]] const bool kF8Slices = setenv("VEGAS_CUDA_QUANT_SPLIT_ROWS_F8", "8192", 0) == 0;
+
 bool have_gpu() {
   return cuda_device_count() > 0;
 }
@@ -166,8 +171,9 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 
 // Proves quant_gemv computes x · Wᵀ for every format, 1, 3 and 8 input rows
 // (and 20 and 32 on the tensor cores: row_counts),
-// output rows that leave a block's warps idle, K of one to ten warp steps
-// (odd counts included: the loop takes two steps a trip),
+// output rows that leave a block's warps idle, K of one to sixteen warp steps
+// (odd counts included: the loop takes two steps a trip), rows summed whole
+// and in 2 or 4 slices of k (quant_gemv_split: 37 x 4096, 37 x 8192),
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
@@ -197,7 +203,7 @@ TEST(CudaQuantGemv, MatchesHostReference) {
   std::normal_distribution<float> normal;
   for (const Variant &v : variants())
     for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{
-             {1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}, {37, 4096}})
+             {1, 1024}, {37, 3072}, {300, 5120}, {5, 1536}, {37, 4096}, {37, 8192}})
       for (const int m : row_counts(v)) {
         const auto [f, tensor_cores] = v;
         if (k % kernels::quant_gemv_k_align(f) != 0) continue;  // 1,536: an odd count of steps
@@ -266,14 +272,15 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
 // does. One row at a time against eight together (32 on the tensor cores,
-// four n tiles), bit for bit. The tensor-core kernels too: an input row is
+// four n tiles), bit for bit, rows summed whole (k up to 3072) and in
+// slices (4096: two, 8192: four; quant_gemv_split). The tensor-core kernels too: an input row is
 // column 0 alone and column r of up to 32, and MMA columns do not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   for (const Variant &v : variants())
-    for (const int64_t k : {1536, 2048, 3072, 4096}) {
+    for (const int64_t k : {1536, 2048, 3072, 4096, 8192}) {
       const auto [f, tensor_cores] = v;
       const int kRows = row_counts(v).back();  // the most a launch takes
       if (k % kernels::quant_gemv_k_align(f) != 0) continue;
@@ -310,7 +317,8 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
 // gate|up row and then swiglu(): for every format that takes it on both
 // kernels, 1, 3 and 8 input rows (20 and 32 too on the tensor cores but for
 // F8), outputs that leave a block part idle
-// (37, 300) and an output stride wider than the rows (the columns past them
+// (37, 300), rows summed whole and in two and four slices of k (1024, 4096,
+// 8192) and an output stride wider than the rows (the columns past them
 // untouched). And that quant_gemv refuses what the epilogue cannot do.
 TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -320,7 +328,8 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
   for (const Variant &v : variants()) {
     const auto [f, tensor_cores] = v;
     if (!kernels::quant_gemv_swiglu_supports(f)) continue;
-    for (const auto &[n, k] : std::vector<std::pair<int64_t, int64_t>>{{37, 1024}, {300, 4096}})
+    for (const auto &[n, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{37, 1024}, {300, 4096}, {37, 8192}})
       for (const int m : row_counts(v)) {
         const TestMatrix gate = random_matrix(f, n, k, rng), up = random_matrix(f, n, k, rng);
         std::vector<uint16_t> x(static_cast<size_t>(m * k));
@@ -370,9 +379,9 @@ TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
         ++checked;
       }
   }
-  // F8, Q8_0 and Q4_0 on both kernels, two shapes; Q8_0 and Q4_0 on the
+  // F8, Q8_0 and Q4_0 on both kernels, three shapes; Q8_0 and Q4_0 on the
   // tensor cores at five row counts, the others at three.
-  EXPECT_EQ(checked, 2 * (4 * 3 + 2 * 5));
+  EXPECT_EQ(checked, 3 * (4 * 3 + 2 * 5));
 
   // What the epilogue cannot do is refused.
   const TestMatrix g8 = random_matrix(QuantFormat::kF8, 16, 1024, rng);

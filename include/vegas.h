@@ -411,7 +411,8 @@ typedef struct vegas_session_options {
    * own prompt and output, the latest 8 voting (prompt lookup), verified as
    * usual;
    * "P+lookup" (e.g. "vegas+lookup") drafts each round by lookup or by P,
-   * whichever has committed more tokens per second at this batch size. */
+   * whichever has committed more tokens per second at this batch size (in
+   * VEGAS_MODE_AUTO weighed against vanilla steps by the same measure). */
   const char *policy;
   int32_t gamma;      /* draft length in [1, 32], default 6; 0 = auto (profile, then refined) */
   float ratio;        /* selected share of the KV in (0, 1], default 0.07; 0 = auto */

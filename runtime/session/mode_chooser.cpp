@@ -8,9 +8,10 @@ namespace vegas {
 
 namespace {
 
-ModeChooser::Kind other(ModeChooser::Kind k) {
-  return k == ModeChooser::Kind::kRound ? ModeChooser::Kind::kVanilla : ModeChooser::Kind::kRound;
-}
+using Kind = ModeChooser::Kind;
+
+// The order kinds are explored in (and win ties in).
+constexpr Kind kOrder[] = {Kind::kRound, Kind::kAlternate, Kind::kVanilla};
 
 // A probe outweighs the history of its kind, which may be old: one probe
 // finds a kind that has become twice as fast (test_mode_chooser.cpp).
@@ -18,11 +19,16 @@ constexpr double kProbeDecay = 0.25;
 // A bucket seen for the first time takes its nearest neighbour's sums at this
 // weight: its own first observations soon dominate.
 constexpr double kNeighbourWeight = 0.5;
-// ... and keeps its neighbour's choice without a try when the slower kind
-// reached less than this share of the faster one's rate there.
+// ... and keeps its neighbour's choice without a try of a slower kind that
+// reached less than this share of the fastest one's rate there.
 constexpr double kDecisive = 0.8;
 
 }  // namespace
+
+ModeChooser::ModeChooser(bool vanilla, bool alternate) {
+  chooses_[index(Kind::kVanilla)] = vanilla;
+  chooses_[index(Kind::kAlternate)] = alternate;
+}
 
 void ModeChooser::Rate::add(int64_t t, double s, double decay) {
   tokens = tokens * decay + static_cast<double>(t);
@@ -31,10 +37,31 @@ void ModeChooser::Rate::add(int64_t t, double s, double decay) {
   ++samples;
 }
 
-int32_t ModeChooser::Bucket::probe_interval() const {
-  if (!explored()) return 0;
-  const Rate &fast = of(best), &slow = of(other(best));
-  // What a probe wastes: its step's time beyond what the faster kind needs
+bool ModeChooser::to_explore(const Bucket &b, Kind k) const {
+  return chooses(k) && !(k == Kind::kRound && b.prior_vanilla && b.of(k).samples < kMinSamples);
+}
+
+bool ModeChooser::explored(const Bucket &b) const {
+  for (const Kind k : kOrder)
+    if (to_explore(b, k) && b.of(k).samples < kMinSamples) return false;
+  return true;
+}
+
+ModeChooser::Kind ModeChooser::fastest(const Bucket &b) const {
+  Kind best = b.best;
+  double rate = -1.0;
+  for (const Kind k : kOrder)
+    if (to_explore(b, k) && b.of(k).value() > rate) {
+      best = k;
+      rate = b.of(k).value();
+    }
+  return best;
+}
+
+int32_t ModeChooser::probe_interval(const Bucket &b, Kind slow_kind) const {
+  const Rate &fast = b.of(b.best), &slow = b.of(slow_kind);
+  if (!(slow.steps > 0.0) || !(fast.value() > 0.0)) return 1;
+  // What a probe wastes: its step's time beyond what the fastest kind needs
   // for the same tokens.
   const double slow_step = slow.seconds / slow.steps, slow_tokens = slow.tokens / slow.steps;
   const double lost = std::max(0.0, slow_step - slow_tokens / fast.value());
@@ -54,7 +81,8 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior)
   auto it = buckets_.find(b);
   if (it != buckets_.end()) return it->second;
   Bucket fresh;
-  if (prior.vanilla) {  // measured on this device already: no exploration of rounds
+  if (prior.vanilla && chooses(Kind::kVanilla)) {
+    // Measured on this device already: no exploration of rounds.
     fresh.best = Kind::kVanilla;
     fresh.prior_vanilla = true;
     return buckets_.emplace(b, fresh).first->second;
@@ -62,24 +90,25 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior)
   const Bucket *nearest = nullptr;
   int32_t distance = 0;
   for (const auto &entry : buckets_)
-    if (entry.second.explored() && (!nearest || std::abs(entry.first - b) < distance)) {
+    if (explored(entry.second) && (!nearest || std::abs(entry.first - b) < distance)) {
       nearest = &entry.second;
       distance = std::abs(entry.first - b);
     }
   if (nearest != nullptr) {
-    fresh.round = nearest->round;
-    fresh.vanilla = nearest->vanilla;
-    for (Rate *r : {&fresh.round, &fresh.vanilla}) {
-      r->tokens *= kNeighbourWeight;
-      r->seconds *= kNeighbourWeight;
-      r->steps *= kNeighbourWeight;
+    for (const Kind k : kOrder) {
+      Rate &r = fresh.of(k);
+      r = nearest->of(k);
+      r.tokens *= kNeighbourWeight;
+      r.seconds *= kNeighbourWeight;
+      r.steps *= kNeighbourWeight;
     }
     fresh.best = nearest->best;
     // What paid at another batch may not here: unless it won by a wide margin
-    // there, the slower kind is tried once.
-    const double slower = fresh.of(other(fresh.best)).value(),
-                 faster = fresh.of(fresh.best).value();
-    if (slower >= kDecisive * faster) fresh.of(other(fresh.best)).samples = kMinSamples - 1;
+    // there, each slower kind is tried once.
+    const double faster = fresh.of(fresh.best).value();
+    for (const Kind k : kOrder)
+      if (k != fresh.best && chooses(k) && fresh.of(k).value() >= kDecisive * faster)
+        fresh.of(k).samples = kMinSamples - 1;
   }
   return buckets_.emplace(b, fresh).first->second;
 }
@@ -87,26 +116,28 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior)
 ModeChooser::Kind ModeChooser::next(int32_t n_decoding, const Prior &prior) {
   Bucket &b = bucket(n_decoding, prior);
   b.probing = false;
-  if (b.prior_vanilla && b.round.samples < kMinSamples) {
-    if (++b.since_probe < kPriorProbeSteps) return Kind::kVanilla;
-    b.since_probe = 0;
+  if (b.prior_vanilla && b.of(Kind::kRound).samples < kMinSamples &&
+      ++b.since_prior >= kPriorProbeSteps) {
+    b.since_prior = 0;
     b.probing = true;
     return Kind::kRound;
   }
-  if (b.round.samples < kMinSamples) return Kind::kRound;
-  if (b.vanilla.samples < kMinSamples) return Kind::kVanilla;
-  if (b.since_probe >= b.probe_interval()) {
-    b.since_probe = 0;
-    b.probing = true;
-    return other(b.best);
-  }
-  ++b.since_probe;
+  for (const Kind k : kOrder)
+    if (to_explore(b, k) && b.of(k).samples < kMinSamples) return k;
+  for (const Kind k : kOrder)
+    if (k != b.best && to_explore(b, k) && b.since_probe[index(k)] >= probe_interval(b, k)) {
+      b.since_probe[index(k)] = 0;
+      b.probing = true;
+      return k;
+    }
+  for (const Kind k : kOrder)
+    if (k != b.best) ++b.since_probe[index(k)];
   return b.best;
 }
 
 void ModeChooser::observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds) {
   if (!(seconds > 0.0) || tokens < 0) return;
-  bool &warmed = warmed_[kind == Kind::kRound ? 0 : 1];
+  bool &warmed = warmed_[index(kind)];
   if (!warmed) {
     warmed = true;  // the warm-up step: not counted
     return;
@@ -114,7 +145,7 @@ void ModeChooser::observe(Kind kind, int32_t n_decoding, int64_t tokens, double 
   Bucket &b = bucket(n_decoding);
   const bool probe = b.probing && kind != b.best;
   b.of(kind).add(tokens, seconds, probe ? kProbeDecay : kDecay);
-  if (b.explored()) b.best = b.round.value() >= b.vanilla.value() ? Kind::kRound : Kind::kVanilla;
+  if (explored(b)) b.best = fastest(b);
 }
 
 double ModeChooser::rate(Kind kind, int32_t n_decoding) const {
@@ -124,7 +155,15 @@ double ModeChooser::rate(Kind kind, int32_t n_decoding) const {
 
 int32_t ModeChooser::probe_interval(int32_t n_decoding) const {
   const auto it = buckets_.find(bucket_of(n_decoding));
-  return it == buckets_.end() ? 0 : it->second.probe_interval();
+  if (it == buckets_.end() || !explored(it->second)) return 0;
+  const Bucket &b = it->second;
+  int32_t interval = 0;
+  for (const Kind k : kOrder)
+    if (k != b.best && to_explore(b, k)) {
+      const int32_t i = probe_interval(b, k);
+      interval = interval == 0 ? i : std::min(interval, i);
+    }
+  return interval;
 }
 
 }  // namespace vegas

@@ -1,19 +1,23 @@
 // VEGAS_MODE_AUTO: whether a session's next decode step is a speculative
 // round or a vanilla step, from what each has cost on this device, model and
-// batch (issue P0-6, "auto never loses to vanilla").
+// batch (issue P0-6, "auto never loses to vanilla"); with a hybrid policy
+// (P+lookup, P+model) also which drafter a round takes, in auto mode and out
+// of it, so that one chooser weighs every kind of step.
 //
 // The session reports every decode step it times (kind, sequences, tokens
 // committed, wall seconds); the chooser keeps decaying sums of tokens,
 // seconds and steps for each kind and runs the one with more tokens per
-// second. Each kind is tried kMinSamples times first (rounds, then vanilla
-// steps), after one more step of it that is not counted: a kind's first step
-// in a session pays one-time costs (graph capture, first kernel launches,
-// buffers; 22m 2K x 64 on the H200: a first round of 14.9 ms, later ones
-// 3.2 ms), which would bias the choice for a long time. After that the slower kind is probed now
-// and then, so that a change (a longer context, another acceptance) is seen: a probe wastes what
-// its step takes beyond the time the faster kind needs for the same tokens, and probes are spaced
-// so that this waste stays within kProbeBudget of the time spent (a kind that loses by half at 2K x
-// 64 is probed every ~200 steps; two kinds within a few percent, every few steps).
+// second. Each kind is tried kMinSamples times first (rounds, alternate
+// rounds, then vanilla steps), after one more step of it that is not
+// counted: a kind's first step in a session pays one-time costs (graph
+// capture, first kernel launches, buffers; 22m 2K x 64 on the H200: a first
+// round of 14.9 ms, later ones 3.2 ms), which would bias the choice for a
+// long time. After that each slower kind is probed now and then, so that a
+// change (a longer context, another acceptance) is seen: a probe wastes what
+// its step takes beyond the time the fastest kind needs for the same tokens,
+// and probes are spaced so that this waste stays within kProbeBudget of the
+// time spent (a kind that loses by half at 2K x 64 is probed every ~200
+// steps; two kinds within a few percent, every few steps).
 //
 // Rates are kept per batch bucket (log2 of the decoding sequences), since
 // what pays depends on the batch; a bucket seen for the first time starts
@@ -28,7 +32,9 @@
 // vanilla steps without exploring rounds, and tries a round only every
 // kPriorProbeSteps steps (the first round of a session also pays one-time
 // costs, which exploring would spend where the profile already knows the
-// answer). Two counted rounds later it chooses by its own measurements again.
+// answer; alternate rounds, which the profile does not measure, are explored
+// as usual). Two counted rounds later it chooses by its own measurements
+// again.
 //
 // Pure bookkeeping: no clock, no backend, so that tests drive it with chosen
 // costs. Session::step is its one writer.
@@ -46,7 +52,12 @@ struct ModePrior {
 
 class ModeChooser {
  public:
-  enum class Kind { kRound, kVanilla };
+  // kRound: rounds of the policy's own drafter (its sparse passes, or its one
+  // drafter); kVanilla: vanilla steps; kAlternate: rounds of a hybrid
+  // policy's other drafter (P+lookup: prompt lookup, P+model: the draft
+  // model), so that auto mode weighs all three kinds of step at once.
+  enum class Kind { kRound, kVanilla, kAlternate };
+  static constexpr int kKinds = 3;
 
   static constexpr int32_t kMinSamples = 2;
   static constexpr double kProbeBudget = 0.02;  // probes' waste, of the time spent
@@ -56,8 +67,14 @@ class ModeChooser {
 
   using Prior = ModePrior;
 
+  // Chooses among rounds and, as asked, vanilla steps and alternate rounds
+  // (explored in that order: rounds, alternate rounds, vanilla steps).
+  explicit ModeChooser(bool vanilla = true, bool alternate = false);
+  bool chooses(Kind kind) const { return chooses_[index(kind)]; }
+
   // The kind of the next decode step of n_decoding sequences; `prior` counts
-  // when n_decoding's bucket is seen for the first time.
+  // when n_decoding's bucket is seen for the first time (it speaks of
+  // kRound against kVanilla only).
   Kind next(int32_t n_decoding, const Prior &prior = {});
   // A timed decode step of `kind` over n_decoding sequences that committed
   // `tokens` tokens in `seconds` of wall time (nothing else in the step).
@@ -65,8 +82,8 @@ class ModeChooser {
 
   // Tokens per second of each kind in n_decoding's bucket (0 = not measured).
   double rate(Kind kind, int32_t n_decoding) const;
-  // Steps of the faster kind between probes of the slower one, in
-  // n_decoding's bucket (0 while exploring).
+  // Steps of the fastest kind between probes of a slower one (the most
+  // often probed), in n_decoding's bucket (0 while exploring).
   int32_t probe_interval(int32_t n_decoding) const;
 
  private:
@@ -77,21 +94,28 @@ class ModeChooser {
     void add(int64_t t, double s, double decay);
   };
   struct Bucket {
-    Rate round, vanilla;
+    Rate rates[kKinds];
     Kind best = Kind::kRound;
-    int32_t since_probe = 0;     // steps of the faster kind since the last probe
-    bool probing = false;        // the step just chosen probes the slower kind
+    int32_t since_probe[kKinds] = {};  // steps of the fastest kind since kind k's last probe
+    int32_t since_prior = 0;           // steps since the prior's last probe round
+    bool probing = false;              // the step just chosen probes a slower kind
     bool prior_vanilla = false;  // started from a profile's "vanilla", rounds not yet measured
-    Rate &of(Kind k) { return k == Kind::kRound ? round : vanilla; }
-    const Rate &of(Kind k) const { return k == Kind::kRound ? round : vanilla; }
-    bool explored() const { return round.samples >= kMinSamples && vanilla.samples >= kMinSamples; }
-    int32_t probe_interval() const;
+    Rate &of(Kind k) { return rates[index(k)]; }
+    const Rate &of(Kind k) const { return rates[index(k)]; }
   };
+  static constexpr int index(Kind k) { return static_cast<int>(k); }
   static int32_t bucket_of(int32_t n_decoding);
   Bucket &bucket(int32_t n_decoding, const Prior &prior = {});
+  // Whether kind k is measured before choosing: a kind this chooser runs,
+  // but not rounds under a vanilla prior before their probes measured them.
+  bool to_explore(const Bucket &b, Kind k) const;
+  bool explored(const Bucket &b) const;
+  Kind fastest(const Bucket &b) const;
+  int32_t probe_interval(const Bucket &b, Kind slow) const;
 
+  bool chooses_[kKinds] = {true, true, false};
   std::map<int32_t, Bucket> buckets_;
-  bool warmed_[2] = {false, false};  // [kind]: its first (uncounted) step is done
+  bool warmed_[kKinds] = {false, false, false};  // [kind]: its first (uncounted) step is done
 };
 
 }  // namespace vegas

@@ -26,10 +26,13 @@ void observe_step(ModeChooser &chooser, ModeChooser::Kind kind, int32_t n_decodi
   if (!trace) return;
   using K = ModeChooser::Kind;
   std::fprintf(stderr,
-               "[vegas-auto] %s n %d tokens %lld %.3f ms -> round %.0f vanilla %.0f tok/s, "
-               "probe every %d\n",
-               kind == K::kRound ? "round  " : "vanilla", n_decoding,
-               static_cast<long long>(tokens), seconds * 1e3, chooser.rate(K::kRound, n_decoding),
+               "[vegas-auto] %s n %d tokens %lld %.3f ms -> round %.0f alternate %.0f vanilla "
+               "%.0f tok/s, probe every %d\n",
+               kind == K::kRound       ? "round    "
+               : kind == K::kAlternate ? "alternate"
+                                       : "vanilla  ",
+               n_decoding, static_cast<long long>(tokens), seconds * 1e3,
+               chooser.rate(K::kRound, n_decoding), chooser.rate(K::kAlternate, n_decoding),
                chooser.rate(K::kVanilla, n_decoding), chooser.probe_interval(n_decoding));
 }
 
@@ -126,6 +129,9 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * spec_->max_verify_rows());
     cp.warm_rows = params_.max_batch * spec_->max_verify_rows();
     cp.key_bounds = spec_->policy().needs().page_bounds;
+    // Auto mode weighs vanilla steps against rounds, a hybrid policy its two
+    // drafters: one chooser for every kind in play.
+    chooser_ = ModeChooser(params_.auto_mode, spec_->hybrid());
   }
   context_ = model_->backend().create_context(cp);
   if (spec_ && spec_->trees() && !context_->token_trees())
@@ -365,8 +371,13 @@ ModeChooser::Prior Session::mode_prior(const std::vector<Sequence *> &decoding) 
 
 ModeChooser::Kind Session::decode_kind(const std::vector<Sequence *> &decoding) {
   if (!spec_) return ModeChooser::Kind::kVanilla;
-  if (!params_.auto_mode) return ModeChooser::Kind::kRound;
-  return chooser_.next(static_cast<int32_t>(decoding.size()), mode_prior(decoding));
+  if (!choosing()) return ModeChooser::Kind::kRound;
+  const ModeChooser::Prior prior = params_.auto_mode ? mode_prior(decoding) : ModeChooser::Prior{};
+  return chooser_.next(static_cast<int32_t>(decoding.size()), prior);
+}
+
+bool Session::choosing() const {
+  return spec_ && (params_.auto_mode || spec_->hybrid());
 }
 
 int32_t Session::step() {
@@ -408,15 +419,15 @@ int32_t Session::step() {
     if (params_.auto_mode && plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only())
       observe_step(chooser_, plan.kind, n_decoding, committed, seconds_since(t_forward));
   }
-  if (plan.kind == ModeChooser::Kind::kRound && !plan.decoding.empty()) {
+  if (plan.kind != ModeChooser::Kind::kVanilla && !plan.decoding.empty()) {
     const auto t_round = std::chrono::steady_clock::now();
     std::vector<Sequence *> live;
     for (Sequence *seq : plan.decoding)
       if (!seq->finished()) live.push_back(seq);
-    const int64_t committed = speculative_round(live);
+    const int64_t committed = speculative_round(live, plan.kind == ModeChooser::Kind::kAlternate);
     const double round_seconds = seconds_since(t_round);
     for (Sequence *seq : live) count_seconds(*seq, false, round_seconds);
-    if (params_.auto_mode) observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds);
+    if (choosing()) observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds);
   }
   publish_running();
   return active_count();
@@ -529,12 +540,12 @@ void Session::follow_prefill(const std::vector<Sequence *> &ready, const Forward
   if (!prompts.empty()) spec_->follow_prefill(prompts, rows);
 }
 
-int64_t Session::speculative_round(const std::vector<Sequence *> &seqs) {
+int64_t Session::speculative_round(const std::vector<Sequence *> &seqs, bool alternate) {
   std::vector<RoundSeq> round = spec_->plan(seqs, scheduler_.page_size());
   for (Sequence *seq : scheduler_.reserve_round(round))
     finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
   if (round.empty()) return 0;
-  std::vector<RoundOutcome> outcomes = spec_->round(round, *context_);
+  std::vector<RoundOutcome> outcomes = spec_->round(round, *context_, alternate);
   // Every sequence's RNG and round counts first: a callback of the commits
   // that follow sees the round counted.
   for (const RoundOutcome &o : outcomes) begin_outcome(o);

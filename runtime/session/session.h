@@ -104,8 +104,12 @@ class Session {
   static SeqRows pending_rows(Sequence &seq, int32_t n_tokens);
   // What the tuning profile says of the decoding sequences' context and batch.
   ModeChooser::Prior mode_prior(const std::vector<Sequence *> &decoding) const;
-  // How the decoding sequences run this step: vanilla rows or a round.
+  // How the decoding sequences run this step: vanilla rows or a round (of
+  // a hybrid policy's own drafter or of its alternate).
   ModeChooser::Kind decode_kind(const std::vector<Sequence *> &decoding);
+  // Whether chooser_ picks each decode step's kind: in auto mode, or with a
+  // hybrid policy (P+lookup, P+model).
+  bool choosing() const;
   // The plan's plain forward pass (its KV reserved): draws and commits each
   // sequence's next token where its last row is the newest. Returns the
   // tokens committed.
@@ -126,9 +130,10 @@ class Session {
   // A draft model prefills the prompt rows the model just ran (SpeculativeDecoder::follow_prefill).
   void follow_prefill(const std::vector<Sequence *> &ready, const ForwardBatch &batch);
   // A speculative round of the decoding `seqs`: plan, reserve, run, apply
-  // the outcomes (RNG, statistics, commits, settling). Returns the tokens
+  // the outcomes (RNG, statistics, commits, settling), drafted by a hybrid
+  // policy's alternate drafter where `alternate`. Returns the tokens
   // committed.
-  int64_t speculative_round(const std::vector<Sequence *> &seqs);
+  int64_t speculative_round(const std::vector<Sequence *> &seqs, bool alternate);
   // Commits an outcome's tokens until its sequence finishes, then settles
   // its KV if it still runs. Returns the tokens committed (o.committed).
   int64_t commit_outcome(RoundOutcome &o);
@@ -143,7 +148,7 @@ class Session {
   std::unique_ptr<BackendContext> context_;
   std::unique_ptr<BackendContext> draft_context_;  // params_.draft_model's
   std::unique_ptr<SpeculativeDecoder> spec_;
-  ModeChooser chooser_;  // auto_mode
+  ModeChooser chooser_;  // choosing()
   std::map<int32_t, std::unique_ptr<Sequence>> sequences_;
   std::atomic<int32_t> next_id_{0};
   bool in_callback_ = false;

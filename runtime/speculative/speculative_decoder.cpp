@@ -745,13 +745,11 @@ struct SpeculativeDecoder::PendingRound {
   // How it drafted: the sparse passes, prompt lookup or the draft model.
   enum class Drafter { kSparse, kLookup, kModel } drafter = Drafter::kSparse;
   bool alternate() const { return drafter != Drafter::kSparse; }
-  double seconds = 0.0;  // round()'s wall time
 };
 
 std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> &seqs,
-                                                    BackendContext &context) {
+                                                    BackendContext &context, bool alternate) {
   pending_.reset();
-  const double t_round = now_seconds();
   auto pending = std::make_unique<PendingRound>();
   RoundTrace &trace = pending->trace;
   std::vector<RoundWork> work = round_work(seqs);
@@ -767,11 +765,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
   using Drafter = PendingRound::Drafter;
-  // The hybrid's chooser: kRound is P's sparse passes, kVanilla the alternate.
-  const bool alternate = lookup_ || model_only_ ||
-                         (hybrid_ && drafter_chooser_.next(static_cast<int32_t>(work.size())) ==
-                                         ModeChooser::Kind::kVanilla);
-  pending->drafter = !alternate                     ? Drafter::kSparse
+  const bool by_alternate = lookup_ || model_only_ || (hybrid_ && alternate);
+  pending->drafter = !by_alternate                  ? Drafter::kSparse
                      : model_only_ || hybrid_model_ ? Drafter::kModel
                                                     : Drafter::kLookup;
   if (pending->drafter == Drafter::kLookup) {
@@ -825,7 +820,6 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
   for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
   pending->work = std::move(work);
-  pending->seconds = now_seconds() - t_round;
   pending_ = std::move(pending);
   return out;
 }
@@ -835,13 +829,6 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   if (!pending_) return;
   const std::unique_ptr<PendingRound> pending = std::move(pending_);
   pending->trace.mark("commit");
-  if (hybrid_) {
-    int64_t committed = 0;
-    for (const RoundOutcome &o : outcomes) committed += o.committed;
-    drafter_chooser_.observe(
-        pending->alternate() ? ModeChooser::Kind::kVanilla : ModeChooser::Kind::kRound,
-        static_cast<int32_t>(pending->work.size()), committed, pending->seconds);
-  }
   const ScoreRows score_rows = policy_->needs().score_rows;
   std::vector<BackendContext::DeferredSelect> deferred;
   for (size_t i = 0; i < pending->work.size() && i < outcomes.size(); ++i) {

@@ -17,7 +17,6 @@
 #include "sampling/sampling.h"
 #include "sampling/speculative_accept.h"
 #include "select/select_policy.h"
-#include "session/mode_chooser.h"
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
 #include "speculative/draft_tree.h"
@@ -130,6 +129,9 @@ class SpeculativeDecoder {
   int32_t max_verify_rows() const;
   // Whether rounds draft trees (the backend must have token_trees()).
   bool trees() const { return !params_.tree.chain(); }
+  // A hybrid policy (P+lookup, P+model): each round drafts by P's sparse
+  // passes or by the alternate drafter, as round() is told.
+  bool hybrid() const { return hybrid_; }
   // vegas_session_stats.gamma: the fixed γ, or with γ auto the longest used.
   int32_t reported_gamma() const {
     return params_.autos.gamma ? totals_.longest_gamma : params_.gamma;
@@ -172,11 +174,12 @@ class SpeculativeDecoder {
   // than the pool's `page_size`.
   std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size);
   // Runs the planned round (every `reserve` held, `chain_room` as reserved):
-  // draft, verify, accept. Writes no sequence (no KV state, no RNG, no
-  // statistics, no token): the caller applies the outcomes (RoundOutcome),
+  // draft (by a hybrid's alternate drafter where `alternate`), verify, accept. Writes no sequence
+  // (no KV state, no RNG, no statistics, no token): the caller applies the outcomes (RoundOutcome),
   // then calls end_round. The rows they point to stay valid until the
   // context's next pass.
-  std::vector<RoundOutcome> round(const std::vector<RoundSeq> &seqs, BackendContext &context);
+  std::vector<RoundOutcome> round(const std::vector<RoundSeq> &seqs, BackendContext &context,
+                                  bool alternate = false);
   // After the outcomes were applied: the session-wide totals, each
   // still-running sequence's tuning (sequence_tuning) and its next selection.
   void end_round(const std::vector<RoundOutcome> &outcomes, BackendContext &context);
@@ -364,12 +367,11 @@ class SpeculativeDecoder {
   bool hybrid_model_ = false;
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   // Policy "P+lookup" (or "P+model"): each round drafts by lookup (the draft
-  // model) or by P's sparse passes,
-  // whichever has committed more tokens per second of round in this batch
-  // bucket (a ModeChooser: its kRound is the sparse drafter, kVanilla the
-  // lookup), probing the other now and then. P selects after every round.
+  // model) or by P's sparse passes, as the session's ModeChooser says
+  // (kAlternate or kRound: whichever has committed more tokens per second in
+  // this batch bucket, the other probed now and then). P selects after every
+  // round.
   bool hybrid_ = false;
-  ModeChooser drafter_chooser_;
   LookupDrafter lookup_drafter_;  // policy "lookup" and P+lookup's lookup rounds
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.

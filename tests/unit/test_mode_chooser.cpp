@@ -4,7 +4,9 @@
 // costs within one probe interval; a new batch bucket starts from the
 // nearest measured one and one try of its slower kind instead of exploring;
 // a bucket the tuning profile marks "vanilla" runs vanilla steps without
-// exploring rounds and tries them only every kPriorProbeSteps steps.
+// exploring rounds and tries them only every kPriorProbeSteps steps. With a
+// hybrid policy's alternate rounds as a third kind (or instead of vanilla
+// steps, outside auto mode) the same holds for all of them.
 #include "session/mode_chooser.h"
 
 #include <gtest/gtest.h>
@@ -17,12 +19,13 @@ namespace {
 using Kind = ModeChooser::Kind;
 
 struct Costs {
-  double round_tokens_per_s;    // a round commits 4 tokens per sequence
-  double vanilla_tokens_per_s;  // a vanilla step commits 1 per sequence
+  double round_tokens_per_s;          // a round commits 4 tokens per sequence
+  double vanilla_tokens_per_s;        // a vanilla step commits 1 per sequence
+  double alternate_tokens_per_s = 0;  // an alternate round commits 3 per sequence
 };
 
 struct Mix {
-  int64_t rounds = 0, vanilla = 0, tokens = 0;
+  int64_t rounds = 0, vanilla = 0, alternate = 0, tokens = 0;
   double seconds = 0;
 };
 
@@ -31,12 +34,13 @@ Mix drive(ModeChooser &c, int32_t n, const Costs &costs, int steps) {
   Mix r;
   for (int i = 0; i < steps; ++i) {
     const Kind kind = c.next(n);
-    const int64_t tokens = kind == Kind::kRound ? 4 * n : n;
-    const double rate =
-        kind == Kind::kRound ? costs.round_tokens_per_s : costs.vanilla_tokens_per_s;
+    const int64_t tokens = kind == Kind::kRound ? 4 * n : kind == Kind::kAlternate ? 3 * n : n;
+    const double rate = kind == Kind::kRound       ? costs.round_tokens_per_s
+                        : kind == Kind::kAlternate ? costs.alternate_tokens_per_s
+                                                   : costs.vanilla_tokens_per_s;
     const double seconds = static_cast<double>(tokens) / rate;
     c.observe(kind, n, tokens, seconds);
-    (kind == Kind::kRound ? r.rounds : r.vanilla) += 1;
+    (kind == Kind::kRound ? r.rounds : kind == Kind::kAlternate ? r.alternate : r.vanilla) += 1;
     r.tokens += tokens;
     r.seconds += seconds;
   }
@@ -164,6 +168,80 @@ TEST(ModeChooser, APriorDoesNotOverrideMeasurements) {
   ModeChooser c;
   drive(c, 16, Costs{40000.0, 10000.0}, 50);  // rounds four times faster
   EXPECT_EQ(c.next(16, ModeChooser::Prior{true}), Kind::kRound);
+}
+
+// Auto mode with a hybrid policy: rounds, then alternate rounds, then
+// vanilla steps are explored (each after an uncounted warm-up), then the
+// fastest of the three runs.
+TEST(ModeChooser, ExploresRoundsAlternateRoundsThenVanillaSteps) {
+  ModeChooser c(true, true);
+  EXPECT_TRUE(c.chooses(Kind::kAlternate));
+  const std::pair<Kind, double> order[] = {
+      {Kind::kRound, 0.01}, {Kind::kAlternate, 0.002}, {Kind::kVanilla, 0.001}};
+  for (const auto &[kind, seconds] : order)
+    for (int i = 0; i <= ModeChooser::kMinSamples; ++i) {
+      ASSERT_EQ(c.next(16), kind) << "step " << i;
+      c.observe(kind, 16, 32, i == 0 ? 1.0 : seconds);
+    }
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kRound, 16), 3200.0);
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kAlternate, 16), 16000.0);
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kVanilla, 16), 32000.0);
+  EXPECT_EQ(c.next(16), Kind::kVanilla);
+}
+
+// With three kinds the mix stays within the probe budget of the fastest,
+// whichever it is, and each slower kind is still probed. (Auto mode with
+// vegas+lookup at 8K x 16 on the H200 ran vanilla steps nearly throughout
+// when the decoder chose the drafter by itself: the session saw a round's
+// rate as the mix of both drafters' rounds.)
+TEST(ModeChooser, ThreeKindsCostAtMostTheProbeBudget) {
+  const Costs cases[] = {{900, 1000, 1600},
+                         {1600, 1000, 900},
+                         {500, 1000, 700},
+                         {1000, 1050, 1100},
+                         {300, 3000, 2900}};
+  for (const Costs &costs : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "rounds " << costs.round_tokens_per_s << " vanilla "
+                 << costs.vanilla_tokens_per_s << " alternate " << costs.alternate_tokens_per_s);
+    ModeChooser c(true, true);
+    const Mix r = drive(c, 16, costs, 20000);
+    const double best = std::max(
+        {costs.round_tokens_per_s, costs.vanilla_tokens_per_s, costs.alternate_tokens_per_s});
+    const double got = static_cast<double>(r.tokens) / r.seconds;
+    EXPECT_GE(got, best * (1.0 - 2 * ModeChooser::kProbeBudget) * 0.995);
+    EXPECT_GT(std::min({r.rounds, r.vanilla, r.alternate}), ModeChooser::kMinSamples)
+        << "every slower kind is probed";
+  }
+}
+
+// A hybrid policy outside auto mode: rounds of either drafter, never a
+// vanilla step, and a profile's vanilla prior does not apply.
+TEST(ModeChooser, AHybridWithoutAutoModeRunsNoVanillaSteps) {
+  ModeChooser c(false, true);
+  EXPECT_FALSE(c.chooses(Kind::kVanilla));
+  EXPECT_EQ(c.next(16, ModeChooser::Prior{true}), Kind::kRound);
+  const Mix r = drive(c, 16, {1000, 5000, 2000}, 2000);
+  EXPECT_EQ(r.vanilla, 0);
+  EXPECT_GT(r.alternate, 1900) << "the faster drafter";
+  EXPECT_GT(r.rounds, ModeChooser::kMinSamples);
+}
+
+// A vanilla prior speaks of the policy's own rounds: alternate rounds are
+// explored as usual, and chosen where they beat vanilla steps.
+TEST(ModeChooser, AVanillaPriorStillExploresAlternateRounds) {
+  ModeChooser c(true, true);
+  const ModeChooser::Prior vanilla{true};
+  Mix r;
+  for (int i = 0; i < 200; ++i) {
+    const Kind kind = c.next(16, vanilla);
+    ASSERT_NE(kind, Kind::kRound) << "step " << i << ": rounds wait for the prior's probe";
+    const int64_t tokens = kind == Kind::kAlternate ? 48 : 16;
+    c.observe(kind, 16, tokens, kind == Kind::kAlternate ? 48 / 2000.0 : 16 / 1000.0);
+    (kind == Kind::kAlternate ? r.alternate : r.vanilla) += 1;
+  }
+  EXPECT_GT(r.alternate, 180);
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kAlternate, 16), 2000.0);
 }
 
 }  // namespace

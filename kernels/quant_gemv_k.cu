@@ -240,7 +240,7 @@ cudaError_t launch_split(const QuantGemvParams &p, cudaStream_t stream) {
 
 template <int M, QuantFormat F, int U>
 cudaError_t launch_slices(const QuantGemvParams &p, int split, cudaStream_t stream) {
-  return for_one_two_four(split, [&](auto slices) {
+  return for_split(split, [&](auto slices) {
     return launch_split<M, F, U, decltype(slices)::value>(p, stream);
   });
 }

@@ -99,17 +99,18 @@ __device__ __forceinline__ void store_rows(const QuantGemvParams &p, const float
   }
 }
 
-// Slices of k: S warps of one block sum one output row over k / S consecutive
-// values each, and the block adds their sums in slice order. A matrix of few
-// rows (qkv, o and down of an 8B model: a wave of warps or less at one input
-// row) gets S times the warps, so that more of its bytes are in flight.
-// A block's warps are numbered (half * kSlots + slot) * S + split: kSlots
-// groups of R rows, each summed by S warps (with SwiGLU's epilogue the gate
-// rows are half 0 and the same rows of up half 1).
+// Slices of k: S (1 or 2) warps of one block sum one output row over k / S
+// consecutive values each, and the block adds their sums in slice order. A
+// matrix of few rows (o and down of an 8B model: a wave of warps or less at
+// one input row) gets twice the warps, so that more of its bytes are in
+// flight. A block's four warps are numbered (half * kSlots + slot) * S +
+// split: kSlots groups of R rows, each summed by S warps (with SwiGLU's
+// epilogue the gate rows are half 0 and the same rows of up half 1).
 template <int S, bool kSwiglu>
 struct SplitLayout {
+  static_assert(S == 1 || S == 2, "one or two slices");
   static constexpr int kHalves = kSwiglu ? 2 : 1;
-  static constexpr int kWarps = kHalves * S > 4 ? kHalves *S : 4;
+  static constexpr int kWarps = 4;
   static constexpr int kSlots = kWarps / (kHalves * S);
   static constexpr int kThreads = kWarps * 32;
 };
@@ -120,24 +121,29 @@ inline int env_knob(const char *name, int fallback) {
   return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
 }
 
-// The slices a matrix's rows are summed in: the most (1, 2 or 4) for which
-// n * 2S stays within 8192 rows (F8: 0, never: its one-row kernel was slower
-// in slices; the commit has the timings), each slice a multiple of the
-// format's warp step and at least 2048 values. It depends on the matrix only
-// (format, n, k), never on the input rows, so that a row's sums keep their
-// bits at any row count (and the SwiGLU epilogue those of its two GEMVs).
-// A/B knobs: VEGAS_CUDA_QUANT_SPLIT_ROWS (_F8), _SLICE, _MAX.
+// The slices a matrix's rows are summed in: two where 2n stays within 8192
+// rows (F8: 0, never: its one-row kernel was slower in slices) and each
+// slice is a multiple of the format's warp step of at least 2048 values,
+// else one (Qwen3-8B shapes: also qkv in two, down alone in two or down in
+// four were slower; the commit has the timings). It depends on the matrix
+// only (format, n, k), never on the input rows, so that a row's sums keep
+// their bits at any row count (and the SwiGLU epilogue those of its two
+// GEMVs). A/B knobs: VEGAS_CUDA_QUANT_SPLIT_ROWS (_F8), _SLICE.
 inline int quant_gemv_split(QuantFormat f, int n, int k) {
   static const int rows = env_knob("VEGAS_CUDA_QUANT_SPLIT_ROWS", 8192);
   static const int rows_f8 = env_knob("VEGAS_CUDA_QUANT_SPLIT_ROWS_F8", 0);
   static const int min_slice = env_knob("VEGAS_CUDA_QUANT_SPLIT_SLICE", 2048);
-  static const int max_split = env_knob("VEGAS_CUDA_QUANT_SPLIT_MAX", 4);
   const int64_t limit = f == QuantFormat::kF8 ? rows_f8 : rows;
-  int s = 1;
-  while (s < 4 && 2 * s <= max_split && int64_t{n} * 2 * s <= limit &&
-         k % (2 * s * quant_gemv_k_align(f)) == 0 && k / (2 * s) >= min_slice)
-    s *= 2;
-  return s;
+  const bool two =
+      int64_t{n} * 2 <= limit && k % (2 * quant_gemv_k_align(f)) == 0 && k / 2 >= min_slice;
+  return two ? 2 : 1;
+}
+
+// launch(std::integral_constant<int, S>{}) for S = split (1 or 2).
+template <typename Launch>
+cudaError_t for_split(int split, Launch &&launch) {
+  if (split == 2) return launch(std::integral_constant<int, 2>{});
+  return launch(std::integral_constant<int, 1>{});
 }
 
 // The sums of a block whose rows were summed in slices (S > 1) or whose

@@ -173,7 +173,7 @@ TestMatrix random_matrix(QuantFormat f, int64_t n, int64_t k, std::mt19937 &rng)
 // (and 20 and 32 on the tensor cores: row_counts),
 // output rows that leave a block's warps idle, K of one to sixteen warp steps
 // (odd counts included: the loop takes two steps a trip), rows summed whole
-// and in 2 or 4 slices of k (quant_gemv_split: 37 x 4096, 37 x 8192),
+// and in two slices of k (quant_gemv_split: 37 x 4096, 37 x 8192),
 // and each epilogue (f32 stored or added to, bf16, f32 stored into a wider
 // output, ldy), against f64 sums over the host's dequantization of the same
 // blocks (gguf::dequantize).
@@ -272,9 +272,10 @@ TEST(CudaQuantGemv, MatchesHostReference) {
 // steps a trip) add each lane's products in the same order, so that a
 // verification pass's row scores its token exactly as a vanilla step's row
 // does. One row at a time against eight together (32 on the tensor cores,
-// four n tiles), bit for bit, rows summed whole (k up to 3072) and in
-// slices (4096: two, 8192: four; quant_gemv_split). The tensor-core kernels too: an input row is
-// column 0 alone and column r of up to 32, and MMA columns do not mix.
+// four n tiles), bit for bit, rows summed whole (k up to 3072) and in two
+// slices (4096, 8192; quant_gemv_split). The tensor-core kernels too: an
+// input row is column 0 alone and column r of up to 32, and MMA columns do
+// not mix.
 TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
@@ -316,10 +317,10 @@ TEST(CudaQuantGemv, RowSumsDoNotDependOnTheRowCount) {
 // of the two launches it replaces, the gate and up GEMVs into one bf16
 // gate|up row and then swiglu(): for every format that takes it on both
 // kernels, 1, 3 and 8 input rows (20 and 32 too on the tensor cores but for
-// F8), outputs that leave a block part idle
-// (37, 300), rows summed whole and in two and four slices of k (1024, 4096,
-// 8192) and an output stride wider than the rows (the columns past them
-// untouched). And that quant_gemv refuses what the epilogue cannot do.
+// F8), outputs that leave a block part idle (37, 300), rows summed whole
+// (k 1024) and in two slices (4096, 8192), and an output stride wider than
+// the rows (the columns past them untouched). And that quant_gemv refuses
+// what the epilogue cannot do.
 TEST(CudaQuantGemv, SwigluEpilogueEqualsGemvThenSwiglu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(13);

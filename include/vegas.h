@@ -404,7 +404,8 @@ typedef struct vegas_session_options {
   int32_t max_batch;     /* sequences decoded together, default 64 */
   int32_t prefill_chunk; /* prompt tokens per prefill chunk, default 512 */
   int32_t mode;          /* vegas_decode_mode, default VANILLA */
-  /* Selection policy name for VEGAS mode, NULL = "vegas"; "auto": the tuning
+  /* Selection policy name for VEGAS mode, NULL = "vegas" (in VEGAS_MODE_AUTO
+   * "vegas+lookup" unless a draft model or token trees are asked for); "auto": the tuning
    * profile's (see profile_path; with its window_share). "lookup" drafts
    * without the model: each round's drafts are the tokens that followed
    * earlier occurrences of the sequence's last 4 (else 3, 2, 1) tokens in its

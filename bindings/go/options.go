@@ -51,7 +51,7 @@ type SessionOptions struct {
 	MaxBatch     int32   // sequences decoded together
 	PrefillChunk int32   // prompt tokens per prefill chunk
 	Mode         Mode    // VANILLA or VEGAS
-	Policy       string  // selection policy for ModeVegas ("vegas", "streaming", "quest", ...)
+	Policy       string  // selection policy for ModeVegas ("vegas", "streaming", "quest", ...); "": the library's (vegas; ModeAuto: vegas+lookup)
 	Gamma        int32   // draft length
 	Ratio        float32 // selected share of the KV
 	MinTokens    int32   // selection floor
@@ -73,7 +73,7 @@ func DefaultSessionOptions() SessionOptions {
 	defer a.free()
 	c := (*C.vegas_session_options)(a.alloc(unsafe.Sizeof(C.vegas_session_options{})))
 	C.vegas_session_options_init_sized(c, C.size_t(unsafe.Sizeof(*c)))
-	policy := "vegas"
+	policy := "" // the library's default
 	if c.policy != nil {
 		policy = C.GoString(c.policy)
 	}

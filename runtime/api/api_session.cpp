@@ -64,7 +64,12 @@ vegas::SessionParams to_session_params(const vegas_session_options &o, const veg
   p.speculative = o.mode == VEGAS_MODE_VEGAS || o.mode == VEGAS_MODE_AUTO;
   p.auto_mode = o.mode == VEGAS_MODE_AUTO;
   if (p.speculative) {
-    p.spec.policy = o.policy != nullptr ? o.policy : "vegas";
+    // NULL: in auto mode the hybrid with prompt lookup, so that the session
+    // weighs vanilla steps, sparse drafting and lookup (ModeChooser), where
+    // neither a draft model nor token trees rule lookup out.
+    const bool trees = o.tree_branches > 1 && o.tree_depth > 0;
+    const bool lookup_default = p.auto_mode && o.draft_model == nullptr && !trees;
+    p.spec.policy = o.policy != nullptr ? o.policy : lookup_default ? "vegas+lookup" : "vegas";
     p.spec.gamma = o.gamma;
     // 0 / "auto": from the tuning profile, γ and ratio refined at run time.
     p.spec.autos.gamma = o.gamma == 0;

@@ -28,7 +28,7 @@ struct GenerateArgs {
   std::string backend = "auto";
   int32_t threads = 0;
   std::string mode = "vanilla";
-  std::string policy = "vegas";
+  std::string policy;  // empty: the library's default (vegas; auto mode: vegas+lookup)
   int32_t gamma = 6;
   float ratio = 0.07f;
   int32_t tree_branches = 1;  // token trees (vegas_session_options.tree_*)
@@ -63,7 +63,7 @@ SessionPtr create_session(const GenerateArgs &a, vegas_model *model, vegas_model
   so.mode = a.mode == "vegas"  ? VEGAS_MODE_VEGAS
             : a.mode == "auto" ? VEGAS_MODE_AUTO
                                : VEGAS_MODE_VANILLA;
-  so.policy = a.policy.c_str();
+  so.policy = a.policy.empty() ? nullptr : a.policy.c_str();
   so.gamma = a.gamma;
   so.ratio = a.ratio;
   so.tree_branches = a.tree_branches;
@@ -231,7 +231,8 @@ void add_generate_command(CLI::App &app) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--mode", args->mode, "vanilla, vegas, or auto (Vegas while it pays)")
       ->check(CLI::IsMember({"vanilla", "vegas", "auto"}));
-  cmd->add_option("--policy", args->policy, "Selection policy for --mode vegas");
+  cmd->add_option("--policy", args->policy,
+                  "Selection policy for --mode vegas (default vegas; --mode auto: vegas+lookup)");
   cmd->add_option("--gamma", args->gamma, "Draft length for --mode vegas");
   cmd->add_option("--ratio", args->ratio, "Selected share of the KV for --mode vegas");
   cmd->add_option("--tree-branches", args->tree_branches,

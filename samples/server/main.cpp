@@ -70,8 +70,8 @@ void add_options(CLI::App &app, ServerOptions &o) {
                  "vegas (speculative, lossless), vanilla, or auto (vegas while it pays)")
       ->check(CLI::IsMember({"vegas", "vanilla", "auto"}))
       ->capture_default_str();
-  app.add_option("--policy", o.policy, "KV selection policy of the vegas mode")
-      ->capture_default_str();
+  app.add_option("--policy", o.policy,
+                 "KV selection policy of the vegas mode (default vegas; auto mode: vegas+lookup)");
   app.add_option("--gamma", o.gamma, "draft length of the vegas mode")
       ->check(CLI::Range(1, VEGAS_MAX_GAMMA))
       ->capture_default_str();
@@ -180,7 +180,7 @@ vegas_session *create_served_session(const ServerOptions &o, const ServedModel &
   so.mode = o.mode == "vegas"  ? VEGAS_MODE_VEGAS
             : o.mode == "auto" ? VEGAS_MODE_AUTO
                                : VEGAS_MODE_VANILLA;
-  so.policy = o.policy.c_str();
+  so.policy = o.policy.empty() ? nullptr : o.policy.c_str();
   so.gamma = o.gamma;
   so.max_batch = o.parallel;
   const uint64_t tokens_per_slot = static_cast<uint64_t>(o.max_prompt_tokens) +

@@ -14,7 +14,9 @@ struct ServerOptions {
   std::string backend = "auto";
   int32_t threads = 0;           // CPU threads of the model, 0 = all cores
   std::string mode = "vanilla";  // or "vegas" (speculative, lossless; slower on CPU: README)
-  std::string policy = "vegas";  // KV selection policy of the vegas mode
+  // KV selection policy of the vegas mode; empty: the library's default
+  // (vegas; auto mode: vegas+lookup).
+  std::string policy;
   int32_t gamma = 6;
   int32_t parallel = 16;   // sequences decoded together (continuous batching slots)
   int32_t max_queue = 64;  // requests waiting for a slot before 503

@@ -38,7 +38,8 @@ namespace Vegas
         public ulong KVBytes;
         public int PageSize, MaxBatch, PrefillChunk;
         public DecodeMode Mode;
-        /// <summary>Selection policy for DecodeMode.Vegas; null = "vegas".</summary>
+        /// <summary>Selection policy for DecodeMode.Vegas; null = "vegas" (DecodeMode.Auto:
+        /// "vegas+lookup").</summary>
         public string Policy;
         public int Gamma;
         public float Ratio;

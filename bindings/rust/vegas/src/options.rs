@@ -187,7 +187,7 @@ pub struct SessionOptions {
     pub max_batch: i32,
     pub prefill_chunk: i32,
     pub mode: Mode,
-    /// Selection policy of Vegas mode; `None` = "vegas".
+    /// Selection policy of Vegas mode; `None` = "vegas" (auto mode: "vegas+lookup").
     pub policy: Option<String>,
     pub gamma: i32,
     pub ratio: f32,

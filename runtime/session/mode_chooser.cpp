@@ -38,7 +38,7 @@ void ModeChooser::Rate::add(int64_t t, double s, double decay) {
 }
 
 bool ModeChooser::to_explore(const Bucket &b, Kind k) const {
-  return chooses(k) && !(k == Kind::kRound && b.prior_vanilla && b.of(k).samples < kMinSamples);
+  return chooses(k) && !(k != Kind::kVanilla && b.prior_vanilla && b.of(k).samples < kMinSamples);
 }
 
 bool ModeChooser::explored(const Bucket &b) const {
@@ -116,11 +116,18 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior)
 ModeChooser::Kind ModeChooser::next(int32_t n_decoding, const Prior &prior) {
   Bucket &b = bucket(n_decoding, prior);
   b.probing = false;
-  if (b.prior_vanilla && b.of(Kind::kRound).samples < kMinSamples &&
-      ++b.since_prior >= kPriorProbeSteps) {
-    b.since_prior = 0;
-    b.probing = true;
-    return Kind::kRound;
+  // Under a vanilla prior, a probe every kPriorProbeSteps steps of each
+  // round kind not yet measured, in turn.
+  if (b.prior_vanilla) {
+    Kind unmeasured[2];
+    int32_t n = 0;
+    for (const Kind k : {Kind::kRound, Kind::kAlternate})
+      if (chooses(k) && b.of(k).samples < kMinSamples) unmeasured[n++] = k;
+    if (n > 0 && ++b.since_prior >= kPriorProbeSteps) {
+      b.since_prior = 0;
+      b.probing = true;
+      return unmeasured[b.prior_probes++ % n];
+    }
   }
   for (const Kind k : kOrder)
     if (to_explore(b, k) && b.of(k).samples < kMinSamples) return k;

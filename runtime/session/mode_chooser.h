@@ -32,9 +32,9 @@
 // vanilla steps without exploring rounds, and tries a round only every
 // kPriorProbeSteps steps (the first round of a session also pays one-time
 // costs, which exploring would spend where the profile already knows the
-// answer; alternate rounds, which the profile does not measure, are explored
-// as usual). Two counted rounds later it chooses by its own measurements
-// again.
+// answer; with a hybrid policy the probes take each kind of round in turn).
+// Two counted rounds of a kind later it chooses by its own measurements of
+// that kind again.
 //
 // Pure bookkeeping: no clock, no backend, so that tests drive it with chosen
 // costs. Session::step is its one writer.
@@ -73,8 +73,8 @@ class ModeChooser {
   bool chooses(Kind kind) const { return chooses_[index(kind)]; }
 
   // The kind of the next decode step of n_decoding sequences; `prior` counts
-  // when n_decoding's bucket is seen for the first time (it speaks of
-  // kRound against kVanilla only).
+  // when n_decoding's bucket is seen for the first time (it speaks for both
+  // kinds of round: `vegas tune` measures the hybrids and lookup too).
   Kind next(int32_t n_decoding, const Prior &prior = {});
   // A timed decode step of `kind` over n_decoding sequences that committed
   // `tokens` tokens in `seconds` of wall time (nothing else in the step).
@@ -98,6 +98,7 @@ class ModeChooser {
     Kind best = Kind::kRound;
     int32_t since_probe[kKinds] = {};  // steps of the fastest kind since kind k's last probe
     int32_t since_prior = 0;           // steps since the prior's last probe round
+    int32_t prior_probes = 0;          // probe rounds the prior made
     bool probing = false;              // the step just chosen probes a slower kind
     bool prior_vanilla = false;  // started from a profile's "vanilla", rounds not yet measured
     Rate &of(Kind k) { return rates[index(k)]; }
@@ -107,7 +108,7 @@ class ModeChooser {
   static int32_t bucket_of(int32_t n_decoding);
   Bucket &bucket(int32_t n_decoding, const Prior &prior = {});
   // Whether kind k is measured before choosing: a kind this chooser runs,
-  // but not rounds under a vanilla prior before their probes measured them.
+  // but not a round kind under a vanilla prior before its probes measured it.
   bool to_explore(const Bucket &b, Kind k) const;
   bool explored(const Bucket &b) const;
   Kind fastest(const Bucket &b) const;

@@ -227,21 +227,40 @@ TEST(ModeChooser, AHybridWithoutAutoModeRunsNoVanillaSteps) {
   EXPECT_GT(r.rounds, ModeChooser::kMinSamples);
 }
 
-// A vanilla prior speaks of the policy's own rounds: alternate rounds are
-// explored as usual, and chosen where they beat vanilla steps.
-TEST(ModeChooser, AVanillaPriorStillExploresAlternateRounds) {
+// A vanilla prior speaks for both kinds of round (`vegas tune` measures the
+// hybrids and lookup too): neither is explored, the prior's probes take each
+// in turn, and once both are measured the fastest kind runs (here the
+// alternate rounds, twice vanilla's rate; the policy's own rounds half).
+TEST(ModeChooser, AVanillaPriorCoversAlternateRoundsToo) {
   ModeChooser c(true, true);
   const ModeChooser::Prior vanilla{true};
-  Mix r;
-  for (int i = 0; i < 200; ++i) {
-    const Kind kind = c.next(16, vanilla);
-    ASSERT_NE(kind, Kind::kRound) << "step " << i << ": rounds wait for the prior's probe";
-    const int64_t tokens = kind == Kind::kAlternate ? 48 : 16;
-    c.observe(kind, 16, tokens, kind == Kind::kAlternate ? 48 / 2000.0 : 16 / 1000.0);
-    (kind == Kind::kAlternate ? r.alternate : r.vanilla) += 1;
+  for (int i = 0; i < ModeChooser::kPriorProbeSteps - 1; ++i) {
+    ASSERT_EQ(c.next(16, vanilla), Kind::kVanilla) << "step " << i;
+    c.observe(Kind::kVanilla, 16, 16, 16 / 1000.0);
   }
-  EXPECT_GT(r.alternate, 180);
+  std::vector<Kind> probes;
+  const Costs costs{500, 1000, 2000};
+  int32_t alternate = 0;
+  for (int i = 0; i < 8 * ModeChooser::kPriorProbeSteps && alternate < 3; ++i) {
+    const Kind kind = c.next(16, vanilla);
+    if (kind != Kind::kVanilla) probes.push_back(kind);
+    alternate += kind == Kind::kAlternate;
+    const int64_t tokens = kind == Kind::kRound ? 64 : kind == Kind::kAlternate ? 48 : 16;
+    const double rate = kind == Kind::kRound       ? costs.round_tokens_per_s
+                        : kind == Kind::kAlternate ? costs.alternate_tokens_per_s
+                                                   : costs.vanilla_tokens_per_s;
+    c.observe(kind, 16, tokens, static_cast<double>(tokens) / rate);
+  }
+  // The prior's probes take each kind in turn (each kind's first is its
+  // uncounted warm-up); a kind measured is probed as usual from then on.
+  ASSERT_GE(probes.size(), 4u);
+  EXPECT_EQ(std::vector<Kind>(probes.begin(), probes.begin() + 4),
+            (std::vector<Kind>{Kind::kRound, Kind::kAlternate, Kind::kRound, Kind::kAlternate}));
+  EXPECT_EQ(alternate, 3) << "one probe every kPriorProbeSteps steps";
+  const Mix r = drive(c, 16, costs, ModeChooser::kPriorProbeSteps);
+  EXPECT_GT(r.alternate, 9 * ModeChooser::kPriorProbeSteps / 10) << "measured fastest";
   EXPECT_DOUBLE_EQ(c.rate(Kind::kAlternate, 16), 2000.0);
+  EXPECT_GT(c.rate(Kind::kRound, 16), 0.0);
 }
 
 }  // namespace

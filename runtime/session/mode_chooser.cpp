@@ -155,6 +155,11 @@ void ModeChooser::observe(Kind kind, int32_t n_decoding, int64_t tokens, double 
   if (explored(b)) b.best = fastest(b);
 }
 
+ModeChooser::Kind ModeChooser::leading(int32_t n_decoding) const {
+  const auto it = buckets_.find(bucket_of(n_decoding));
+  return it == buckets_.end() ? Kind::kRound : it->second.best;
+}
+
 double ModeChooser::rate(Kind kind, int32_t n_decoding) const {
   const auto it = buckets_.find(bucket_of(n_decoding));
   return it == buckets_.end() ? 0.0 : it->second.of(kind).value();

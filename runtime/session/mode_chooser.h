@@ -80,6 +80,9 @@ class ModeChooser {
   // `tokens` tokens in `seconds` of wall time (nothing else in the step).
   void observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds);
 
+  // The kind n_decoding's bucket runs when it neither explores nor probes
+  // (kRound for a bucket not seen yet).
+  Kind leading(int32_t n_decoding) const;
   // Tokens per second of each kind in n_decoding's bucket (0 = not measured).
   double rate(Kind kind, int32_t n_decoding) const;
   // Steps of the fastest kind between probes of a slower one (the most

@@ -545,7 +545,11 @@ int64_t Session::speculative_round(const std::vector<Sequence *> &seqs, bool alt
   for (Sequence *seq : scheduler_.reserve_round(round))
     finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
   if (round.empty()) return 0;
-  std::vector<RoundOutcome> outcomes = spec_->round(round, *context_, alternate);
+  // While the alternate drafter leads, its rounds make no selection for the
+  // sparse passes (their probes draft from the last one, as losslessly).
+  const bool select = !alternate || chooser_.leading(static_cast<int32_t>(seqs.size())) !=
+                                        ModeChooser::Kind::kAlternate;
+  std::vector<RoundOutcome> outcomes = spec_->round(round, *context_, alternate, select);
   // Every sequence's RNG and round counts first: a callback of the commits
   // that follow sees the round counted.
   for (const RoundOutcome &o : outcomes) begin_outcome(o);

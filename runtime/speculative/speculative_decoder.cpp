@@ -578,7 +578,8 @@ void SpeculativeDecoder::draft_by_lookup(std::vector<RoundWork> &work) {
   }
 }
 
-ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, RoundState &rs) {
+ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, RoundState &rs,
+                                              bool select) {
   // γ+1 full-attention rows per sequence, with the scores the policy needs.
   const ScoreRows score_rows = policy_->needs().score_rows;
   rs.verify_tokens.assign(work.size(), {});
@@ -602,7 +603,10 @@ ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, Roun
     SeqRows r = sequence_rows(*w.seq, vt.data(), static_cast<int32_t>(vt.size()), w.seq->kv_len,
                               SeqRows::Logits::kAll);
     if (w.in_tree) r.tree = &w.rows;
-    if (device_) {
+    if (!select) {
+      // No capture: the device's sets and the host's capture stay as the
+      // last selection left them.
+    } else if (device_) {
       setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
     } else if (score_rows != ScoreRows::kNone) {
       setup_capture(*w.st, w.seq->kv_len + 1, rows);
@@ -745,10 +749,12 @@ struct SpeculativeDecoder::PendingRound {
   // How it drafted: the sparse passes, prompt lookup or the draft model.
   enum class Drafter { kSparse, kLookup, kModel } drafter = Drafter::kSparse;
   bool alternate() const { return drafter != Drafter::kSparse; }
+  bool select = true;  // round()'s `select`
 };
 
 std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> &seqs,
-                                                    BackendContext &context, bool alternate) {
+                                                    BackendContext &context, bool alternate,
+                                                    bool select) {
   pending_.reset();
   auto pending = std::make_unique<PendingRound>();
   RoundTrace &trace = pending->trace;
@@ -794,7 +800,8 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   if (!rs.chain_begun) drafts_read();
 
   // Verify, then accept.
-  const ForwardBatch verify = verify_batch(work, rs);
+  pending->select = select;
+  const ForwardBatch verify = verify_batch(work, rs, select);
   run_verify(work, verify, context, rs, drafts_read);
   double verify_seconds = now_seconds() - t_verify;
   if (device_) {  // the selection kernel ran inside the verify pass: count it apart
@@ -849,12 +856,15 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
     // A tree's captured rows are its main path: the last accepted of them.
     const int32_t on_main =
         w.in_tree ? w.tree.accepted_on_main_path(w.tree_result.path) : n_accepted;
+    if (!pending->select) continue;  // the sparse passes keep their last selection
+    // The next round's draft passes select, or nothing is selected.
+    const bool renews = !(query_aware_ || lookup_ || model_only_);
+    totals_.selections += renews ? 1 : 0;
     if (device_) {  // selected by the verify pass, or now from the last accepted row
       if (w.st->device_select.deferred) deferred.push_back({seq.id, on_main});
       continue;
     }
-    // The next round's draft passes select, or nothing is selected.
-    if (query_aware_ || lookup_ || model_only_) continue;
+    if (!renews) continue;
     const double t_select = now_seconds();
     if (score_rows == ScoreRows::kNone) w.st->capture.n_rows = 0;
     const int32_t last_row = score_rows == ScoreRows::kAll ? on_main : (w.gamma > 0 ? 1 : 0);

@@ -72,6 +72,7 @@ struct SpeculativeTotals {
   double draft_seconds = 0.0;
   double verify_seconds = 0.0;
   double select_seconds = 0.0;
+  int64_t selections = 0;  // sequences' rounds that selected for the next sparse drafts
 };
 
 // One sequence's share of a round as planned before it (SpeculativeDecoder::
@@ -174,12 +175,15 @@ class SpeculativeDecoder {
   // than the pool's `page_size`.
   std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size);
   // Runs the planned round (every `reserve` held, `chain_room` as reserved):
-  // draft (by a hybrid's alternate drafter where `alternate`), verify, accept. Writes no sequence
+  // draft (by a hybrid's alternate drafter where `alternate`), verify, accept;
+  // unless `select`, the round makes no selection (a hybrid's alternate
+  // round: the sparse passes keep their last one, whose selection point
+  // leaves every later position in their sets). Writes no sequence
   // (no KV state, no RNG, no statistics, no token): the caller applies the outcomes (RoundOutcome),
   // then calls end_round. The rows they point to stay valid until the
   // context's next pass.
   std::vector<RoundOutcome> round(const std::vector<RoundSeq> &seqs, BackendContext &context,
-                                  bool alternate = false);
+                                  bool alternate = false, bool select = true);
   // After the outcomes were applied: the session-wide totals, each
   // still-running sequence's tuning (sequence_tuning) and its next selection.
   void end_round(const std::vector<RoundOutcome> &outcomes, BackendContext &context);
@@ -276,7 +280,9 @@ class SpeculativeDecoder {
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);
-  ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs);
+  // The verify pass's rows, with the scores the policy reads captured where
+  // `select`.
+  ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs, bool select);
   // Runs the verify pass; behind a chain, `drafts_read` is called once its
   // draws are read (while the pass runs), and the device accepts where it can.
   void run_verify(std::vector<RoundWork> &work, const ForwardBatch &verify, BackendContext &context,

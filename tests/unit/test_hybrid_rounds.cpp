@@ -1,0 +1,55 @@
+// A hybrid policy (P+lookup) as the session's one chooser runs it: rounds of
+// P's sparse passes and of prompt lookup, each kind explored, the faster
+// leading. While lookup's rounds lead they make no selection for the sparse
+// passes (SpeculativeDecoder::round's `select`: a probe of the sparse
+// drafter drafts from the last selection, which is as lossless as any), and
+// the output is still vanilla's.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "session/session.h"
+#include "speculative/speculative_decoder.h"
+#include "support/golden.h"
+#include "support/session_run.h"
+
+namespace vegas {
+namespace {
+
+TEST(HybridRounds, LookupRoundsSkipTheSelectionWhileTheyLead) {
+  const std::shared_ptr<Model> &model = test::shared_cpu_model(test::embedded_model_dir());
+  // Code that repeats itself, so that prompt lookup drafts several tokens a
+  // round for no draft pass: on the CPU its rounds beat the sparse passes'
+  // (four passes a round) by several times.
+  std::vector<int32_t> prompt;
+  const std::vector<int32_t> piece = test::fibonacci_prompt(*model);
+  for (int i = 0; i < 4; ++i) prompt.insert(prompt.end(), piece.begin(), piece.end());
+  constexpr int32_t kTokens = 96;
+  const std::vector<int32_t> reference =
+      test::session_tokens(model, SessionParams{}, prompt, kTokens);
+
+  SessionParams sp;
+  sp.speculative = true;
+  sp.spec.policy = "vegas+lookup";
+  sp.spec.gamma = 4;
+  Session session(model, sp);
+  SequenceRequest req;
+  req.prompt.assign(prompt.begin(), prompt.end());
+  req.max_tokens = kTokens;
+  req.ignore_eos = true;
+  const int32_t id = session.submit(std::move(req));
+  session.run();
+  const Sequence &seq = session.sequence(id);
+  ASSERT_EQ(seq.status, VEGAS_OK);
+  EXPECT_EQ(std::vector<int32_t>(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()), reference);
+  const SpeculativeTotals &t = session.speculative()->totals();
+  // Every round but the last (its sequence finished) would select.
+  std::printf("%lld rounds, %lld selected\n", static_cast<long long>(t.rounds),
+              static_cast<long long>(t.selections));
+  EXPECT_GT(t.selections, 0) << "the rounds explored first select";
+  EXPECT_LT(t.selections, t.rounds - 1) << "lookup's rounds led and selected nothing";
+}
+
+}  // namespace
+}  // namespace vegas

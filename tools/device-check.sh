@@ -16,7 +16,8 @@
 #   (kernels/timeline.cuh) at TIMELINE_SHAPES (default 2048x1,8192x16d).
 #   profile: ncu kernel durations of decode steps (PROFILE_SHAPES, default
 #   2048x1,8192x16,8192x16d), summed per kernel over one step; no counters.
-#   auto: `vegas bench --mode auto` against vanilla and --mode vegas (AUTO_SHAPES;
+#   auto: `vegas bench --mode auto` against vanilla and --mode vegas with the
+#   policies vegas and lookup (AUTO_SHAPES; AUTO_POLICY, default vegas+lookup;
 #   AUTO_KNOBS=profile: auto with the tuning profile's policy, gamma and ratio).
 #   vegas: `vegas bench --mode vegas` for every policy at 8K x 16 (sampling,
 #   public prompts, gamma 6, ratio 0.07), vanilla measured in the same run;
@@ -103,30 +104,36 @@ if [ "$WHAT" = sanitize ]; then
   done
 fi
 if [ "$WHAT" = auto ]; then
-  # VEGAS_MODE_AUTO against vanilla and fixed Vegas (sampling, public
-  # prompts, gamma 6, ratio 0.07, policy vegas) at AUTO_SHAPES. The auto run
-  # takes AUTO_KNOBS ("profile": policy auto, gamma 0, ratio 0, as the tuning
-  # profile and the refinement choose them; default the fixed run's knobs).
+  # VEGAS_MODE_AUTO against vanilla and the fixed drafters (sampling, public
+  # prompts, gamma 6, ratio 0.07; policies vegas and lookup) at AUTO_SHAPES.
+  # The auto run takes AUTO_POLICY (default vegas+lookup, auto mode's own
+  # default) or AUTO_KNOBS ("profile": policy auto, gamma 0, ratio 0, as the
+  # tuning profile and the refinement choose them).
   prompts="$DIR/bench/prompts-public.jsonl"
   common=(bench --backend cuda --prompts "$prompts" --new-tokens 256 --seed 1
     --temperature 0.6 --top-k 20 --top-p 0.95)
   fixed=(--policy vegas --gamma 6 --ratio 0.07)
-  knobs=("${fixed[@]}")
+  knobs=(--policy "${AUTO_POLICY:-vegas+lookup}" --gamma 6 --ratio 0.07)
   [ "${AUTO_KNOBS:-}" = profile ] && knobs=(--policy auto --gamma 0 --ratio 0)
   for shape in ${AUTO_SHAPES:-2048x64 8192x16 8192x64 16384x16}; do
     ctx=${shape%x*} batch=${shape#*x}
     "$DIR/bin/vegas" "${common[@]}" "${fixed[@]}" --context "$ctx" --batch "$batch" --mode vegas \
       > "$OUT/auto-$shape-vegas.json" 2> "$OUT/auto-$shape-vegas.err"
+    "$DIR/bin/vegas" "${common[@]}" --policy lookup --gamma 6 --context "$ctx" --batch "$batch" \
+      --mode vegas --no-baseline > "$OUT/auto-$shape-lookup.json" 2> "$OUT/auto-$shape-lookup.err"
     # Auto after vanilla in one process, as --mode vegas is measured.
     "$DIR/bin/vegas" "${common[@]}" "${knobs[@]}" --context "$ctx" --batch "$batch" --mode auto \
       > "$OUT/auto-$shape-auto.json" 2> "$OUT/auto-$shape-auto.err"
-    summary+=("$(python3 - "$OUT/auto-$shape-vegas.json" "$OUT/auto-$shape-auto.json" "$shape" <<'PY' || tail -2 "$OUT/auto-$shape-auto.err"
+    summary+=("$(python3 - "$OUT/auto-$shape-vegas.json" "$OUT/auto-$shape-auto.json" "$shape" \
+      "$OUT/auto-$shape-lookup.json" <<'PY' || tail -2 "$OUT/auto-$shape-auto.err"
 import json, sys
 f = json.load(open(sys.argv[1])); j = json.load(open(sys.argv[2])); a = j["vegas"]
 van, veg, aut = f["decode_tokens_per_s_mean"], f["vegas"]["decode_tokens_per_s"], a["decode_tokens_per_s"]
+lk = json.load(open(sys.argv[4]))["vegas"]["decode_tokens_per_s"]
 van2 = j["decode_tokens_per_s_mean"]  # vanilla of the auto run's process
-print(f"auto {sys.argv[3]:>8}: vanilla {van:7.0f} / {van2:7.0f} vegas {veg:7.0f} auto {aut:7.0f} tok/s = "
-      f"{aut / van2:4.2f}x its vanilla, {aut / max(van, veg):4.2f}x the better fixed; "
+print(f"auto {sys.argv[3]:>8}: vanilla {van:7.0f} / {van2:7.0f} vegas {veg:7.0f} lookup {lk:7.0f} "
+      f"auto {aut:7.0f} tok/s = {aut / van2:4.2f}x its vanilla, "
+      f"{aut / max(van, veg, lk):4.2f}x the best fixed; "
       f"round tokens {a['round_token_share'] * 100:3.0f}%")
 PY
 )")

@@ -139,22 +139,29 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_heads = config.n_heads;
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
+  // P+lookup and P+model: P's sparse passes and an alternate drafter.
   std::string base = lookup_hybrid_base(params_.policy);
   const std::string model_base = model_hybrid_base(params_.policy);
-  hybrid_model_ = !model_base.empty();
-  if (hybrid_model_) base = model_base;
-  hybrid_ = !base.empty();
-  if (!hybrid_) base = params_.policy;
-  lookup_ = base == "lookup";
-  if (hybrid_ && (lookup_ || base == "model"))
+  if (!model_base.empty()) {
+    base = model_base;
+    alternate_ = DrafterKind::kModel;
+  } else if (!base.empty()) {
+    alternate_ = DrafterKind::kLookup;
+  } else {
+    base = params_.policy;
+  }
+  if (alternate_ && (base == "lookup" || base == "model"))
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "policy '" + params_.policy + "': the hybrid needs a sparse policy before the '+'");
-  if (hybrid_model_ && !params_.draft_model)
+  if (alternate_ == DrafterKind::kModel && !params_.draft_model)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "policy '" + params_.policy + "' needs a draft model (draft_model)");
   // A draft model drafts every round, or (P+model) the rounds the chooser gives it.
-  model_only_ = params_.draft_model && !hybrid_model_;
-  if (params_.draft_model && (lookup_ || (hybrid_ && !hybrid_model_)))
+  if (base == "lookup")
+    own_ = DrafterKind::kLookup;
+  else if (params_.draft_model && alternate_ != DrafterKind::kModel)
+    own_ = DrafterKind::kModel;
+  if (params_.draft_model && drafts_by(DrafterKind::kLookup))
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "' drafts by prompt lookup; a session with a draft "
                                          "model drafts with the model (or P+model)");
@@ -162,7 +169,8 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
   // Lookup and a draft model select nothing: policy "full" (no scores, no set).
-  policy_ = make_selection_policy(lookup_ || model_only_ ? "full" : base, params_.selection, shape);
+  policy_ =
+      make_selection_policy(own_ != DrafterKind::kSparse ? "full" : base, params_.selection, shape);
   const SelectionNeeds needs = policy_->needs();
   QueryAwarePlan plan;
   query_aware_ = needs.every_draft_step && policy_->query_aware_plan(1, &plan);
@@ -179,7 +187,7 @@ SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ = !lookup_ && !model_only_ && backend_supports && policy_->device_plan(1, &plan);
+  device_ = own_ == DrafterKind::kSparse && backend_supports && policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -278,7 +286,7 @@ void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_can
 
 void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &rows,
                                                  int32_t batch) {
-  if (lookup_ || (hybrid_ && !hybrid_model_)) lookup_drafter_.begin_prompt(seq);
+  if (drafts_by(DrafterKind::kLookup)) lookup_drafter_.begin_prompt(seq);
   SeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
@@ -747,8 +755,8 @@ struct SpeculativeDecoder::PendingRound {
   RoundObservation cost;
   RoundTrace trace;
   // How it drafted: the sparse passes, prompt lookup or the draft model.
-  enum class Drafter { kSparse, kLookup, kModel } drafter = Drafter::kSparse;
-  bool alternate() const { return drafter != Drafter::kSparse; }
+  DrafterKind drafter = DrafterKind::kSparse;
+  bool alternate() const { return drafter != DrafterKind::kSparse; }
   bool select = true;  // round()'s `select`
 };
 
@@ -770,14 +778,10 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  using Drafter = PendingRound::Drafter;
-  const bool by_alternate = lookup_ || model_only_ || (hybrid_ && alternate);
-  pending->drafter = !by_alternate                  ? Drafter::kSparse
-                     : model_only_ || hybrid_model_ ? Drafter::kModel
-                                                    : Drafter::kLookup;
-  if (pending->drafter == Drafter::kLookup) {
+  pending->drafter = alternate && alternate_ ? *alternate_ : own_;
+  if (pending->drafter == DrafterKind::kLookup) {
     draft_by_lookup(work);
-  } else if (pending->drafter == Drafter::kModel) {
+  } else if (pending->drafter == DrafterKind::kModel) {
     draft_by_model(work, max_gamma, rs);
   } else if (trees()) {
     draft_trees(work, max_gamma, context, rs);
@@ -819,7 +823,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<AcceptResult> results;
   accept_round(work, rs, &results);
   if (trees()) compact_trees(work, context);
-  if (pending->drafter == Drafter::kModel)
+  if (pending->drafter == DrafterKind::kModel)
     for (size_t i = 0; i < work.size(); ++i)
       model_drafter_->settle(*work[i].seq, work[i].gamma, results[i].n_accepted);
   trace.mark("accept");
@@ -858,7 +862,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
         w.in_tree ? w.tree.accepted_on_main_path(w.tree_result.path) : n_accepted;
     if (!pending->select) continue;  // the sparse passes keep their last selection
     // The next round's draft passes select, or nothing is selected.
-    const bool renews = !(query_aware_ || lookup_ || model_only_);
+    const bool renews = !query_aware_ && own_ == DrafterKind::kSparse;
     totals_.selections += renews ? 1 : 0;
     if (device_) {  // selected by the verify pass, or now from the last accepted row
       if (w.st->device_select.deferred) deferred.push_back({seq.id, on_main});
@@ -879,9 +883,9 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   int32_t max_gamma = 0;
   for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
   pending->trace.finish(pending->work.size(), max_gamma,
-                        pending->drafter == PendingRound::Drafter::kLookup  ? "lookup"
-                        : pending->drafter == PendingRound::Drafter::kModel ? "model"
-                                                                            : "sparse");
+                        pending->drafter == DrafterKind::kLookup  ? "lookup"
+                        : pending->drafter == DrafterKind::kModel ? "model"
+                                                                  : "sparse");
 }
 
 }  // namespace vegas

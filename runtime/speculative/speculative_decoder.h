@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,10 @@ struct RoundOutcome {
 
 class SpeculativeDecoder {
  public:
+  // Who drafts a round: the policy's sparse passes, prompt lookup (drafts
+  // from the sequence's own context) or a separate draft model.
+  enum class DrafterKind { kSparse, kLookup, kModel };
+
   SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                      int32_t max_context);
   ~SpeculativeDecoder();
@@ -132,7 +137,7 @@ class SpeculativeDecoder {
   bool trees() const { return !params_.tree.chain(); }
   // A hybrid policy (P+lookup, P+model): each round drafts by P's sparse
   // passes or by the alternate drafter, as round() is told.
-  bool hybrid() const { return hybrid_; }
+  bool hybrid() const { return alternate_.has_value(); }
   // vegas_session_stats.gamma: the fixed γ, or with γ auto the longest used.
   int32_t reported_gamma() const {
     return params_.autos.gamma ? totals_.longest_gamma : params_.gamma;
@@ -362,23 +367,19 @@ class SpeculativeDecoder {
   bool device_ = false;
   // The policy selects inside every draft pass from the draft query (quest).
   bool query_aware_ = false;
-  // Policy "lookup": drafts from the context, no draft pass and no selection
-  // (its policy_ is "full", which selects nothing).
-  bool lookup_ = false;
-  // A draft model drafts every round (params().draft_model, no hybrid;
-  // policy_ "full" as for lookup).
-  bool model_only_ = false;
-  // Policy "P+model": each round drafts by the draft model or by P's sparse
-  // passes (hybrid_, the draft model in lookup's place).
-  bool hybrid_model_ = false;
+  // Who drafts a round. own_: the policy's sparse passes; kLookup for the
+  // policy "lookup" (drafts from the context, no draft pass) and kModel for a
+  // draft model without a hybrid (params().draft_model), both with policy_
+  // "full", which selects nothing. alternate_ (policy "P+lookup" or "P+model"):
+  // the other drafter of a hybrid, which drafts the rounds the session's
+  // ModeChooser gives it (kAlternate: whichever has committed more tokens per
+  // second in this batch bucket, the other probed now and then); P selects
+  // after its own rounds, and after the alternate's while P leads.
+  DrafterKind own_ = DrafterKind::kSparse;
+  std::optional<DrafterKind> alternate_;
+  bool drafts_by(DrafterKind k) const { return own_ == k || alternate_ == k; }
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
-  // Policy "P+lookup" (or "P+model"): each round drafts by lookup (the draft
-  // model) or by P's sparse passes, as the session's ModeChooser says
-  // (kAlternate or kRound: whichever has committed more tokens per second in
-  // this batch bucket, the other probed now and then). P selects after every
-  // round.
-  bool hybrid_ = false;
-  LookupDrafter lookup_drafter_;  // policy "lookup" and P+lookup's lookup rounds
+  LookupDrafter lookup_drafter_;                 // policy "lookup" and P+lookup's lookup rounds
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

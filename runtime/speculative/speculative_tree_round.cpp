@@ -48,10 +48,10 @@ void SpeculativeDecoder::check_tree_shape() const {
                                          " levels: branches must be in [1, " +
                                          std::to_string(kMaxTreeBranches) + "], levels in [0, 32]");
   if (!trees()) return;
-  if (model_only_)
+  if (own_ == DrafterKind::kModel)
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "token trees are drafted by the model's own sparse passes, not by a draft model (yet)");
-  if (lookup_ || hybrid_)
+  if (drafts_by(DrafterKind::kLookup) || alternate_)
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "': token trees are drafted by the model's sparse "
                                          "passes, not by prompt lookup");

@@ -44,6 +44,13 @@ inline bool variant_opted_in(const char *name) {
   return env != nullptr && std::strcmp(env, "1") == 0;
 }
 
+// An integer A/B knob: environment variable `name` as a number, or
+// `fallback` where it is unset or empty. Callers keep it in a static too.
+inline int env_knob(const char *name, int fallback) {
+  const char *env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
+}
+
 inline bool programmatic_launch_enabled() {
   static const bool enabled = variant_enabled("VEGAS_CUDA_PDL");
   return enabled;

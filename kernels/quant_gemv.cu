@@ -187,12 +187,8 @@ __global__ void __launch_bounds__(SplitLayout<S, kSwiglu>::kThreads)
 // Rows a warp at one input row: `fallback` (the format's measured best)
 // unless VEGAS_CUDA_QUANT_ROWS says 1, 2 or 4 (A/B timing).
 int single_row_rows(int fallback) {
-  static const int forced = [] {
-    const char *env = std::getenv("VEGAS_CUDA_QUANT_ROWS");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v == 1 || v == 2 || v == 4 ? v : 0;
-  }();
-  return forced != 0 ? forced : fallback;
+  static const int forced = env_knob("VEGAS_CUDA_QUANT_ROWS", 0);
+  return forced == 1 || forced == 2 || forced == 4 ? forced : fallback;
 }
 
 template <int M, QuantFormat F, int U, int R, bool kSwiglu, int S>

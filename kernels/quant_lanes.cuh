@@ -1,7 +1,6 @@
 // Device helpers the quant_gemv kernels share (quant_gemv.cu, quant_gemv_k.cu).
 #pragma once
 
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda_utils.cuh"
@@ -115,12 +114,6 @@ struct SplitLayout {
   static constexpr int kThreads = kWarps * 32;
 };
 
-// An integer A/B knob from the environment, or `fallback` where unset.
-inline int env_knob(const char *name, int fallback) {
-  const char *env = std::getenv(name);
-  return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
-}
-
 // The slices a matrix's rows are summed in: two where 2n stays within 8192
 // rows (F8: 0, never: its one-row kernel was slower in slices) and each
 // slice is a multiple of the format's warp step of at least 2048 values,
@@ -186,12 +179,8 @@ __device__ __forceinline__ void store_block(const QuantGemvParams &p, const floa
 // timing). With more input rows each step's math hides the next loads
 // already (Qwen3-8B Q8_0 at batch 4 was slower at 2).
 inline int single_row_unroll(int fallback) {
-  static const int forced = [] {
-    const char *env = std::getenv("VEGAS_CUDA_QUANT_UNROLL");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v == 1 || v == 2 || v == 4 ? v : 0;
-  }();
-  return forced != 0 ? forced : fallback;
+  static const int forced = env_knob("VEGAS_CUDA_QUANT_UNROLL", 0);
+  return forced == 1 || forced == 2 || forced == 4 ? forced : fallback;
 }
 
 // launch(std::integral_constant<int, N>{}) for N = n of 1, 2 or 4 (else 1):

@@ -611,12 +611,11 @@ ForwardBatch SpeculativeDecoder::verify_batch(std::vector<RoundWork> &work, Roun
     SeqRows r = sequence_rows(*w.seq, vt.data(), static_cast<int32_t>(vt.size()), w.seq->kv_len,
                               SeqRows::Logits::kAll);
     if (w.in_tree) r.tree = &w.rows;
-    if (!select) {
-      // No capture: the device's sets and the host's capture stay as the
-      // last selection left them.
-    } else if (device_) {
+    // Without `select` nothing is captured: the device's sets and the host's
+    // capture stay as the last selection left them.
+    if (select && device_) {
       setup_device_select(*w.st, w.seq->id, w.seq->kv_len + 1, rows, r);
-    } else if (score_rows != ScoreRows::kNone) {
+    } else if (select && score_rows != ScoreRows::kNone) {
       setup_capture(*w.st, w.seq->kv_len + 1, rows);
       r.capture = &w.st->capture;
     }

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <vector>
 
-#include "session/session.h"
 #include "speculative/speculative_decoder.h"
 #include "support/golden.h"
 #include "support/session_run.h"
@@ -33,17 +32,9 @@ TEST(HybridRounds, LookupRoundsSkipTheSelectionWhileTheyLead) {
   sp.speculative = true;
   sp.spec.policy = "vegas+lookup";
   sp.spec.gamma = 4;
-  Session session(model, sp);
-  SequenceRequest req;
-  req.prompt.assign(prompt.begin(), prompt.end());
-  req.max_tokens = kTokens;
-  req.ignore_eos = true;
-  const int32_t id = session.submit(std::move(req));
-  session.run();
-  const Sequence &seq = session.sequence(id);
-  ASSERT_EQ(seq.status, VEGAS_OK);
-  EXPECT_EQ(std::vector<int32_t>(seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()), reference);
-  const SpeculativeTotals &t = session.speculative()->totals();
+  SpeculativeTotals t;
+  EXPECT_EQ(test::sampled_session_tokens(model, sp, prompt, kTokens, SamplingParams{}, nullptr, &t),
+            reference);
   // Every round but the last (its sequence finished) would select.
   std::printf("%lld rounds, %lld selected\n", static_cast<long long>(t.rounds),
               static_cast<long long>(t.selections));

@@ -1,8 +1,8 @@
 // One request through a Session, the way the speculative tests compare a
 // session with plain decoding: eos ignored, max_tokens new tokens, greedy
 // unless sampled.
-// Shared by test_speculative_lossless, test_auto_tuning, test_cpu_quest_draft
-// and tests/gpu/test_cuda_vegas.cpp.
+// Shared by test_speculative_lossless, test_auto_tuning, test_cpu_quest_draft,
+// test_hybrid_rounds and tests/gpu/test_cuda_vegas.cpp.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,18 +14,17 @@
 
 #include "model/model.h"
 #include "session/session.h"
+#include "speculative/speculative_decoder.h"
 
 namespace vegas::test {
 
 // One request (eos ignored) through a Session with the given sampling: the
-// generated tokens (the prompt left out), and the sequence's statistics when
-// `stats` is given.
-inline std::vector<int32_t> sampled_session_tokens(const std::shared_ptr<Model> &model,
-                                                   const SessionParams &params,
-                                                   const std::vector<int32_t> &prompt,
-                                                   int32_t max_tokens,
-                                                   const SamplingParams &sampling,
-                                                   SequenceStats *stats = nullptr) {
+// generated tokens (the prompt left out), the sequence's statistics when
+// `stats` is given, and the session's speculative totals when `totals` is.
+inline std::vector<int32_t> sampled_session_tokens(
+    const std::shared_ptr<Model> &model, const SessionParams &params,
+    const std::vector<int32_t> &prompt, int32_t max_tokens, const SamplingParams &sampling,
+    SequenceStats *stats = nullptr, SpeculativeTotals *totals = nullptr) {
   Session session(model, params);
   SequenceRequest req;
   req.prompt.assign(prompt.begin(), prompt.end());
@@ -37,6 +36,7 @@ inline std::vector<int32_t> sampled_session_tokens(const std::shared_ptr<Model> 
   const Sequence &seq = session.sequence(id);
   EXPECT_EQ(seq.status, VEGAS_OK) << (params.speculative ? params.spec.policy : "vanilla");
   if (stats) *stats = seq.stats;
+  if (totals && session.speculative()) *totals = session.speculative()->totals();
   return {seq.tokens.begin() + seq.n_prompt(), seq.tokens.end()};
 }
 

@@ -307,15 +307,17 @@ vegas_sampling_options sampling_options(const SamplingArgs &a) {
   return sampling;
 }
 
-Measured measure(vegas_model *model, const vegas_session_options &so, const SamplingArgs &a,
-                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq) {
-  vegas_session *session = nullptr;
-  check(vegas_session_create(model, &so, &session), "creating the session");
-  const SessionPtr session_guard(session, vegas_session_free);
+namespace {
+
+// Submits every prompt for `new_tokens` tokens (seeds a.seed + i: the same in
+// every mode); the sequence ids, in prompt order.
+std::vector<int32_t> submit_prompts(vegas_session *session, const SamplingArgs &a,
+                                    int32_t new_tokens, const Prompts &prompts,
+                                    int32_t logprobs_seq) {
   vegas_sampling_options sampling = sampling_options(a);
   std::vector<int32_t> seqs;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    sampling.seed = a.seed + i;  // the same seeds in every mode
+    sampling.seed = a.seed + i;
     vegas_request req;
     vegas_request_init(&req);
     req.prompt = prompts[i].data();
@@ -331,6 +333,72 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     check(vegas_session_submit(session, &req, &id), "submitting");
     seqs.push_back(id);
   }
+  return seqs;
+}
+
+// The warm-up requests, run to the end and released; their tokens.
+int64_t run_warmup(vegas_session *session, const SamplingArgs &a, int32_t tokens,
+                   const Prompts &prompts) {
+  const std::vector<int32_t> seqs = submit_prompts(session, a, tokens, prompts, -1);
+  int32_t active = 1;
+  while (active > 0) check(vegas_session_step(session, &active), "warm-up step");
+  int64_t generated = 0;
+  for (int32_t id : seqs) {
+    vegas_sequence_info si;
+    si.struct_size = sizeof(si);
+    check(vegas_sequence_get_info(session, id, &si), "info");
+    generated += si.n_generated;
+    check(vegas_sequence_release(session, id), "releasing a warm-up sequence");
+  }
+  return generated;
+}
+
+// after - before, for the counters (gamma: the longest so far, kept).
+vegas_session_stats stats_since(const vegas_session_stats &before,
+                                const vegas_session_stats &after) {
+  vegas_session_stats d = after;
+  d.rounds -= before.rounds;
+  d.drafted -= before.drafted;
+  d.accepted -= before.accepted;
+  d.committed -= before.committed;
+  d.tokens_per_round =
+      d.rounds > 0 ? static_cast<double>(d.committed) / static_cast<double>(d.rounds) : 0.0;
+  d.draft_seconds -= before.draft_seconds;
+  d.verify_seconds -= before.verify_seconds;
+  d.select_seconds -= before.select_seconds;
+  for (int i = 0; i < VEGAS_MAX_GAMMA; ++i) {
+    d.drafted_at[i] -= before.drafted_at[i];
+    d.accepted_at[i] -= before.accepted_at[i];
+  }
+  d.switches -= before.switches;
+  return d;
+}
+
+vegas_session_stats session_stats(const vegas_session *session) {
+  vegas_session_stats s{};
+  s.struct_size = sizeof(s);
+  check(vegas_session_get_stats(session, &s), "session stats");
+  return s;
+}
+
+}  // namespace
+
+Measured measure(vegas_model *model, const vegas_session_options &options, const SamplingArgs &a,
+                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq,
+                 int32_t warmup_tokens) {
+  vegas_session_options so = options;
+  if (warmup_tokens > 0) so.prefix_cache = 0;
+  vegas_session *session = nullptr;
+  check(vegas_session_create(model, &so, &session), "creating the session");
+  const SessionPtr session_guard(session, vegas_session_free);
+  Measured m;
+  if (warmup_tokens > 0) {
+    const double t_warmup = now_s();
+    m.warmup_tokens = run_warmup(session, a, warmup_tokens, prompts);
+    m.warmup_s = now_s() - t_warmup;
+  }
+  const vegas_session_stats stats_before = session_stats(session);
+  const std::vector<int32_t> seqs = submit_prompts(session, a, new_tokens, prompts, logprobs_seq);
   auto generated = [&]() {
     int64_t started = 0, total = 0;
     for (int32_t id : seqs) {
@@ -342,7 +410,6 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
     }
     return std::make_pair(started, total);
   };
-  Measured m;
   // Prefill: steps until every sequence has its first token.
   const double t_prefill = now_s();
   int32_t active = 0;
@@ -397,8 +464,7 @@ Measured measure(vegas_model *model, const vegas_session_options &so, const Samp
   for (double s : steps) m.decode_s += s;
   m.decode_steps = static_cast<int64_t>(steps.size());
   m.decode_tokens = generated().second - after_prefill;
-  m.stats.struct_size = sizeof(m.stats);
-  check(vegas_session_get_stats(session, &m.stats), "session stats");
+  m.stats = stats_since(stats_before, session_stats(session));
   for (int32_t id : seqs) {
     std::vector<int32_t> ids(static_cast<size_t>(new_tokens));
     size_t n = 0;

@@ -157,7 +157,13 @@ struct Measured {
   // warm-up included): their seconds and tokens. A speculative run's tail.
   double tail_s = 0.0;
   int64_t tail_tokens = 0;
-  vegas_session_stats stats{};
+  vegas_session_stats stats{};  // of the timed requests (the warm-up's taken off)
+  // The warm-up requests (measure's warmup_tokens): their wall time, prefill
+  // included, and the tokens they generated. A session's first steps of each
+  // shape pay one-time costs (CUDA graph capture, buffers, a first lookup
+  // index): these are what a new session pays before its timed figures.
+  double warmup_s = 0.0;
+  int64_t warmup_tokens = 0;
   Prompts tokens;  // per sequence
   // With logprobs_seq: that sequence's token log-probabilities (top 2).
   std::vector<vegas_token_logprobs> logprobs;
@@ -170,9 +176,14 @@ struct Measured {
   bool steady() const { return steady_tokens_per_s > 0.0; }
 };
 // `logprobs_seq` >= 0: that sequence also records its logprobs (whole logit
-// rows to the host for it: not a run to time).
+// rows to the host for it: not a run to time). `warmup_tokens` > 0: the same
+// session first runs the prompts for that many tokens each, untimed, and
+// releases them, so that the timed requests meet a session that has served
+// before (as an embedder's long-lived session does); the prefix cache is off
+// so that the timed requests prefill in full.
 Measured measure(vegas_model *model, const vegas_session_options &so, const SamplingArgs &sampling,
-                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq = -1);
+                 int32_t new_tokens, const Prompts &prompts, int32_t logprobs_seq = -1,
+                 int32_t warmup_tokens = 0);
 
 // τ, acceptance by draft position and the draft/verify/select time shares.
 nlohmann::json speculative_json(const Measured &m);

@@ -83,15 +83,15 @@ void add_margins(nlohmann::json *difference, const Measured &vanilla, const Meas
 // sequences, README): each seed's speed-up and τ, and their mean, min, max.
 nlohmann::json seed_spread(vegas_model *model, const vegas_session_options &so,
                            const vegas_session_options &vso, const RunArgs &r,
-                           const Prompts &prompts, int32_t n_seeds, double first_speedup,
-                           double first_tau) {
+                           const Prompts &prompts, int32_t n_seeds, int32_t warmup_tokens,
+                           double first_speedup, double first_tau) {
   std::vector<double> speedups = {first_speedup}, taus = {first_tau};
   std::vector<uint64_t> seeds = {r.sampling.seed};
   for (int32_t k = 1; k < n_seeds; ++k) {
     SamplingArgs sampling = r.sampling;
     sampling.seed = r.sampling.seed + static_cast<uint64_t>(k);
-    const Measured vanilla = measure(model, so, sampling, r.new_tokens, prompts);
-    const Measured vegas = measure(model, vso, sampling, r.new_tokens, prompts);
+    const Measured vanilla = measure(model, so, sampling, r.new_tokens, prompts, -1, warmup_tokens);
+    const Measured vegas = measure(model, vso, sampling, r.new_tokens, prompts, -1, warmup_tokens);
     const double base = vanilla.mean_tokens_per_s();
     speedups.push_back(base > 0 ? vegas.mean_tokens_per_s() / base : 0.0);
     taus.push_back(speculative_json(vegas).value("tau", 0.0));
@@ -120,10 +120,12 @@ struct BenchArgs {
   int32_t batch = 1;
   bool baseline = true;  // --mode vegas: also run vanilla on the same prompts, for the speed-up
   int32_t seeds = 1;     // --seeds N: repeat both runs with seeds seed .. seed + N - 1
-  // --warmup-tokens N: an untimed run of each mode first, N tokens a sequence
-  // (the process's first kernel launches, lazily loaded modules and GEMM
-  // plans otherwise land in whichever timed run comes first: vanilla's).
-  int32_t warmup_tokens = 16;
+  // --warmup-tokens N: each mode's session first runs the prompts for N tokens
+  // a sequence, untimed (measure()): the process's first kernel launches and
+  // lazily loaded modules, and the session's graph captures and first lookup
+  // indexes, would otherwise land in the timed runs. 32 lets auto mode try
+  // each kind of step at 8K x 16 before the timed requests.
+  int32_t warmup_tokens = 32;
   ReportArgs report;  // --report DIR
   ReplayArgs replay;  // --edit-replay N
 };
@@ -216,6 +218,7 @@ nlohmann::json vegas_section(const BenchArgs &a, const RunArgs &r, vegas_model *
   if (with_vanilla && vanilla.full_batch_tokens_per_s > 0 && vegas.full_batch_tokens_per_s > 0)
     v["speedup_full_batch"] = vegas.full_batch_tokens_per_s / vanilla.full_batch_tokens_per_s;
   v["prefill_seconds"] = vegas.prefill_s;
+  v["warmup_seconds"] = vegas.warmup_s;
   if (!with_vanilla) return v;
   const double vanilla_tps = vanilla.mean_tokens_per_s();
   v["speedup"] = vanilla_tps > 0 ? vegas_tps / vanilla_tps : 0.0;
@@ -232,8 +235,8 @@ nlohmann::json vegas_section(const BenchArgs &a, const RunArgs &r, vegas_model *
     v["first_difference"] = difference;
   }
   if (a.seeds > 1 && r.sampling.temperature > 0.0f)
-    v["over_seeds"] = seed_spread(model, so, vso, r, prompts, a.seeds, v["speedup"].get<double>(),
-                                  v.value("tau", 0.0));
+    v["over_seeds"] = seed_spread(model, so, vso, r, prompts, a.seeds, a.warmup_tokens,
+                                  v["speedup"].get<double>(), v.value("tau", 0.0));
   return v;
 }
 
@@ -287,14 +290,12 @@ void run_bench(const BenchArgs &a) {
   if (a.mode == "auto") vso.mode = VEGAS_MODE_AUTO;
 
   const bool with_vanilla = !vegas_mode || a.baseline;
-  if (a.warmup_tokens > 0) {
-    if (with_vanilla) measure(model, so, r.sampling, a.warmup_tokens, prompts);
-    if (vegas_mode) measure(model, vso, r.sampling, a.warmup_tokens, prompts);
-  }
   Measured vanilla;
-  if (with_vanilla) vanilla = measure(model, so, r.sampling, r.new_tokens, prompts);
+  if (with_vanilla)
+    vanilla = measure(model, so, r.sampling, r.new_tokens, prompts, -1, a.warmup_tokens);
   Measured vegas;
-  if (vegas_mode) vegas = measure(model, vso, r.sampling, r.new_tokens, prompts);
+  if (vegas_mode)
+    vegas = measure(model, vso, r.sampling, r.new_tokens, prompts, -1, a.warmup_tokens);
   const Measured &main_run = vegas_mode ? vegas : vanilla;
 
   const StepFloor floor = step_floor(model, info, total_prompt, prompts.size(), r.new_tokens);
@@ -307,6 +308,7 @@ void run_bench(const BenchArgs &a) {
   j["batch"] = static_cast<int32_t>(prompts.size());
   j["new_tokens"] = r.new_tokens;
   j["warmup_tokens"] = a.warmup_tokens;
+  if (with_vanilla) j["warmup_seconds"] = vanilla.warmup_s;
   j["prompt_tokens"] = total_prompt;
   j["temperature"] = r.sampling.temperature;
   j["top_k"] = r.sampling.top_k;
@@ -368,7 +370,8 @@ void add_bench_command(CLI::App &app) {
                   "seed + N - 1 and add each speed-up and τ, and their mean (vegas.over_seeds)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--warmup-tokens", args->warmup_tokens,
-                  "An untimed run of each mode first, N tokens a sequence (0 = none)")
+                  "Each mode's session first runs the prompts for N tokens a sequence, untimed "
+                  "(graph captures and first-use costs; 0 = none, a cold session)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("!--no-baseline", args->baseline,
                 "With --mode vegas, skip the vanilla run (no speed-up reported)");

@@ -269,6 +269,29 @@ def test_greedy_bench_reports_where_vegas_differs(tmp_path):
     assert "first_difference" in v and v["first_difference"] is None
 
 
+def test_bench_warmup_runs_in_the_timed_session(tmp_path):
+    """--warmup-tokens runs the prompts once in the session that is then timed
+    (graph captures and first-use costs stay out of the timed requests): the
+    warm-up's time is reported, and the speculative statistics are the timed
+    requests' alone, the same as a cold session's (greedy, fixed knobs: the
+    same rounds), with the tokens still equal to vanilla's."""
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    runs = {}
+    for warmup in ("0", "6"):
+        r = run("bench", "--backend", "cpu", "--mode", "vegas", "--prompts", str(prompts),
+                "--context", "96", "--batch", "2", "--new-tokens", "8", "--gamma", "3",
+                "--temperature", "0", "--warmup-tokens", warmup)
+        assert r.returncode == 0, r.stderr
+        runs[warmup] = json.loads(r.stdout)
+    cold, warm = runs["0"], runs["6"]
+    assert cold["warmup_seconds"] == 0 and cold["vegas"]["warmup_seconds"] == 0
+    assert warm["warmup_seconds"] > 0 and warm["vegas"]["warmup_seconds"] > 0
+    for key in ("rounds", "drafted", "accepted", "committed", "acceptance_by_position"):
+        assert warm["vegas"][key] == cold["vegas"][key], key
+    assert warm["vegas"]["identical_to_vanilla"] is True
+
+
 def test_sampled_bench_over_seeds(tmp_path):
     """`vegas bench --seeds 3` repeats vanilla and Vegas with seeds 7, 8, 9: the
     first entry is the run's own speed-up and τ, the mean lies between the

@@ -1,14 +1,26 @@
 #include "speculative/lookup_drafter.h"
 
+#include <algorithm>
+
 #include "common/parallel_rows.h"
+#include "common/worker_pool.h"
 
 namespace vegas {
+
+SerialWorker &LookupDrafter::next_indexer() {
+  if (indexers_.empty()) {
+    const int n = std::clamp(hardware_threads() - 1, 1, kIndexers);
+    for (int i = 0; i < n; ++i) indexers_.push_back(std::make_unique<SerialWorker>());
+  }
+  return *indexers_[next_indexer_++ % indexers_.size()];
+}
 
 void LookupDrafter::begin_prompt(const Sequence &seq) {
   Drafting &d = drafting_[seq.id];
   if (d.prompt_indexed.valid() || d.index.indexed_size() > 0) return;
   // A copy: the session appends to seq.tokens while this runs.
-  d.prompt_indexed = indexer_.submit(
+  d.indexer = &next_indexer();
+  d.prompt_indexed = d.indexer->submit(
       [&index = d.index, prompt = std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end())] {
         index.extend(prompt.data(), prompt.size());
       });
@@ -39,11 +51,13 @@ std::vector<std::vector<int32_t>> LookupDrafter::propose(const std::vector<const
 }
 
 void LookupDrafter::forget(int32_t seq_id) {
-  if (auto it = drafting_.find(seq_id); it != drafting_.end()) {
-    // The indexing task writes the entry: it must be done before it goes.
-    if (it->second.prompt_indexed.valid()) it->second.prompt_indexed.wait();
-    drafting_.erase(it);
-  }
+  auto it = drafting_.find(seq_id);
+  if (it == drafting_.end()) return;
+  // The node keeps its address out of the map: the indexing task, which
+  // writes its index, runs before this one on the same thread.
+  SerialWorker &worker = it->second.indexer ? *it->second.indexer : next_indexer();
+  auto node = std::make_shared<decltype(drafting_)::node_type>(drafting_.extract(it));
+  worker.submit([node]() mutable { node.reset(); });
 }
 
 }  // namespace vegas

@@ -22,6 +22,9 @@ constexpr double kNeighbourWeight = 0.5;
 // ... and keeps its neighbour's choice without a try of a slower kind that
 // reached less than this share of the fastest one's rate there.
 constexpr double kDecisive = 0.8;
+// A step is a new batch's (not counted) when at least 1/kNewBatchShare of its
+// sequences take their first decode step in it.
+constexpr int64_t kNewBatchShare = 4;
 
 }  // namespace
 
@@ -76,44 +79,64 @@ int32_t ModeChooser::bucket_of(int32_t n_decoding) {
   return b;
 }
 
+ModeChooser::Bucket ModeChooser::seeded_from(const Bucket &nearest) const {
+  Bucket fresh;
+  for (const Kind k : kOrder) {
+    Rate &r = fresh.of(k);
+    r = nearest.of(k);
+    r.tokens *= kNeighbourWeight;
+    r.seconds *= kNeighbourWeight;
+    r.steps *= kNeighbourWeight;
+  }
+  fresh.best = nearest.best;
+  // What paid at another batch may not here: unless it won by a wide margin
+  // there, each slower kind is tried once.
+  const double faster = fresh.of(fresh.best).value();
+  for (const Kind k : kOrder)
+    if (k != fresh.best && chooses(k) && fresh.of(k).value() >= kDecisive * faster)
+      fresh.of(k).samples = kMinSamples - 1;
+  return fresh;
+}
+
+const ModeChooser::Bucket *ModeChooser::nearest_explored(int32_t b, bool recent) const {
+  const Bucket *nearest = nullptr;
+  int32_t distance = 0;
+  for (const auto &entry : buckets_)
+    if (entry.first != b && explored(entry.second) &&
+        (!recent || steps_ - entry.second.last_used <= kStaleSteps) &&
+        (!nearest || std::abs(entry.first - b) < distance)) {
+      nearest = &entry.second;
+      distance = std::abs(entry.first - b);
+    }
+  return nearest;
+}
+
 ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior) {
   const int32_t b = bucket_of(n_decoding);
   auto it = buckets_.find(b);
-  if (it != buckets_.end()) return it->second;
+  if (it != buckets_.end()) {
+    Bucket &old = it->second;
+    // Back after a while (the last batch's tail, say): its rates are old,
+    // and a bucket in use now knows better.
+    if (steps_ - old.last_used > kStaleSteps && !old.prior_vanilla)
+      if (const Bucket *recent = nearest_explored(b, true)) old = seeded_from(*recent);
+    old.last_used = steps_;
+    return old;
+  }
   Bucket fresh;
   if (prior.vanilla && chooses(Kind::kVanilla)) {
     // Measured on this device already: no exploration of rounds.
     fresh.best = Kind::kVanilla;
     fresh.prior_vanilla = true;
-    return buckets_.emplace(b, fresh).first->second;
+  } else if (const Bucket *nearest = nearest_explored(b, false)) {
+    fresh = seeded_from(*nearest);
   }
-  const Bucket *nearest = nullptr;
-  int32_t distance = 0;
-  for (const auto &entry : buckets_)
-    if (explored(entry.second) && (!nearest || std::abs(entry.first - b) < distance)) {
-      nearest = &entry.second;
-      distance = std::abs(entry.first - b);
-    }
-  if (nearest != nullptr) {
-    for (const Kind k : kOrder) {
-      Rate &r = fresh.of(k);
-      r = nearest->of(k);
-      r.tokens *= kNeighbourWeight;
-      r.seconds *= kNeighbourWeight;
-      r.steps *= kNeighbourWeight;
-    }
-    fresh.best = nearest->best;
-    // What paid at another batch may not here: unless it won by a wide margin
-    // there, each slower kind is tried once.
-    const double faster = fresh.of(fresh.best).value();
-    for (const Kind k : kOrder)
-      if (k != fresh.best && chooses(k) && fresh.of(k).value() >= kDecisive * faster)
-        fresh.of(k).samples = kMinSamples - 1;
-  }
+  fresh.last_used = steps_;
   return buckets_.emplace(b, fresh).first->second;
 }
 
 ModeChooser::Kind ModeChooser::next(int32_t n_decoding, const Prior &prior) {
+  ++steps_;
   Bucket &b = bucket(n_decoding, prior);
   b.probing = false;
   // Under a vanilla prior, a probe every kPriorProbeSteps steps of each
@@ -142,13 +165,15 @@ ModeChooser::Kind ModeChooser::next(int32_t n_decoding, const Prior &prior) {
   return b.best;
 }
 
-void ModeChooser::observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds) {
+void ModeChooser::observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds,
+                          int32_t first_decodes) {
   if (!(seconds > 0.0) || tokens < 0) return;
   bool &warmed = warmed_[index(kind)];
   if (!warmed) {
     warmed = true;  // the warm-up step: not counted
     return;
   }
+  if (int64_t{first_decodes} * kNewBatchShare >= n_decoding) return;
   Bucket &b = bucket(n_decoding);
   const bool probe = b.probing && kind != b.best;
   b.of(kind).add(tokens, seconds, probe ? kProbeDecay : kDecay);

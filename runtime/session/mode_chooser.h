@@ -12,19 +12,23 @@
 // counted: a kind's first step in a session pays one-time costs (graph
 // capture, first kernel launches, buffers; 22m 2K x 64 on the H200: a first
 // round of 14.9 ms, later ones 3.2 ms), which would bias the choice for a
-// long time. After that each slower kind is probed now and then, so that a
-// change (a longer context, another acceptance) is seen: a probe wastes what
-// its step takes beyond the time the fastest kind needs for the same tokens,
-// and probes are spaced so that this waste stays within kProbeBudget of the
-// time spent (a kind that loses by half at 2K x 64 is probed every ~200
-// steps; two kinds within a few percent, every few steps).
+// long time. Nor is a step that is the first decode step of many of its
+// sequences (a new batch): it pays their one-time costs (observe()). After that each slower kind is
+// probed now and then, so that a change (a longer context, another acceptance) is seen: a probe
+// wastes what its step takes beyond the time the fastest kind needs for the same tokens, and probes
+// are spaced so that this waste stays within kProbeBudget of the time spent (a kind that loses by
+// half at 2K x 64 is probed every ~200 steps; two kinds within a few percent, every few steps).
 //
 // Rates are kept per batch bucket (log2 of the decoding sequences), since
 // what pays depends on the batch; a bucket seen for the first time starts
 // from the nearest measured one's rates (at half weight), instead of exploring
 // from scratch, and tries the slower kind once unless it lost by a wide margin
 // there (sequences finishing one by one at the end of a batch would otherwise
-// pay a try in every bucket on the way down).
+// pay a try in every bucket on the way down). A bucket that comes back after
+// kStaleSteps steps away restarts the same way from a bucket in use: on the
+// H200 (8K x 16, a warm session) the last batch's tail had left its 8-15
+// bucket leading with vanilla steps, which then ran while lookup rounds paid
+// 1.7x.
 //
 // A tuning profile made on this device (`vegas tune`, which measures vanilla
 // next to every setting) may say that Vegas did not pay for a bucket of
@@ -64,6 +68,9 @@ class ModeChooser {
   static constexpr int32_t kMaxProbeInterval = 8192;
   static constexpr double kDecay = 0.75;  // weight of a kind's history per observation
   static constexpr int32_t kPriorProbeSteps = 1024;
+  // A bucket unused for more steps than this restarts from a recently used
+  // neighbour's rates when it comes back (bucket()).
+  static constexpr int64_t kStaleSteps = 32;
 
   using Prior = ModePrior;
 
@@ -78,7 +85,16 @@ class ModeChooser {
   Kind next(int32_t n_decoding, const Prior &prior = {});
   // A timed decode step of `kind` over n_decoding sequences that committed
   // `tokens` tokens in `seconds` of wall time (nothing else in the step).
-  void observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds);
+  // `first_decodes`: how many of its sequences took their first decode step
+  // (after their prefill) in it. Such a step pays their one-time costs (a
+  // round waits for the prompts' lookup indexes and makes their first
+  // selections); where they are a quarter of the step or more it is not
+  // counted. On the H200 (8K x 16) a batch's first lookup round took 1.6 ms
+  // for 31 tokens against 0.6 ms for ~75 later, and counted, it made a warm
+  // session run vanilla steps for a third of the batch. A sequence arriving
+  // now and then (a server's stream) leaves the steps counted.
+  void observe(Kind kind, int32_t n_decoding, int64_t tokens, double seconds,
+               int32_t first_decodes = 0);
 
   // The kind n_decoding's bucket runs when it neither explores nor probes
   // (kRound for a bucket not seen yet).
@@ -104,12 +120,18 @@ class ModeChooser {
     int32_t prior_probes = 0;          // probe rounds the prior made
     bool probing = false;              // the step just chosen probes a slower kind
     bool prior_vanilla = false;  // started from a profile's "vanilla", rounds not yet measured
+    int64_t last_used = 0;       // the chooser's step count when last used
     Rate &of(Kind k) { return rates[index(k)]; }
     const Rate &of(Kind k) const { return rates[index(k)]; }
   };
   static constexpr int index(Kind k) { return static_cast<int>(k); }
   static int32_t bucket_of(int32_t n_decoding);
   Bucket &bucket(int32_t n_decoding, const Prior &prior = {});
+  // A bucket that starts from `nearest`'s rates (at half weight).
+  Bucket seeded_from(const Bucket &nearest) const;
+  // The explored bucket nearest to bucket b (another one), or null; `recent`:
+  // only one used within kStaleSteps.
+  const Bucket *nearest_explored(int32_t b, bool recent) const;
   // Whether kind k is measured before choosing: a kind this chooser runs,
   // but not a round kind under a vanilla prior before its probes measured it.
   bool to_explore(const Bucket &b, Kind k) const;
@@ -119,6 +141,7 @@ class ModeChooser {
 
   bool chooses_[kKinds] = {true, true, false};
   std::map<int32_t, Bucket> buckets_;
+  int64_t steps_ = 0;                            // next() calls
   bool warmed_[kKinds] = {false, false, false};  // [kind]: its first (uncounted) step is done
 };
 

@@ -17,8 +17,8 @@ namespace {
 // Auto mode learns from a decode step; VEGAS_AUTO_TRACE=1 prints each
 // observation and the rates it leaves (stderr), to see what the chooser saw.
 void observe_step(ModeChooser &chooser, ModeChooser::Kind kind, int32_t n_decoding, int64_t tokens,
-                  double seconds) {
-  chooser.observe(kind, n_decoding, tokens, seconds);
+                  double seconds, int32_t first_decodes) {
+  chooser.observe(kind, n_decoding, tokens, seconds, first_decodes);
   static const bool trace = [] {
     const char *env = std::getenv("VEGAS_AUTO_TRACE");
     return env != nullptr && std::strcmp(env, "1") == 0;
@@ -26,12 +26,12 @@ void observe_step(ModeChooser &chooser, ModeChooser::Kind kind, int32_t n_decodi
   if (!trace) return;
   using K = ModeChooser::Kind;
   std::fprintf(stderr,
-               "[vegas-auto] %s n %d tokens %lld %.3f ms -> round %.0f alternate %.0f vanilla "
-               "%.0f tok/s, probe every %d\n",
+               "[vegas-auto] %s n %d (first %d) tokens %lld %.3f ms -> round %.0f alternate %.0f "
+               "vanilla %.0f tok/s, probe every %d\n",
                kind == K::kRound       ? "round    "
                : kind == K::kAlternate ? "alternate"
                                        : "vanilla  ",
-               n_decoding, static_cast<long long>(tokens), seconds * 1e3,
+               n_decoding, first_decodes, static_cast<long long>(tokens), seconds * 1e3,
                chooser.rate(K::kRound, n_decoding), chooser.rate(K::kAlternate, n_decoding),
                chooser.rate(K::kVanilla, n_decoding), chooser.probe_interval(n_decoding));
 }
@@ -395,6 +395,8 @@ int32_t Session::step() {
     return decode_kind(decoding);
   });
   const int32_t n_decoding = static_cast<int32_t>(plan.decoding.size());
+  int32_t first_decodes = 0;  // sequences whose first decode step this is
+  for (const Sequence *seq : plan.decoding) first_decodes += seq->n_generated() == 1;
 
   // Decode-only vanilla steps: several at once where the backend chains them.
   if (plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only()) {
@@ -404,7 +406,7 @@ int32_t Session::step() {
       const double chain_seconds = seconds_since(t_chain);
       for (Sequence *seq : plan.decoding) count_seconds(*seq, false, chain_seconds);
       if (params_.auto_mode)
-        observe_step(chooser_, plan.kind, n_decoding, committed, chain_seconds);
+        observe_step(chooser_, plan.kind, n_decoding, committed, chain_seconds, first_decodes);
       publish_running();
       return active_count();
     }
@@ -417,7 +419,8 @@ int32_t Session::step() {
     const int64_t committed = forward_step(plan);
     // Auto mode learns from decode-only steps (no prompt rows in the batch).
     if (params_.auto_mode && plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only())
-      observe_step(chooser_, plan.kind, n_decoding, committed, seconds_since(t_forward));
+      observe_step(chooser_, plan.kind, n_decoding, committed, seconds_since(t_forward),
+                   first_decodes);
   }
   if (plan.kind != ModeChooser::Kind::kVanilla && !plan.decoding.empty()) {
     const auto t_round = std::chrono::steady_clock::now();
@@ -427,7 +430,8 @@ int32_t Session::step() {
     const int64_t committed = speculative_round(live, plan.kind == ModeChooser::Kind::kAlternate);
     const double round_seconds = seconds_since(t_round);
     for (Sequence *seq : live) count_seconds(*seq, false, round_seconds);
-    if (choosing()) observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds);
+    if (choosing())
+      observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds, first_decodes);
   }
   publish_running();
   return active_count();

@@ -68,6 +68,33 @@ TEST(ModeChooser, ExploresRoundsThenVanillaStepsFirst) {
   EXPECT_EQ(c.next(16), Kind::kVanilla);  // the faster, once both are measured
 }
 
+// A new batch's first step (a quarter or more of its sequences in their first
+// decode step) pays their one-time costs and is not counted: a slow first
+// lookup round does not hand the bucket to vanilla steps. One sequence
+// arriving in a step of 16 leaves it counted.
+TEST(ModeChooser, ANewBatchsFirstStepIsNotCounted) {
+  ModeChooser c(true, true);
+  auto explore = [&](Kind kind, int64_t tokens, double seconds) {
+    for (int i = 0; i <= ModeChooser::kMinSamples; ++i) {
+      ASSERT_EQ(c.next(16), kind) << "step " << i;
+      c.observe(kind, 16, tokens, seconds);
+    }
+  };
+  explore(Kind::kRound, 64, 0.004);      // 16,000 tokens/s
+  explore(Kind::kAlternate, 64, 0.001);  // 64,000
+  explore(Kind::kVanilla, 16, 0.0005);   // 32,000
+  ASSERT_EQ(c.next(16), Kind::kAlternate);
+  const double rate = c.rate(Kind::kAlternate, 16);
+  // A new batch of 16: its first round waited for the prompts' indexes.
+  c.observe(Kind::kAlternate, 16, 16, 0.01, 16);
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kAlternate, 16), rate);
+  c.observe(Kind::kAlternate, 16, 16, 0.01, 4);  // a quarter: still not counted
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kAlternate, 16), rate);
+  EXPECT_EQ(c.next(16), Kind::kAlternate);
+  c.observe(Kind::kAlternate, 16, 64, 0.002, 1);  // one newcomer: counted
+  EXPECT_LT(c.rate(Kind::kAlternate, 16), rate);
+}
+
 // Over 20,000 steps the mix's throughput is within the probe budget (plus the
 // exploration) of the faster kind's, whichever it is and by how much.
 TEST(ModeChooser, TheSlowerKindCostsAtMostTheProbeBudget) {
@@ -121,7 +148,27 @@ TEST(ModeChooser, ANewBatchBucketStartsFromTheNearestMeasuredOne) {
   // Its own costs take over at the next probe: here rounds win at 64 sequences.
   const Mix r = drive(c, 64, {3000, 1000}, 400);
   EXPECT_GE(r.rounds, 400 - interval - 2);
-  EXPECT_EQ(c.next(16), Kind::kVanilla) << "the 16 bucket keeps its own rates";
+}
+
+// A bucket used in turn with another keeps its own rates; one that comes back
+// after more than kStaleSteps steps away (the last batch's tail) restarts
+// from the bucket in use, and its own costs then take over again.
+TEST(ModeChooser, ABucketBackAfterAWhileRestartsFromTheOneInUse) {
+  ModeChooser c;
+  drive(c, 16, {500, 1000}, 500);   // vanilla wins at 16..31
+  drive(c, 64, {3000, 1000}, 500);  // rounds win at 64..127
+  for (int i = 0; i < 100; ++i) {   // in turn: each keeps its own
+    drive(c, 16, {500, 1000}, 1);
+    drive(c, 64, {3000, 1000}, 1);
+  }
+  const Mix mixed = drive(c, 16, {500, 1000}, 1);
+  EXPECT_EQ(mixed.vanilla, 1) << "the 16 bucket keeps its own rates";
+  drive(c, 64, {3000, 1000}, ModeChooser::kStaleSteps + 1);
+  EXPECT_EQ(c.next(16), Kind::kRound) << "back after a while: the 64 bucket's choice";
+  EXPECT_DOUBLE_EQ(c.rate(Kind::kRound, 16), c.rate(Kind::kRound, 64));
+  c.observe(Kind::kRound, 16, 64, 64 / 500.0);
+  const Mix r = drive(c, 16, {500, 1000}, 400);
+  EXPECT_GE(r.vanilla, 390) << "its own costs take over";
 }
 
 TEST(ModeChooser, IgnoresStepsWithoutTime) {

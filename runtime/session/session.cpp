@@ -128,6 +128,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     // A verification pass carries gamma + 1 rows per sequence, or a tree's nodes.
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * spec_->max_verify_rows());
     cp.warm_rows = params_.max_batch * spec_->max_verify_rows();
+    spec_->set_max_pass_rows(cp.max_rows);
     cp.key_bounds = spec_->policy().needs().page_bounds;
     // Auto mode weighs vanilla steps against rounds, a hybrid policy its two
     // drafters: one chooser for every kind in play.
@@ -545,14 +546,14 @@ void Session::follow_prefill(const std::vector<Sequence *> &ready, const Forward
 }
 
 int64_t Session::speculative_round(const std::vector<Sequence *> &seqs, bool alternate) {
-  std::vector<RoundSeq> round = spec_->plan(seqs, scheduler_.page_size());
-  for (Sequence *seq : scheduler_.reserve_round(round))
-    finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
-  if (round.empty()) return 0;
   // While the alternate drafter leads, its rounds make no selection for the
   // sparse passes (their probes draft from the last one, as losslessly).
   const bool select = !alternate || chooser_.leading(static_cast<int32_t>(seqs.size())) !=
                                         ModeChooser::Kind::kAlternate;
+  std::vector<RoundSeq> round = spec_->plan(seqs, scheduler_.page_size(), alternate, select);
+  for (Sequence *seq : scheduler_.reserve_round(round))
+    finish(*seq, VEGAS_FINISH_ERROR, VEGAS_ERR_KV_FULL);
+  if (round.empty()) return 0;
   std::vector<RoundOutcome> outcomes = spec_->round(round, *context_, alternate, select);
   // Every sequence's RNG and round counts first: a callback of the commits
   // that follow sees the round counted.

@@ -82,6 +82,9 @@ std::vector<Sequence *> StepScheduler::reserve_round(std::vector<RoundSeq> &roun
   for (RoundSeq &r : kept) r.chain_room = try_reserve(*r.seq, r.chain_reserve);
   // Likewise a tree: one that does not fit drafts a chain.
   for (RoundSeq &r : kept) r.tree_room = try_reserve(*r.seq, r.tree_reserve);
+  // And a wide lookup round: a sequence that does not fit drafts its γ.
+  for (RoundSeq &r : kept)
+    r.lookup_room = r.lookup_gamma > 0 && try_reserve(*r.seq, r.lookup_reserve);
   round = std::move(kept);
   return full;
 }

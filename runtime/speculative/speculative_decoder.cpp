@@ -41,11 +41,13 @@ class RoundTrace {
   void mark(const char *what) {
     if (on_) mark(what, t_);
   }
-  // `drafter`: how the round drafted ("sparse" passes or prompt "lookup").
-  void finish(size_t n_seqs, int32_t max_gamma, const char *drafter) {
+  // `drafter`: how the round drafted ("sparse" passes or prompt "lookup");
+  // `committed`: the tokens the round gave its sequences.
+  void finish(size_t n_seqs, int32_t max_gamma, const char *drafter, int64_t committed) {
     if (!on_) return;
     std::string line = "[vegas-round] seqs " + std::to_string(n_seqs) + " gamma " +
-                       std::to_string(max_gamma) + " drafter " + drafter;
+                       std::to_string(max_gamma) + " drafter " + drafter + " committed " +
+                       std::to_string(committed);
     double total = 0.0;
     for (const auto &[what, ms] : sections_) {
       char buf[64];
@@ -179,8 +181,8 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
                                   "' selects every draft step but has no query-aware form "
                                   "for the backends' draft passes");
   check_tree_shape();
-  totals_.accepted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
-  totals_.drafted_at.assign(static_cast<size_t>(tuning_.max_gamma()), 0);
+  totals_.accepted_at.assign(static_cast<size_t>(stats_gamma()), 0);
+  totals_.drafted_at.assign(static_cast<size_t>(stats_gamma()), 0);
 }
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
@@ -460,7 +462,7 @@ void SpeculativeDecoder::drop_chained_drafts(ChainedDrafts &chain) {
 }
 
 std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &seqs,
-                                               int32_t page_size) {
+                                               int32_t page_size, bool alternate, bool select) {
   std::vector<RoundSeq> planned;
   int32_t max_gamma = 0;
   for (Sequence *seq : seqs) {
@@ -485,6 +487,7 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
     }
     planned.push_back(r);
   }
+  plan_wide_lookup(planned, alternate, select);
   // A tree round reserves the tree where it fits.
   for (RoundSeq &r : planned)
     r.tree_reserve =
@@ -501,6 +504,42 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
   return planned;
 }
 
+// A lookup round costs about the same up to the verify rows the fused small
+// GEMMs take (128; above them the pass slowed by a third, README), and its
+// drafts, often long copies, go on being accepted past γ 6: on the H200 (22m,
+// 8K, sampled) lookup at γ 10 against 6 ran 2.56x vanilla against 1.78 at 2
+// sequences, 1.85 / 1.46 at 4, 1.34 / 1.06 at 8; γ 16 was no better. So a
+// lookup round of few sequences drafts up to kWideLookupGamma, keeping its
+// rows within kWideLookupRows.
+constexpr int32_t kWideLookupGamma = 10;
+constexpr int32_t kWideLookupRows = 128;
+
+int32_t SpeculativeDecoder::stats_gamma() const {
+  return drafts_by(DrafterKind::kLookup) ? std::max(tuning_.max_gamma(), kWideLookupGamma)
+                                         : tuning_.max_gamma();
+}
+
+void SpeculativeDecoder::plan_wide_lookup(std::vector<RoundSeq> &planned, bool alternate,
+                                          bool select) const {
+  const DrafterKind drafter = alternate && alternate_ ? *alternate_ : own_;
+  // A selection that captures every verify row has room for γ + 1 of them.
+  if (drafter != DrafterKind::kLookup || planned.empty() ||
+      (select && policy_->needs().score_rows == ScoreRows::kAll))
+    return;
+  const int32_t rows = std::min(kWideLookupRows, max_pass_rows_);
+  const int32_t wide = std::min(kWideLookupGamma, rows / static_cast<int32_t>(planned.size()) - 1);
+  for (RoundSeq &r : planned) {
+    const Sequence &seq = *r.seq;
+    const int32_t remaining = seq.req.max_tokens - seq.n_generated();
+    r.lookup_gamma = std::min(wide, remaining - 1);
+    if (r.gamma == 0 || r.lookup_gamma <= r.gamma) {
+      r.lookup_gamma = 0;
+      continue;
+    }
+    r.lookup_reserve = int64_t{seq.kv_len} + r.lookup_gamma + 1;
+  }
+}
+
 std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
     const std::vector<RoundSeq> &seqs) {
   std::vector<RoundWork> work;
@@ -508,7 +547,7 @@ std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
     const Sequence *seq = r.seq;
     RoundWork w{seq,
                 &state(*seq),
-                r.gamma,
+                r.lookup_room ? r.lookup_gamma : r.gamma,
                 // Logprobs read the whole verify rows: no candidates this round.
                 seq->req.logprobs ? 0 : candidate_k(seq->req.sampling),
                 seq->rng,  // the round's one read of the sequence's RNG
@@ -841,9 +880,11 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   pending->trace.mark("commit");
   const ScoreRows score_rows = policy_->needs().score_rows;
   std::vector<BackendContext::DeferredSelect> deferred;
+  int64_t committed = 0;
   for (size_t i = 0; i < pending->work.size() && i < outcomes.size(); ++i) {
     RoundWork &w = pending->work[i];
     const Sequence &seq = *w.seq;
+    committed += outcomes[i].committed;
     totals_.committed += outcomes[i].committed;
     if (seq.finished()) continue;  // its state is gone (forget)
     const int32_t n_accepted = pending->n_accepted[i];
@@ -884,7 +925,8 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   pending->trace.finish(pending->work.size(), max_gamma,
                         pending->drafter == DrafterKind::kLookup  ? "lookup"
                         : pending->drafter == DrafterKind::kModel ? "model"
-                                                                  : "sparse");
+                                                                  : "sparse",
+                        committed);
 }
 
 }  // namespace vegas

@@ -93,6 +93,12 @@ struct RoundSeq {
   // whether the scheduler could reserve them (else the sequence drafts a chain).
   int64_t tree_reserve = 0;
   bool tree_room = false;
+  // A lookup round of few sequences drafts up to lookup_gamma (plan()):
+  // [0, lookup_reserve) then need pages, and lookup_room says whether the
+  // scheduler could reserve them (else it drafts `gamma`).
+  int32_t lookup_gamma = 0;
+  int64_t lookup_reserve = 0;
+  bool lookup_room = false;
 };
 
 // What a round did to one sequence, for the caller to apply (the decoder
@@ -178,7 +184,14 @@ class SpeculativeDecoder {
   // sequences and prepares their drafting state; reserves nothing. Throws
   // INVALID_ARGUMENT where a query-aware policy scores pages of another size
   // than the pool's `page_size`.
-  std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size);
+  // `alternate` and `select` as round() will be told: a round that drafts by
+  // prompt lookup and captures no scores for every verify row may draft more
+  // than γ (RoundSeq::lookup_gamma).
+  std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size,
+                             bool alternate = false, bool select = true);
+  // The most rows one forward pass of the session's context may carry (a
+  // wide lookup round stays within it).
+  void set_max_pass_rows(int32_t rows) { max_pass_rows_ = rows; }
   // Runs the planned round (every `reserve` held, `chain_room` as reserved):
   // draft (by a hybrid's alternate drafter where `alternate`), verify, accept;
   // unless `select`, the round makes no selection (a hybrid's alternate
@@ -285,6 +298,10 @@ class SpeculativeDecoder {
   // The policy "lookup": each sequence's drafts from its own context
   // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
   void draft_by_lookup(std::vector<RoundWork> &work);
+  // plan(): the wide γ of a lookup round's sequences (RoundSeq::lookup_gamma).
+  void plan_wide_lookup(std::vector<RoundSeq> &planned, bool alternate, bool select) const;
+  // The draft positions the totals count: max_gamma(), or a wide lookup γ.
+  int32_t stats_gamma() const;
   // The verify pass's rows, with the scores the policy reads captured where
   // `select`.
   ForwardBatch verify_batch(std::vector<RoundWork> &work, RoundState &rs, bool select);
@@ -380,6 +397,7 @@ class SpeculativeDecoder {
   bool drafts_by(DrafterKind k) const { return own_ == k || alternate_ == k; }
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   LookupDrafter lookup_drafter_;                 // policy "lookup" and P+lookup's lookup rounds
+  int32_t max_pass_rows_ = 1 << 30;              // set_max_pass_rows
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

@@ -2,8 +2,10 @@
 // sequence's drafts (none before its first selection, never past max_tokens)
 // and the KV positions to reserve for them (the newest token and every draft
 // it would make), the chain's larger reservation only where a round can run
-// as one chain on the device (device selection, no penalties, drafts); and
-// plan() itself reserves nothing.
+// as one chain on the device (device selection, no penalties, drafts); a
+// lookup round of few sequences drafting past γ, its rows within 128 and the
+// context's pass, where it captures no scores for every row; and plan()
+// itself reserves nothing.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -78,6 +80,49 @@ TEST_F(SpeculativePlan, ChainReservesTheLongestGammaForEveryDraftingSequence) {
   EXPECT_EQ(plan[1].chain_reserve, b.kv_len + 7);  // drafts the chain's 6, keeps 1
   EXPECT_EQ(plan[2].gamma, 1);
   EXPECT_EQ(plan[2].chain_reserve, c.kv_len + 2);  // its own drafts only
+}
+
+TEST_F(SpeculativePlan, ALookupRoundOfFewSequencesDraftsPastGamma) {
+  params_.policy = "lookup";
+  params_.gamma = 4;
+  SpeculativeDecoder decoder(config_, params_, 1 << 20);
+  std::vector<Sequence> seqs;
+  for (int32_t i = 0; i < 40; ++i) seqs.push_back(decoding_sequence(i, 40, 1, 100));
+  seqs[1].req.max_tokens = 7;  // 6 to go: 5 drafts and the bonus token
+  std::vector<Sequence *> all;
+  for (Sequence &s : seqs) {
+    decoder.select_after_prefill(s);
+    all.push_back(&s);
+  }
+  auto plan_of = [&](size_t n) {
+    return decoder.plan(std::vector<Sequence *>(all.begin(), all.begin() + n), kPageSize);
+  };
+  const std::vector<RoundSeq> one = plan_of(1);
+  EXPECT_EQ(one[0].gamma, 4);
+  EXPECT_EQ(one[0].reserve, seqs[0].kv_len + 5);
+  EXPECT_EQ(one[0].lookup_gamma, 10) << "at most 10";
+  EXPECT_EQ(one[0].lookup_reserve, seqs[0].kv_len + 11);
+  EXPECT_FALSE(one[0].lookup_room) << "the scheduler reserves";
+  const std::vector<RoundSeq> two = plan_of(2);
+  EXPECT_EQ(two[1].lookup_gamma, 5) << "never past max_tokens";
+  const std::vector<RoundSeq> sixteen = plan_of(16);
+  for (size_t i = 2; i < sixteen.size(); ++i)
+    EXPECT_EQ(sixteen[i].lookup_gamma, 7) << "16 x 8 rows";
+  for (const RoundSeq &r : plan_of(40)) EXPECT_EQ(r.lookup_gamma, 0) << "3 rows: below gamma";
+  decoder.set_max_pass_rows(48);  // the context's passes: at most 48 rows
+  EXPECT_EQ(plan_of(4)[0].lookup_gamma, 10);
+  EXPECT_EQ(plan_of(8)[0].lookup_gamma, 5);
+  EXPECT_EQ(plan_of(12)[0].lookup_gamma, 0);
+}
+
+TEST_F(SpeculativePlan, OnlyAHybridsLookupRoundsDraftPastGamma) {
+  params_.policy = "streaming+lookup";  // selects without scores: any verify rows
+  SpeculativeDecoder decoder(config_, params_, 1 << 20);
+  Sequence a = decoding_sequence(0, 40, 1, 100);
+  decoder.select_after_prefill(a);
+  EXPECT_EQ(decoder.plan({&a}, kPageSize, false, true)[0].lookup_gamma, 0) << "sparse round";
+  EXPECT_EQ(decoder.plan({&a}, kPageSize, true, true)[0].lookup_gamma, 10);
+  EXPECT_EQ(decoder.plan({&a}, kPageSize, true, false)[0].lookup_gamma, 10);
 }
 
 }  // namespace

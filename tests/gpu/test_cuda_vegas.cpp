@@ -1,11 +1,11 @@
 // VEGAS mode on the CUDA backend (label `gpu`): sparse drafting and score
 // capture run in the CUDA paged attention. On the embedded model and the
 // public 2K and 8K prompts (tests/fixtures/embedded/greedy_*.json), greedy
-// speculative decoding with the policies vegas, streaming and full must give
-// the tokens of plain greedy decoding on the same backend, up to the first
-// step that the bf16 reference or our own vanilla logits mark as a near tie
-// (top1 - top2 < 0.05; there, the different
-// batch shapes of verification and decoding may legitimately flip the
+// speculative decoding with the policies vegas, streaming, quest, full, lookup
+// and vegas+lookup must give the tokens of plain greedy decoding on the same
+// backend, up to the first step that the bf16 reference or our own vanilla
+// logits mark as a near tie (top1 - top2 < 0.05; there, the different batch
+// shapes of verification and decoding may legitimately flip the
 // argmax). The sparse policies must have rejected some drafts, which shows
 // that the drafts really came from a subset of the context. The same holds
 // with the fp8 KV cache, Vegas against vanilla of that cache, up to its wider
@@ -145,7 +145,10 @@ bool chain_fault() {
 void check_file(const std::string &file, bool kv_fp8 = false) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const auto model = load_cuda(model_dir());
-  const std::vector<std::string> policies = {"vegas", "streaming", "quest", "full"};
+  // "lookup" at one sequence drafts up to 10 tokens a round (wide lookup
+  // rounds); "vegas+lookup" takes both drafters' rounds.
+  const std::vector<std::string> policies = {"vegas", "streaming", "quest",
+                                             "full",  "lookup",    "vegas+lookup"};
   std::vector<int64_t> rejected(policies.size(), 0);
   for (const Comparable &c : comparable_prompts(model, file, kv_fp8)) {
     const size_t cmp = c.vanilla.size();

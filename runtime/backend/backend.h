@@ -300,6 +300,11 @@ class BackendContext {
     return false;
   }
 
+  // Rows a pass carries at about the cost of a few (0: its cost grows with
+  // the rows, as on the CPU): what a lookup round of few sequences may spend
+  // on drafts past γ (SpeculativeDecoder::set_wide_lookup_rows).
+  virtual int32_t cheap_pass_rows() const { return 0; }
+
   // Whether SeqRows::tree and move_kv are supported (token-tree rounds).
   virtual bool token_trees() const { return false; }
   // Optional (with token_trees()): copies K and V as `move` lists, so that a

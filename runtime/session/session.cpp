@@ -128,7 +128,6 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     // A verification pass carries gamma + 1 rows per sequence, or a tree's nodes.
     cp.max_rows = std::max(cp.max_rows, params_.max_batch * spec_->max_verify_rows());
     cp.warm_rows = params_.max_batch * spec_->max_verify_rows();
-    spec_->set_max_pass_rows(cp.max_rows);
     cp.key_bounds = spec_->policy().needs().page_bounds;
     // Auto mode weighs vanilla steps against rounds, a hybrid policy its two
     // drafters: one chooser for every kind in play.
@@ -138,7 +137,12 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
   if (spec_ && spec_->trees() && !context_->token_trees())
     fail(VEGAS_ERR_UNSUPPORTED,
          "token trees (tree_branches > 1, tree_depth > 0): this backend has no tree attention");
-  if (spec_) spec_->use_device_selection(context_->device_selection());
+  if (spec_) {
+    spec_->use_device_selection(context_->device_selection());
+    const int32_t wide =
+        params_.wide_lookup_rows >= 0 ? params_.wide_lookup_rows : context_->cheap_pass_rows();
+    spec_->set_wide_lookup_rows(std::min(wide, cp.max_rows));
+  }
   if (spec_ && params_.spec.draft_model) make_draft_context(cp);
 }
 

@@ -42,6 +42,10 @@ struct SessionParams {
   // them once): the host's share of a step overlaps nothing else, so it is
   // paid once per chain. 1 = a step at a time.
   int32_t vanilla_chain = 4;
+  // Rows a lookup round of few sequences may total with drafts past γ
+  // (SpeculativeDecoder::set_wide_lookup_rows): -1 = the backend's
+  // cheap_pass_rows (0 on the CPU, whose passes cost by the row).
+  int32_t wide_lookup_rows = -1;
   SpeculativeParams spec;
   // With spec.draft_model: the model that drafts (same vocabulary), with a
   // context of its own whose KV slots mirror the pool's pages.

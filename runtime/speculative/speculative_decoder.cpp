@@ -504,15 +504,13 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
   return planned;
 }
 
-// A lookup round costs about the same up to the verify rows the fused small
-// GEMMs take (128; above them the pass slowed by a third, README), and its
-// drafts, often long copies, go on being accepted past γ 6: on the H200 (22m,
-// 8K, sampled) lookup at γ 10 against 6 ran 2.56x vanilla against 1.78 at 2
-// sequences, 1.85 / 1.46 at 4, 1.34 / 1.06 at 8; γ 16 was no better. So a
-// lookup round of few sequences drafts up to kWideLookupGamma, keeping its
-// rows within kWideLookupRows.
+// On a backend whose passes take many rows at about a one-row pass's cost
+// (the GPU: 128), a lookup round's drafts, often long copies, go on being
+// accepted past γ 6: on the H200 (22m, 8K, sampled) lookup at γ 10 against
+// 6 ran 2.56x vanilla against 1.78 at 2 sequences, 1.85 / 1.46 at 4, 1.34 /
+// 1.06 at 8; γ 16 was no better. So a lookup round of few sequences drafts up
+// to kWideLookupGamma, within set_wide_lookup_rows' rows.
 constexpr int32_t kWideLookupGamma = 10;
-constexpr int32_t kWideLookupRows = 128;
 
 int32_t SpeculativeDecoder::stats_gamma() const {
   return drafts_by(DrafterKind::kLookup) ? std::max(tuning_.max_gamma(), kWideLookupGamma)
@@ -526,8 +524,8 @@ void SpeculativeDecoder::plan_wide_lookup(std::vector<RoundSeq> &planned, bool a
   if (drafter != DrafterKind::kLookup || planned.empty() ||
       (select && policy_->needs().score_rows == ScoreRows::kAll))
     return;
-  const int32_t rows = std::min(kWideLookupRows, max_pass_rows_);
-  const int32_t wide = std::min(kWideLookupGamma, rows / static_cast<int32_t>(planned.size()) - 1);
+  const int32_t wide =
+      std::min(kWideLookupGamma, wide_lookup_rows_ / static_cast<int32_t>(planned.size()) - 1);
   for (RoundSeq &r : planned) {
     const Sequence &seq = *r.seq;
     const int32_t remaining = seq.req.max_tokens - seq.n_generated();

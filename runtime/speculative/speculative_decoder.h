@@ -186,12 +186,14 @@ class SpeculativeDecoder {
   // than the pool's `page_size`.
   // `alternate` and `select` as round() will be told: a round that drafts by
   // prompt lookup and captures no scores for every verify row may draft more
-  // than γ (RoundSeq::lookup_gamma).
+  // than γ (RoundSeq::lookup_gamma, set_wide_lookup_rows).
   std::vector<RoundSeq> plan(const std::vector<Sequence *> &seqs, int32_t page_size,
                              bool alternate = false, bool select = true);
-  // The most rows one forward pass of the session's context may carry (a
-  // wide lookup round stays within it).
-  void set_max_pass_rows(int32_t rows) { max_pass_rows_ = rows; }
+  // The rows a lookup round of few sequences may total with drafts past γ
+  // (RoundSeq::lookup_gamma): the rows the session's passes take at about a
+  // one-row pass's cost (BackendContext::cheap_pass_rows), within the most
+  // they carry. 0 (the default): lookup rounds draft γ.
+  void set_wide_lookup_rows(int32_t rows) { wide_lookup_rows_ = rows; }
   // Runs the planned round (every `reserve` held, `chain_room` as reserved):
   // draft (by a hybrid's alternate drafter where `alternate`), verify, accept;
   // unless `select`, the round makes no selection (a hybrid's alternate
@@ -397,7 +399,7 @@ class SpeculativeDecoder {
   bool drafts_by(DrafterKind k) const { return own_ == k || alternate_ == k; }
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   LookupDrafter lookup_drafter_;                 // policy "lookup" and P+lookup's lookup rounds
-  int32_t max_pass_rows_ = 1 << 30;              // set_max_pass_rows
+  int32_t wide_lookup_rows_ = 0;                 // set_wide_lookup_rows
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

@@ -3,9 +3,9 @@
 // and the KV positions to reserve for them (the newest token and every draft
 // it would make), the chain's larger reservation only where a round can run
 // as one chain on the device (device selection, no penalties, drafts); a
-// lookup round of few sequences drafting past γ, its rows within 128 and the
-// context's pass, where it captures no scores for every row; and plan()
-// itself reserves nothing.
+// lookup round of few sequences drafting past γ, its rows within the rows
+// the session allows it (none by default), where it captures no scores for
+// every row; and plan() itself reserves nothing.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -86,6 +86,10 @@ TEST_F(SpeculativePlan, ALookupRoundOfFewSequencesDraftsPastGamma) {
   params_.policy = "lookup";
   params_.gamma = 4;
   SpeculativeDecoder decoder(config_, params_, 1 << 20);
+  Sequence lone = decoding_sequence(99, 40, 1, 100);
+  decoder.select_after_prefill(lone);
+  EXPECT_EQ(decoder.plan({&lone}, kPageSize)[0].lookup_gamma, 0) << "no rows allowed yet";
+  decoder.set_wide_lookup_rows(128);  // the GPU's
   std::vector<Sequence> seqs;
   for (int32_t i = 0; i < 40; ++i) seqs.push_back(decoding_sequence(i, 40, 1, 100));
   seqs[1].req.max_tokens = 7;  // 6 to go: 5 drafts and the bonus token
@@ -109,7 +113,7 @@ TEST_F(SpeculativePlan, ALookupRoundOfFewSequencesDraftsPastGamma) {
   for (size_t i = 2; i < sixteen.size(); ++i)
     EXPECT_EQ(sixteen[i].lookup_gamma, 7) << "16 x 8 rows";
   for (const RoundSeq &r : plan_of(40)) EXPECT_EQ(r.lookup_gamma, 0) << "3 rows: below gamma";
-  decoder.set_max_pass_rows(48);  // the context's passes: at most 48 rows
+  decoder.set_wide_lookup_rows(48);
   EXPECT_EQ(plan_of(4)[0].lookup_gamma, 10);
   EXPECT_EQ(plan_of(8)[0].lookup_gamma, 5);
   EXPECT_EQ(plan_of(12)[0].lookup_gamma, 0);
@@ -118,6 +122,7 @@ TEST_F(SpeculativePlan, ALookupRoundOfFewSequencesDraftsPastGamma) {
 TEST_F(SpeculativePlan, OnlyAHybridsLookupRoundsDraftPastGamma) {
   params_.policy = "streaming+lookup";  // selects without scores: any verify rows
   SpeculativeDecoder decoder(config_, params_, 1 << 20);
+  decoder.set_wide_lookup_rows(128);
   Sequence a = decoding_sequence(0, 40, 1, 100);
   decoder.select_after_prefill(a);
   EXPECT_EQ(decoder.plan({&a}, kPageSize, false, true)[0].lookup_gamma, 0) << "sparse round";

@@ -1,7 +1,9 @@
 // A lookup round of one sequence drafts past the session's γ (up to 10, its
-// verify rows within 128: SpeculativeDecoder::plan): on code that repeats
-// itself the drafts reach positions γ and beyond and are accepted there, and
-// the tokens are still vanilla's.
+// verify rows within the session's wide_lookup_rows: SpeculativeDecoder::plan;
+// the GPU's 128 here, set on the CPU backend, whose own default is none): on
+// code that repeats itself the drafts reach positions γ and beyond and are
+// accepted there, and the tokens are still vanilla's. By default the CPU's
+// lookup rounds draft γ.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,6 +29,12 @@ TEST(WideLookup, OneSequencesLookupRoundsDraftPastGammaLosslessly) {
   sp.speculative = true;
   sp.spec.policy = "lookup";
   sp.spec.gamma = 4;
+  SpeculativeTotals plain;
+  EXPECT_EQ(
+      test::sampled_session_tokens(model, sp, prompt, kTokens, SamplingParams{}, nullptr, &plain),
+      reference);
+  EXPECT_EQ(plain.drafted_at[4], 0) << "the CPU backend's lookup rounds draft gamma";
+  sp.wide_lookup_rows = 128;
   SpeculativeTotals t;
   EXPECT_EQ(test::sampled_session_tokens(model, sp, prompt, kTokens, SamplingParams{}, nullptr, &t),
             reference);

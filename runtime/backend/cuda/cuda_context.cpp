@@ -251,6 +251,14 @@ CudaContext::CudaContext(const CudaBackendModel &model, const ContextParams &par
   if (params_.warm_rows > 0) warm_gemm_plans(std::min(params_.warm_rows, params_.max_rows));
 }
 
+// A pass of up to 128 rows reads the weights and each sequence's KV once,
+// like a one-row step: the fused small GEMMs of small models take up to
+// small_gemm_rows() (128; above it a 22m verify pass slowed by a third), and
+// larger models' passes are bound by their weights' bytes at such rows.
+int32_t CudaContext::cheap_pass_rows() const {
+  return std::min<int32_t>(small_gemm_rows(), 128);
+}
+
 // Whether a step of `rows` rows runs its linear layers as kernels::small_gemm
 // (RMSNorm, residual add and SwiGLU fused in) instead of cuBLASLt.
 bool CudaContext::fused_linear(int32_t rows) const {

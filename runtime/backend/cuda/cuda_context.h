@@ -75,6 +75,7 @@ class CudaContext : public BackendContext {
   // Token trees: tree masks in the paged attention kernel (stage_tree), and
   // the accepted path's K/V moved into place (cuda_move_kv.cpp).
   bool token_trees() const override { return true; }
+  int32_t cheap_pass_rows() const override;
   void move_kv(const KvMove &move) override;
 
   bool device_selection() const override { return true; }

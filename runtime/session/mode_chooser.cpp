@@ -98,12 +98,12 @@ ModeChooser::Bucket ModeChooser::seeded_from(const Bucket &nearest) const {
   return fresh;
 }
 
-const ModeChooser::Bucket *ModeChooser::nearest_explored(int32_t b, bool recent) const {
+const ModeChooser::Bucket *ModeChooser::nearest_explored(int32_t b, bool recent_larger) const {
   const Bucket *nearest = nullptr;
   int32_t distance = 0;
   for (const auto &entry : buckets_)
     if (entry.first != b && explored(entry.second) &&
-        (!recent || steps_ - entry.second.last_used <= kStaleSteps) &&
+        (!recent_larger || (entry.first > b && steps_ - entry.second.last_used <= kStaleSteps)) &&
         (!nearest || std::abs(entry.first - b) < distance)) {
       nearest = &entry.second;
       distance = std::abs(entry.first - b);
@@ -116,8 +116,10 @@ ModeChooser::Bucket &ModeChooser::bucket(int32_t n_decoding, const Prior &prior)
   auto it = buckets_.find(b);
   if (it != buckets_.end()) {
     Bucket &old = it->second;
-    // Back after a while (the last batch's tail, say): its rates are old,
-    // and a bucket in use now knows better.
+    // Back after a while as the batch drains: its rates are the last batch's
+    // tail's (rounds cut short near max_tokens), and the bucket the batch
+    // just left knows better. A batch that grows back keeps the bucket's
+    // own rates: they come from the last batch at that size.
     if (steps_ - old.last_used > kStaleSteps && !old.prior_vanilla)
       if (const Bucket *recent = nearest_explored(b, true)) old = seeded_from(*recent);
     old.last_used = steps_;

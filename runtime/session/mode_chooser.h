@@ -24,11 +24,12 @@
 // from the nearest measured one's rates (at half weight), instead of exploring
 // from scratch, and tries the slower kind once unless it lost by a wide margin
 // there (sequences finishing one by one at the end of a batch would otherwise
-// pay a try in every bucket on the way down). A bucket that comes back after
-// kStaleSteps steps away restarts the same way from a bucket in use: on the
-// H200 (8K x 16, a warm session) the last batch's tail had left its 8-15
-// bucket leading with vanilla steps, which then ran while lookup rounds paid
-// 1.7x.
+// pay a try in every bucket on the way down). A bucket that the draining
+// batch comes back to after kStaleSteps steps away restarts the same way from
+// the bucket it just left: on the H200 (8K x 16, a warm session) the last
+// batch's tail had left its 8-15 bucket leading with vanilla steps, which then
+// ran while lookup rounds paid 1.7x. A bucket of more sequences than any in
+// use (a new batch) keeps its own rates.
 //
 // A tuning profile made on this device (`vegas tune`, which measures vanilla
 // next to every setting) may say that Vegas did not pay for a bucket of
@@ -69,7 +70,7 @@ class ModeChooser {
   static constexpr double kDecay = 0.75;  // weight of a kind's history per observation
   static constexpr int32_t kPriorProbeSteps = 1024;
   // A bucket unused for more steps than this restarts from a recently used
-  // neighbour's rates when it comes back (bucket()).
+  // larger neighbour's rates when the batch drains back to it (bucket()).
   static constexpr int64_t kStaleSteps = 32;
 
   using Prior = ModePrior;
@@ -129,9 +130,9 @@ class ModeChooser {
   Bucket &bucket(int32_t n_decoding, const Prior &prior = {});
   // A bucket that starts from `nearest`'s rates (at half weight).
   Bucket seeded_from(const Bucket &nearest) const;
-  // The explored bucket nearest to bucket b (another one), or null; `recent`:
-  // only one used within kStaleSteps.
-  const Bucket *nearest_explored(int32_t b, bool recent) const;
+  // The explored bucket nearest to bucket b (another one), or null;
+  // `recent_larger`: only a bucket of more sequences used within kStaleSteps.
+  const Bucket *nearest_explored(int32_t b, bool recent_larger) const;
   // Whether kind k is measured before choosing: a kind this chooser runs,
   // but not a round kind under a vanilla prior before its probes measured it.
   bool to_explore(const Bucket &b, Kind k) const;

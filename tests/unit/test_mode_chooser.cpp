@@ -150,9 +150,10 @@ TEST(ModeChooser, ANewBatchBucketStartsFromTheNearestMeasuredOne) {
   EXPECT_GE(r.rounds, 400 - interval - 2);
 }
 
-// A bucket used in turn with another keeps its own rates; one that comes back
-// after more than kStaleSteps steps away (the last batch's tail) restarts
-// from the bucket in use, and its own costs then take over again.
+// A bucket used in turn with another keeps its own rates; one that a draining
+// batch comes back to after more than kStaleSteps steps away (the last
+// batch's tail) restarts from the larger bucket in use, and its own costs
+// then take over again; a larger bucket (a new batch) keeps its own.
 TEST(ModeChooser, ABucketBackAfterAWhileRestartsFromTheOneInUse) {
   ModeChooser c;
   drive(c, 16, {500, 1000}, 500);   // vanilla wins at 16..31
@@ -169,6 +170,8 @@ TEST(ModeChooser, ABucketBackAfterAWhileRestartsFromTheOneInUse) {
   c.observe(Kind::kRound, 16, 64, 64 / 500.0);
   const Mix r = drive(c, 16, {500, 1000}, 400);
   EXPECT_GE(r.vanilla, 390) << "its own costs take over";
+  // A new batch of 64 after a while at 16 keeps the 64 bucket's own rates.
+  EXPECT_EQ(c.next(64), Kind::kRound) << "its own choice, not the 16 bucket's";
 }
 
 TEST(ModeChooser, IgnoresStepsWithoutTime) {

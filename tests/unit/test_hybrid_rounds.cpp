@@ -18,12 +18,9 @@ namespace {
 
 TEST(HybridRounds, LookupRoundsSkipTheSelectionWhileTheyLead) {
   const std::shared_ptr<Model> &model = test::shared_cpu_model(test::embedded_model_dir());
-  // Code that repeats itself, so that prompt lookup drafts several tokens a
-  // round for no draft pass: on the CPU its rounds beat the sparse passes'
-  // (four passes a round) by several times.
-  std::vector<int32_t> prompt;
-  const std::vector<int32_t> piece = test::fibonacci_prompt(*model);
-  for (int i = 0; i < 4; ++i) prompt.insert(prompt.end(), piece.begin(), piece.end());
+  // On the CPU lookup's rounds beat the sparse passes' (four passes a round)
+  // by several times on this prompt.
+  const std::vector<int32_t> prompt = test::repeated_fibonacci_prompt(*model, 4);
   constexpr int32_t kTokens = 96;
   const std::vector<int32_t> reference =
       test::session_tokens(model, SessionParams{}, prompt, kTokens);

@@ -18,9 +18,7 @@ namespace {
 
 TEST(WideLookup, OneSequencesLookupRoundsDraftPastGammaLosslessly) {
   const std::shared_ptr<Model> &model = test::shared_cpu_model(test::embedded_model_dir());
-  std::vector<int32_t> prompt;
-  const std::vector<int32_t> piece = test::fibonacci_prompt(*model);
-  for (int i = 0; i < 4; ++i) prompt.insert(prompt.end(), piece.begin(), piece.end());
+  const std::vector<int32_t> prompt = test::repeated_fibonacci_prompt(*model, 4);
   constexpr int32_t kTokens = 64;
   const std::vector<int32_t> reference =
       test::session_tokens(model, SessionParams{}, prompt, kTokens);

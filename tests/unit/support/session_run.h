@@ -80,4 +80,13 @@ inline std::vector<int32_t> fibonacci_prompt(const Model &model) {
       false, true);
 }
 
+// fibonacci_prompt `times` over: code that repeats itself, so that prompt
+// lookup drafts several tokens a round for no draft pass.
+inline std::vector<int32_t> repeated_fibonacci_prompt(const Model &model, int times) {
+  const std::vector<int32_t> piece = fibonacci_prompt(model);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < times; ++i) prompt.insert(prompt.end(), piece.begin(), piece.end());
+  return prompt;
+}
+
 }  // namespace vegas::test

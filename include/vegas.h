@@ -410,7 +410,9 @@ typedef struct vegas_session_options {
    * without the model: each round's drafts are the tokens that followed
    * earlier occurrences of the sequence's last 4 (else 3, 2, 1) tokens in its
    * own prompt and output, the latest 8 voting (prompt lookup), verified as
-   * usual;
+   * usual (on a GPU a lookup round of few sequences drafts up to 10 tokens,
+   * more than gamma, while its verify rows stay within 128: they cost about
+   * one row's pass there);
    * "P+lookup" (e.g. "vegas+lookup") drafts each round by lookup or by P,
    * whichever has committed more tokens per second at this batch size (in
    * VEGAS_MODE_AUTO weighed against vanilla steps by the same measure). */

@@ -336,20 +336,30 @@ std::vector<int32_t> submit_prompts(vegas_session *session, const SamplingArgs &
   return seqs;
 }
 
+// Of `seqs`: how many have started (a token, or finished) and the tokens
+// they generated.
+std::pair<int64_t, int64_t> generated_by(const vegas_session *session,
+                                         const std::vector<int32_t> &seqs) {
+  int64_t started = 0, total = 0;
+  for (int32_t id : seqs) {
+    vegas_sequence_info si;
+    si.struct_size = sizeof(si);
+    check(vegas_sequence_get_info(session, id, &si), "info");
+    started += si.n_generated > 0 || si.finish_reason != VEGAS_FINISH_NONE;
+    total += si.n_generated;
+  }
+  return {started, total};
+}
+
 // The warm-up requests, run to the end and released; their tokens.
 int64_t run_warmup(vegas_session *session, const SamplingArgs &a, int32_t tokens,
                    const Prompts &prompts) {
   const std::vector<int32_t> seqs = submit_prompts(session, a, tokens, prompts, -1);
   int32_t active = 1;
   while (active > 0) check(vegas_session_step(session, &active), "warm-up step");
-  int64_t generated = 0;
-  for (int32_t id : seqs) {
-    vegas_sequence_info si;
-    si.struct_size = sizeof(si);
-    check(vegas_sequence_get_info(session, id, &si), "info");
-    generated += si.n_generated;
+  const int64_t generated = generated_by(session, seqs).second;
+  for (int32_t id : seqs)
     check(vegas_sequence_release(session, id), "releasing a warm-up sequence");
-  }
   return generated;
 }
 
@@ -399,17 +409,7 @@ Measured measure(vegas_model *model, const vegas_session_options &options, const
   }
   const vegas_session_stats stats_before = session_stats(session);
   const std::vector<int32_t> seqs = submit_prompts(session, a, new_tokens, prompts, logprobs_seq);
-  auto generated = [&]() {
-    int64_t started = 0, total = 0;
-    for (int32_t id : seqs) {
-      vegas_sequence_info si;
-      si.struct_size = sizeof(si);
-      check(vegas_sequence_get_info(session, id, &si), "info");
-      started += si.n_generated > 0 || si.finish_reason != VEGAS_FINISH_NONE;
-      total += si.n_generated;
-    }
-    return std::make_pair(started, total);
-  };
+  auto generated = [&] { return generated_by(session, seqs); };
   // Prefill: steps until every sequence has its first token.
   const double t_prefill = now_s();
   int32_t active = 0;

@@ -519,7 +519,7 @@ int32_t SpeculativeDecoder::stats_gamma() const {
 
 void SpeculativeDecoder::plan_wide_lookup(std::vector<RoundSeq> &planned, bool alternate,
                                           bool select) const {
-  const DrafterKind drafter = alternate && alternate_ ? *alternate_ : own_;
+  const DrafterKind drafter = round_drafter(alternate);
   // A selection that captures every verify row has room for γ + 1 of them.
   if (drafter != DrafterKind::kLookup || planned.empty() ||
       (select && policy_->needs().score_rows == ScoreRows::kAll))
@@ -814,7 +814,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   const double t_draft = now_seconds();
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
-  pending->drafter = alternate && alternate_ ? *alternate_ : own_;
+  pending->drafter = round_drafter(alternate);
   if (pending->drafter == DrafterKind::kLookup) {
     draft_by_lookup(work);
   } else if (pending->drafter == DrafterKind::kModel) {

@@ -397,6 +397,10 @@ class SpeculativeDecoder {
   DrafterKind own_ = DrafterKind::kSparse;
   std::optional<DrafterKind> alternate_;
   bool drafts_by(DrafterKind k) const { return own_ == k || alternate_ == k; }
+  // Who drafts a round that round() (or plan()) is told is `alternate` or not.
+  DrafterKind round_drafter(bool alternate) const {
+    return alternate && alternate_ ? *alternate_ : own_;
+  }
   std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
   LookupDrafter lookup_drafter_;                 // policy "lookup" and P+lookup's lookup rounds
   int32_t wide_lookup_rows_ = 0;                 // set_wide_lookup_rows

@@ -16,8 +16,10 @@ namespace {
 
 // Auto mode learns from a decode step; VEGAS_AUTO_TRACE=1 prints each
 // observation and the rates it leaves (stderr), to see what the chooser saw.
-void observe_step(ModeChooser &chooser, ModeChooser::Kind kind, int32_t n_decoding, int64_t tokens,
-                  double seconds, int32_t first_decodes) {
+void observe_step(ModeChooser &chooser, const SessionParams &params, ModeChooser::Kind kind,
+                  int32_t n_decoding, int64_t tokens, double wall_seconds, int32_t first_decodes) {
+  const double seconds =
+      params.step_seconds ? params.step_seconds(kind, wall_seconds) : wall_seconds;
   chooser.observe(kind, n_decoding, tokens, seconds, first_decodes);
   static const bool trace = [] {
     const char *env = std::getenv("VEGAS_AUTO_TRACE");
@@ -411,7 +413,8 @@ int32_t Session::step() {
       const double chain_seconds = seconds_since(t_chain);
       for (Sequence *seq : plan.decoding) count_seconds(*seq, false, chain_seconds);
       if (params_.auto_mode)
-        observe_step(chooser_, plan.kind, n_decoding, committed, chain_seconds, first_decodes);
+        observe_step(chooser_, params_, plan.kind, n_decoding, committed, chain_seconds,
+                     first_decodes);
       publish_running();
       return active_count();
     }
@@ -424,7 +427,7 @@ int32_t Session::step() {
     const int64_t committed = forward_step(plan);
     // Auto mode learns from decode-only steps (no prompt rows in the batch).
     if (params_.auto_mode && plan.kind == ModeChooser::Kind::kVanilla && plan.decode_only())
-      observe_step(chooser_, plan.kind, n_decoding, committed, seconds_since(t_forward),
+      observe_step(chooser_, params_, plan.kind, n_decoding, committed, seconds_since(t_forward),
                    first_decodes);
   }
   if (plan.kind != ModeChooser::Kind::kVanilla && !plan.decoding.empty()) {
@@ -436,7 +439,8 @@ int32_t Session::step() {
     const double round_seconds = seconds_since(t_round);
     for (Sequence *seq : live) count_seconds(*seq, false, round_seconds);
     if (choosing())
-      observe_step(chooser_, plan.kind, n_decoding, committed, round_seconds, first_decodes);
+      observe_step(chooser_, params_, plan.kind, n_decoding, committed, round_seconds,
+                   first_decodes);
   }
   publish_running();
   return active_count();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,11 @@ struct SessionParams {
   // (SpeculativeDecoder::set_wide_lookup_rows): -1 = the backend's
   // cheap_pass_rows (0 on the CPU, whose passes cost by the row).
   int32_t wide_lookup_rows = -1;
+  // Tests only: the seconds auto mode (and a hybrid's chooser) sees for a
+  // timed decode step of `kind`, given its measured wall time; empty = the
+  // wall time. Wall time on a loaded machine can make either kind lead, so a
+  // test of what follows from a lead chooses the costs.
+  std::function<double(ModeChooser::Kind kind, double wall_seconds)> step_seconds;
   SpeculativeParams spec;
   // With spec.draft_model: the model that drafts (same vocabulary), with a
   // context of its own whose KV slots mirror the pool's pages.

@@ -61,7 +61,8 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_attention" "VEGAS_CUDA_CLUSTER_MERGE=1 test_cuda_backend" \
     "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas" \
     "VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 test_cuda_vegas" "VEGAS_CUDA_DEVICE_ACCEPT=0 test_cuda_vegas" \
-    "VEGAS_CUDA_QUANT_MMA=1 test_cuda_quant_gemv"; do
+    "VEGAS_CUDA_QUANT_MMA=1 test_cuda_quant_gemv" "VEGAS_CUDA_VERIFY_GRAPHS=1 test_cuda_backend" \
+    "VEGAS_CUDA_VERIFY_GRAPHS=1 test_cuda_vegas"; do
     set -- $entry
     echo "$2" | grep -Eq "$FILTER" || continue
     env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1

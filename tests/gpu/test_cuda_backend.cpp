@@ -254,6 +254,34 @@ TEST_F(CudaVsCpu, DecodeStepsEagerAndGraphs) {
   EXPECT_GE(ctx->graphs_captured(), 1u);
 }
 
+// Verification passes without score capture (every row's logits, a few rows
+// a sequence, some of one row): each pass's logits against the CPU backend.
+// With VEGAS_CUDA_VERIFY_GRAPHS=1 they replay graphs, padded to 8 sequences
+// and 32 rows, across row counts that share a graph (the first run of a shape
+// is eager, the second captured, later ones replay), and a graph of more rows
+// a sequence next to them.
+TEST_F(CudaVsCpu, VerificationPassesEagerAndGraphs) {
+  std::vector<Seq> seqs;
+  std::vector<Seq *> ptrs;
+  prefill(&seqs, &ptrs, {40, 300, 7, 129, 1000});
+  auto *ctx = dynamic_cast<cuda::CudaContext *>(cuda_ctx_.get());
+  ASSERT_NE(ctx, nullptr);
+  const size_t before = ctx->graphs_captured();
+  const std::vector<std::vector<int>> shapes = {
+      {7, 1, 4, 7, 3}, {7, 2, 4, 7, 3}, {6, 1, 7, 7, 1}, {7, 1, 4, 7, 3}, {11, 1, 11, 2, 5}};
+  for (int round = 0; round < 3; ++round)
+    for (const std::vector<int> &rows : shapes) {
+      std::vector<std::vector<int32_t>> next;
+      for (int r : rows) next.push_back(random_tokens(r));
+      step(ptrs, next, std::vector<L>(rows.size(), L::kAll), "verification pass");
+    }
+  const char *opt_in = std::getenv("VEGAS_CUDA_VERIFY_GRAPHS");
+  if (opt_in != nullptr && std::string(opt_in) == "1")
+    EXPECT_GE(ctx->graphs_captured(), before + 2) << "both shapes replay graphs";
+  else
+    EXPECT_EQ(ctx->graphs_captured(), before) << "verification passes run eagerly by default";
+}
+
 // The device keeps the page tables it was sent and a step uploads only what
 // changed: sequences that change places, leave the batch or come back must
 // still read their own pages (each step against the CPU backend).

@@ -628,6 +628,7 @@ CudaContext::AttentionRoutes CudaContext::attention_routes(
     int32_t verify_rows = 0;  // the most rows of a sequence the verify kernel takes
     for (int32_t i = 0; i < s.n_seqs; ++i) {
       const int32_t n = h[kSeqRows * R + i];
+      if (n == 0) continue;  // graph padding
       // A tree part-way (a draft level) needs the paged kernel's masks; a
       // whole one (its base at start_pos) is verified like a chain
       // (defers_to_verify).
@@ -970,8 +971,9 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
     replay_upload_pending_ = false;
   }
   if (s.graph)
-    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse}, stream_,
-                [&] { enqueue(s, with_argmax); });
+    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse, s.rows,
+                                  s.max_rows_per_seq, s.decode ? 0 : s.max_keys},
+                stream_, [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
   if (trace_) check(cudaEventRecord(trace_forward_, stream_), "cudaEventRecord");
@@ -1299,7 +1301,7 @@ bool CudaContext::begin_draft_chain(const ForwardBatch &first, int32_t steps,
         pass.seqs[i].device_sparse_span = first.seqs[i].device_sparse_span + j;
     }
     s = stage(pass);
-    if (!s.graph || kFields * int64_t{s.field_stride} > field_ints)
+    if (!s.graph || !s.decode || kFields * int64_t{s.field_stride} > field_ints)
       fail(VEGAS_ERR_INTERNAL, "forward_draft_chain: a draft pass is not a decode step");
     // Each pass keeps its own pinned fields: the uploads run after later passes are staged.
     int32_t *fields = chain_->pass_fields(j);

@@ -117,7 +117,8 @@ class CudaContext : public BackendContext {
     int32_t field_stride = 1;     // entries per staged index field (see stage)
     int32_t cap_slots = 0;        // captured rows of the batch
     int32_t cap_stride = 0;       // the largest n_candidates among them
-    bool graph = false;           // a pure decode step, replayable
+    bool decode = false;          // one row a sequence, its logits
+    bool graph = false;           // replayable: a decode step or a verification pass (stage)
     bool quest = false;           // some sequence drafts with SeqRows::quest
     bool sparse = false;          // every sequence attends to a selected set (drafting)
     bool split_tail = false;      // a captured tail attends to a front written in this step

@@ -8,6 +8,8 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/step_fields.h"
 #include "backend/forward_batch_check.h"
+#include "cuda_utils.cuh"
+#include "prefill_attention.cuh"
 #include "quest_select.cuh"
 #include "verify_attention.cuh"
 
@@ -51,6 +53,56 @@ int32_t decode_bucket(int32_t n, int32_t max_rows) {
   return std::min(b, max_rows);
 }
 
+namespace {
+
+// Rows of a sequence a replayed verification pass takes at most: a round's
+// (1 + γ, lookup's wide rounds included), well below the prefill kernel's.
+constexpr int32_t kGraphVerifyMaxRows = 16;
+static_assert(kGraphVerifyMaxRows < kernels::kPrefillMinRows, "a graph verifies, never prefills");
+// A replayed verification pass pads its rows to a multiple of this (the
+// small GEMMs' M tile), so that rounds whose drafts differ a little share a
+// graph.
+constexpr int32_t kGraphVerifyRowStep = 16;
+
+// Whether verification passes may replay graphs: VEGAS_CUDA_VERIFY_GRAPHS=1
+// opts in until a GPU run has shown them exact and faster (written without a
+// GPU; tools/device-check.sh runs the CUDA tests with it).
+bool verify_graphs_allowed() {
+  static const bool allowed = kernels::variant_opted_in("VEGAS_CUDA_VERIFY_GRAPHS");
+  return allowed;
+}
+
+// Whether sequence s's rows fit a replayed verification pass: dense, every
+// row's logits, no score capture (a lookup round's pass, or one that selects
+// nothing), few rows.
+bool graph_verifies(const SeqRows &s) {
+  using L = SeqRows::Logits;
+  return verify_graphs_allowed() && s.tree == nullptr && s.sparse == nullptr &&
+         s.quest == nullptr && s.device_sparse_key < 0 &&
+         (s.capture == nullptr || s.capture->n_rows == 0) && s.n_tokens >= 1 &&
+         s.n_tokens <= kGraphVerifyMaxRows &&
+         (s.logits == L::kAll || (s.n_tokens == 1 && s.logits == L::kLast));
+}
+
+// The launch's padded rows of a replayed verification pass of n sequences
+// padded to n_padded (a row each), or 0 where they exceed max_rows.
+int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows) {
+  const int64_t need = rows + (n_padded - n);
+  const int64_t padded =
+      (need + kGraphVerifyRowStep - 1) / kGraphVerifyRowStep * kGraphVerifyRowStep;
+  return padded <= max_rows ? static_cast<int32_t>(padded) : 0;
+}
+
+// A power of two >= keys: the verify kernels' variant by keys per split
+// (kernels/verify_attention_warps_fp8.cu) is then one per graph.
+int32_t keys_bucket(int32_t keys) {
+  int32_t b = 1;
+  while (b < keys && b < (1 << 30)) b *= 2;
+  return b;
+}
+
+}  // namespace
+
 // The staged index fields of one step in meta_host_ (see Field), and where
 // the next sequence's entries go.
 struct CudaContext::StagingCursor {
@@ -85,17 +137,25 @@ struct CudaContext::StagingCursor {
     cap_cand[si] = 0;
     tree_off[si] = -1;
   }
-  // Graph padding: inert sequences up to n_seqs, a row each.
-  void pad_to(int32_t n_seqs) {
-    for (; seq < n_seqs; ++seq, ++row) {
+  // Graph padding: inert sequences up to n_seqs, a row each, then rows of
+  // no sequence up to `rows` (a verification pass's), each a logit row. No
+  // attention kernel writes their outputs, no cache takes their keys, and the
+  // layers' rows are independent: what they compute is never read.
+  void pad_to(int32_t n_seqs, int32_t rows) {
+    for (; seq < n_seqs; ++seq) {
       dense_sequence(seq, 0, row, 0, 0);
-      written_page[row] = -1;
-      cap_slot[row] = -1;
-      tokens[row] = 0;
-      positions[row] = 0;
-      slots[row] = -1;
-      logit_index[logit_row++] = row;
+      pad_row();
     }
+    while (row < rows) pad_row();
+  }
+  void pad_row() {
+    written_page[row] = -1;
+    cap_slot[row] = -1;
+    tokens[row] = 0;
+    positions[row] = 0;
+    slots[row] = -1;
+    logit_index[logit_row++] = row;
+    ++row;
   }
 
   int32_t *tokens, *positions, *slots, *logit_index, *written_page, *cap_slot;  // per row
@@ -113,6 +173,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   bool trees = false;
   int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;
+  bool verify_graph = model_.options().use_graphs;  // every sequence graph_verifies
   bool sparse = !batch.seqs.empty();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
@@ -130,6 +191,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast && !s.tree;
+    verify_graph = verify_graph && graph_verifies(s);
   }
   // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
   // scores at once).
@@ -143,14 +205,23 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
-  st.graph = decode && cap_slots == 0;  // capture buffers grow, so capture steps run eagerly
+  // Decode steps and verification passes without capture replay graphs
+  // (capture buffers grow, so capture steps run eagerly): their sequences
+  // and rows padded to few launch shapes.
+  const int32_t n_padded = decode_bucket(n, params_.max_rows);
+  const int32_t verify_rows =
+      !decode && verify_graph && cap_slots == 0 && n > 0
+          ? graph_verify_rows(batch.total_rows(), n, n_padded, params_.max_rows)
+          : 0;
+  st.decode = decode;
+  st.graph = (decode || verify_rows > 0) && cap_slots == 0;
   st.extra = static_cast<int32_t>(extra);
   st.cap_slots = cap_slots;
   st.cap_stride = cap_stride;
-  st.n_seqs = decode ? decode_bucket(n, params_.max_rows) : n_staged;
-  st.rows = decode ? st.n_seqs : batch.total_rows();
+  st.n_seqs = st.graph ? n_padded : n_staged;
+  st.rows = decode ? st.n_seqs : verify_rows > 0 ? verify_rows : batch.total_rows();
   st.real_logit_rows = batch.logit_rows();
-  st.logit_rows = decode ? st.n_seqs : st.real_logit_rows;
+  st.logit_rows = st.graph ? st.rows : st.real_logit_rows;
   st.pages = static_cast<int32_t>(pages);
   st.quest = quest_extra > 0;
   st.sparse = sparse;
@@ -177,7 +248,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     st.max_keys = std::max(st.max_keys, seq.start_pos + seq.n_tokens);
     useful_splits = std::max(useful_splits, useful_splits_of(seq, sparse_keys));
   }
-  cur.pad_to(st.n_seqs);
+  cur.pad_to(st.n_seqs, st.rows);
+  if (verify_rows > 0) st.max_keys = keys_bucket(st.max_keys);
   st.n_splits = choose_splits(st, useful_splits);
   return st;
 }

@@ -10,7 +10,8 @@ void DeviceGraphs::run(const Key &key, cudaStream_t stream, const std::function<
     check(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
     return;
   }
-  if (seen_[key]++ == 0) {  // first sight: eager, creates the GEMM plans
+  // First sight: eager, creates the GEMM plans.
+  if (seen_[key]++ == 0 || execs_.size() >= kMaxGraphs) {
     enqueue();
     return;
   }

@@ -1,7 +1,10 @@
-// Captured CUDA graphs of decode steps, keyed by launch shape (padded batch
-// size, attention splits, whether the step samples, whether it drafts with
-// quest, whether every sequence drafts from a selected set). A shape is captured the second time it
-// is seen, after one eager run has created the cuBLASLt plans it uses, and replayed from then on.
+// Captured CUDA graphs of decode steps and verification passes, keyed by
+// launch shape (padded sequences and rows, attention splits, whether the step
+// samples, whether it drafts with quest, whether every sequence drafts from a
+// selected set, the most rows of a sequence, a verification pass's keys
+// bucket). A shape is captured the second time it is seen, after one eager
+// run has created the cuBLASLt plans it uses, and replayed from then on; past
+// kMaxGraphs shapes, new ones run eagerly.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +18,10 @@ namespace vegas::cuda {
 
 class DeviceGraphs {
  public:
-  using Key = std::tuple<int32_t, int32_t, bool, bool, bool>;
+  // Padded sequences, attention splits, argmax, quest, sparse, padded rows,
+  // the most rows of a sequence, and a verification pass's key bucket.
+  using Key = std::tuple<int32_t, int32_t, bool, bool, bool, int32_t, int32_t, int32_t>;
+  static constexpr size_t kMaxGraphs = 512;
   DeviceGraphs() = default;
   DeviceGraphs(const DeviceGraphs &) = delete;
   DeviceGraphs &operator=(const DeviceGraphs &) = delete;

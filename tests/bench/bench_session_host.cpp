@@ -127,14 +127,14 @@ std::unique_ptr<Session> decoding_session(const SessionParams &params, const Sam
   return session;
 }
 
-SessionParams params_for(bool vegas) {
+SessionParams params_for(bool vegas, const char *policy = "vegas") {
   SessionParams p;
   p.max_batch = kBatch;
   p.prefill_chunk = 2048;
   p.prefill_first = true;
   p.kv_bytes = uint64_t{64} * kBatch * (kContext + kMaxTokens + 64) * 2;
   p.speculative = vegas;
-  p.spec.policy = "vegas";
+  p.spec.policy = policy;
   p.spec.gamma = 6;
   p.spec.selection.ratio = 0.07f;
   p.spec.selection.window_share = 0.5f;
@@ -143,9 +143,12 @@ SessionParams params_for(bool vegas) {
 
 // picks: whether the backend picks logit candidates (else the host cuts the
 // vocabulary rows down, as on a backend without forward_candidates).
-void Step(benchmark::State &state, bool vegas, bool sampling, bool picks = true) {
+// policy: "lookup" drafts from the context, where the backend's one token,
+// repeated, always continues what came before (every draft found).
+void Step(benchmark::State &state, bool vegas, bool sampling, bool picks = true,
+          const char *policy = "vegas") {
   NullBackend::picks_candidates = picks;
-  auto session = decoding_session(params_for(vegas),
+  auto session = decoding_session(params_for(vegas, policy),
                                   sampling ? vegas::bench::vegas_bench_rule() : SamplingParams{});
   int64_t before = 0;
   for (int32_t id = 0; id < kBatch; ++id) before += session->sequence(id).n_generated();
@@ -166,6 +169,12 @@ BENCHMARK_CAPTURE(Step, vegas_greedy, true, false)->Iterations(200)->Unit(benchm
 BENCHMARK_CAPTURE(Step, vegas_sampled, true, true)->Iterations(200)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(Step, vegas_sampled_from_rows, true, true, false)
     ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Step, lookup_greedy, true, false, true, "lookup")
+    ->Iterations(200)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(Step, lookup_sampled, true, true, true, "lookup")
+    ->Iterations(200)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/step_fields.h"
 #include "backend/forward_batch_check.h"
+#include "backend/graph_shapes.h"
 #include "cuda_utils.cuh"
 #include "prefill_attention.cuh"
 #include "quest_select.cuh"
@@ -55,14 +56,7 @@ int32_t decode_bucket(int32_t n, int32_t max_rows) {
 
 namespace {
 
-// Rows of a sequence a replayed verification pass takes at most: a round's
-// (1 + γ, lookup's wide rounds included), well below the prefill kernel's.
-constexpr int32_t kGraphVerifyMaxRows = 16;
 static_assert(kGraphVerifyMaxRows < kernels::kPrefillMinRows, "a graph verifies, never prefills");
-// A replayed verification pass pads its rows to a multiple of this (the
-// small GEMMs' M tile), so that rounds whose drafts differ a little share a
-// graph.
-constexpr int32_t kGraphVerifyRowStep = 16;
 
 // Whether verification passes may replay graphs: VEGAS_CUDA_VERIFY_GRAPHS=1
 // opts in until a GPU run has shown them exact and faster (written without a
@@ -70,35 +64,6 @@ constexpr int32_t kGraphVerifyRowStep = 16;
 bool verify_graphs_allowed() {
   static const bool allowed = kernels::variant_opted_in("VEGAS_CUDA_VERIFY_GRAPHS");
   return allowed;
-}
-
-// Whether sequence s's rows fit a replayed verification pass: dense, every
-// row's logits, no score capture (a lookup round's pass, or one that selects
-// nothing), few rows.
-bool graph_verifies(const SeqRows &s) {
-  using L = SeqRows::Logits;
-  return verify_graphs_allowed() && s.tree == nullptr && s.sparse == nullptr &&
-         s.quest == nullptr && s.device_sparse_key < 0 &&
-         (s.capture == nullptr || s.capture->n_rows == 0) && s.n_tokens >= 1 &&
-         s.n_tokens <= kGraphVerifyMaxRows &&
-         (s.logits == L::kAll || (s.n_tokens == 1 && s.logits == L::kLast));
-}
-
-// The launch's padded rows of a replayed verification pass of n sequences
-// padded to n_padded (a row each), or 0 where they exceed max_rows.
-int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows) {
-  const int64_t need = rows + (n_padded - n);
-  const int64_t padded =
-      (need + kGraphVerifyRowStep - 1) / kGraphVerifyRowStep * kGraphVerifyRowStep;
-  return padded <= max_rows ? static_cast<int32_t>(padded) : 0;
-}
-
-// A power of two >= keys: the verify kernels' variant by keys per split
-// (kernels/verify_attention_warps_fp8.cu) is then one per graph.
-int32_t keys_bucket(int32_t keys) {
-  int32_t b = 1;
-  while (b < keys && b < (1 << 30)) b *= 2;
-  return b;
 }
 
 }  // namespace
@@ -191,7 +156,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast && !s.tree;
-    verify_graph = verify_graph && graph_verifies(s);
+    verify_graph = verify_graph && verify_graphs_allowed() && graph_verifies(s);
   }
   // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
   // scores at once).
@@ -249,7 +214,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     useful_splits = std::max(useful_splits, useful_splits_of(seq, sparse_keys));
   }
   cur.pad_to(st.n_seqs, st.rows);
-  if (verify_rows > 0) st.max_keys = keys_bucket(st.max_keys);
+  if (verify_rows > 0) st.max_keys = graph_keys_bucket(st.max_keys);
   st.n_splits = choose_splits(st, useful_splits);
   return st;
 }

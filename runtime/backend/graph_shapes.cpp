@@ -1,0 +1,26 @@
+#include "backend/graph_shapes.h"
+
+namespace vegas {
+
+bool graph_verifies(const SeqRows &s) {
+  using L = SeqRows::Logits;
+  return s.tree == nullptr && s.sparse == nullptr && s.quest == nullptr &&
+         s.device_sparse_key < 0 && (s.capture == nullptr || s.capture->n_rows == 0) &&
+         s.n_tokens >= 1 && s.n_tokens <= kGraphVerifyMaxRows &&
+         (s.logits == L::kAll || (s.n_tokens == 1 && s.logits == L::kLast));
+}
+
+int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows) {
+  const int64_t need = rows + (n_padded - n);
+  const int64_t padded =
+      (need + kGraphVerifyRowStep - 1) / kGraphVerifyRowStep * kGraphVerifyRowStep;
+  return padded <= max_rows ? static_cast<int32_t>(padded) : 0;
+}
+
+int32_t graph_keys_bucket(int32_t keys) {
+  int32_t b = 1;
+  while (b < keys && b < (1 << 30)) b *= 2;
+  return b;
+}
+
+}  // namespace vegas

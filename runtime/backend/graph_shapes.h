@@ -1,0 +1,36 @@
+// The launch shapes a GPU context replays as graphs (CudaContext's staging):
+// which verification passes qualify, and how their rows and keys are padded
+// so that rounds whose drafts differ a little share a graph.
+//
+// Host arithmetic only (no device calls), so it is tested on the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace vegas {
+
+// Rows of a sequence a replayed verification pass takes at most: a round's
+// (1 + γ, lookup's wide rounds included), well below the prefill kernel's.
+constexpr int32_t kGraphVerifyMaxRows = 16;
+// A replayed verification pass pads its rows to a multiple of this (the
+// small GEMMs' M tile).
+constexpr int32_t kGraphVerifyRowStep = 16;
+
+// Whether sequence s's rows fit a replayed verification pass: dense, every
+// row's logits (or one row's), no score capture (a lookup round's pass, or
+// one that selects nothing), at most kGraphVerifyMaxRows rows.
+bool graph_verifies(const SeqRows &s);
+
+// The padded rows of a replayed verification pass of `rows` rows over n
+// sequences padded to n_padded (a row each), a multiple of
+// kGraphVerifyRowStep; 0 where that exceeds max_rows (it then runs eagerly).
+int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows);
+
+// The smallest power of two >= keys (at least 1): a verification graph's
+// bound on its sequences' keys (the fp8 verify kernel picks its variant by
+// keys per split, which a graph fixes).
+int32_t graph_keys_bucket(int32_t keys);
+
+}  // namespace vegas

@@ -1,0 +1,88 @@
+// graph_shapes.h: which verification passes a GPU context replays as graphs,
+// and how their rows and keys are padded (the CUDA staging's arithmetic,
+// checked here without a GPU).
+#include <gtest/gtest.h>
+
+#include "backend/graph_shapes.h"
+
+namespace vegas {
+namespace {
+
+SeqRows rows_of(int32_t n, SeqRows::Logits logits = SeqRows::Logits::kAll) {
+  SeqRows r;
+  r.n_tokens = n;
+  r.logits = logits;
+  return r;
+}
+
+// A dense verification of up to 16 rows with every row's logits qualifies,
+// and a one-row decode row beside it; anything that captures, drafts sparse,
+// draws a tree or wants other logits does not.
+TEST(GraphShapes, OnlyDenseUncapturedVerificationRowsReplay) {
+  using L = SeqRows::Logits;
+  EXPECT_TRUE(graph_verifies(rows_of(1)));
+  EXPECT_TRUE(graph_verifies(rows_of(7)));
+  EXPECT_TRUE(graph_verifies(rows_of(kGraphVerifyMaxRows)));
+  EXPECT_FALSE(graph_verifies(rows_of(kGraphVerifyMaxRows + 1)));
+  EXPECT_FALSE(graph_verifies(rows_of(0)));
+  EXPECT_TRUE(graph_verifies(rows_of(1, L::kLast)));
+  EXPECT_FALSE(graph_verifies(rows_of(2, L::kLast))) << "a prefill chunk's last row";
+  EXPECT_FALSE(graph_verifies(rows_of(1, L::kNone)));
+
+  ScoreCapture capture;
+  capture.n_rows = 1;
+  SeqRows captured = rows_of(7);
+  captured.capture = &capture;
+  EXPECT_FALSE(graph_verifies(captured)) << "capture buffers grow with the context";
+  capture.n_rows = 0;
+  EXPECT_TRUE(graph_verifies(captured)) << "a capture of no rows captures nothing";
+
+  SeqRows device_sparse = rows_of(1);
+  device_sparse.device_sparse_key = 3;
+  EXPECT_FALSE(graph_verifies(device_sparse));
+  SparseAttention sparse;
+  SeqRows host_sparse = rows_of(1);
+  host_sparse.sparse = &sparse;
+  EXPECT_FALSE(graph_verifies(host_sparse));
+  QuestDraft quest;
+  SeqRows quest_rows = rows_of(1);
+  quest_rows.quest = &quest;
+  EXPECT_FALSE(graph_verifies(quest_rows));
+  TokenTree tree;
+  SeqRows tree_rows = rows_of(3);
+  tree_rows.tree = &tree;
+  EXPECT_FALSE(graph_verifies(tree_rows));
+}
+
+// Rows padded to multiples of 16 after a row for each padded sequence, so
+// that rounds whose drafts differ a little share a graph; never past the
+// context's rows.
+TEST(GraphShapes, VerificationRowsPadToTheRowStep) {
+  EXPECT_EQ(graph_verify_rows(22, 5, 8, 1536), 32);  // 22 + 3 padded sequences
+  EXPECT_EQ(graph_verify_rows(23, 5, 8, 1536), 32);  // the same graph
+  EXPECT_EQ(graph_verify_rows(29, 5, 8, 1536), 32);
+  EXPECT_EQ(graph_verify_rows(30, 5, 8, 1536), 48);
+  EXPECT_EQ(graph_verify_rows(112, 16, 16, 1536), 112);  // 16 x (1 + γ 6)
+  EXPECT_EQ(graph_verify_rows(113, 16, 16, 1536), 128);
+  EXPECT_EQ(graph_verify_rows(2, 2, 2, 1536), 16);
+  EXPECT_EQ(graph_verify_rows(112, 16, 16, 112), 112);
+  EXPECT_EQ(graph_verify_rows(113, 16, 16, 120), 0) << "more rows than a pass may carry";
+  for (int64_t rows = 1; rows <= 200; ++rows) {
+    const int32_t padded = graph_verify_rows(rows, 3, 4, 4096);
+    EXPECT_EQ(padded % kGraphVerifyRowStep, 0);
+    EXPECT_GE(padded, rows + 1);
+    EXPECT_LT(padded, rows + 1 + kGraphVerifyRowStep);
+  }
+}
+
+TEST(GraphShapes, KeysBucketIsTheNextPowerOfTwo) {
+  EXPECT_EQ(graph_keys_bucket(0), 1);
+  EXPECT_EQ(graph_keys_bucket(1), 1);
+  EXPECT_EQ(graph_keys_bucket(1000), 1024);
+  EXPECT_EQ(graph_keys_bucket(1024), 1024);
+  EXPECT_EQ(graph_keys_bucket(1025), 2048);
+  EXPECT_EQ(graph_keys_bucket(8192 + 7), 16384);
+}
+
+}  // namespace
+}  // namespace vegas

@@ -1,6 +1,7 @@
 #include "speculative/lookup_drafter.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/parallel_rows.h"
 #include "common/worker_pool.h"
@@ -48,6 +49,30 @@ std::vector<std::vector<int32_t>> LookupDrafter::propose(const std::vector<const
       },
       long_extension);
   return drafts;
+}
+
+void LookupDrafter::draft(RoundDrafting &round) {
+  std::vector<RoundWork> &work = round.work;
+  std::vector<const Sequence *> seqs;
+  std::vector<int32_t> gammas;
+  for (const RoundWork &w : work) {
+    seqs.push_back(w.seq);
+    gammas.push_back(w.gamma);
+  }
+  std::vector<std::vector<int32_t>> drafts = propose(seqs, gammas);
+  for (size_t i = 0; i < work.size(); ++i) {
+    RoundWork &w = work[i];
+    w.drafts = std::move(drafts[i]);
+    w.gamma = static_cast<int32_t>(w.drafts.size());
+    // A proposal that is certain: accepted with probability p(x), and after a
+    // rejection the next token is drawn from p without x (accept_sampled's
+    // norm(max(0, p - q))), so the output stays distributed as vanilla's.
+    w.q.assign(w.drafts.size(), TokenDistribution{});
+    for (size_t j = 0; j < w.drafts.size(); ++j) {
+      w.q[j].ids = {w.drafts[j]};
+      w.q[j].probs = {1.0f};
+    }
+  }
 }
 
 void LookupDrafter::forget(int32_t seq_id) {

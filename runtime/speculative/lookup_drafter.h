@@ -16,14 +16,20 @@
 
 #include "common/serial_worker.h"
 #include "session/sequence.h"
+#include "speculative/drafter.h"
 #include "speculative/prompt_lookup.h"
 
 namespace vegas {
 
-class LookupDrafter {
+class LookupDrafter final : public Drafter {
  public:
+  DrafterKind kind() const override { return DrafterKind::kLookup; }
+  bool drafts_without_passes() const override { return true; }
   // Starts indexing the prompt of `seq` (a copy of its tokens), once.
-  void begin_prompt(const Sequence &seq);
+  void begin_prompt(const Sequence &seq) override;
+  // Each sequence's drafts from its own context (propose), as many as it
+  // finds up to its γ, each with q one-hot.
+  void draft(RoundDrafting &round) override;
   // Up to gammas[i] drafts for seqs[i] from its own context (fewer, or none,
   // where the context does not continue its last tokens). A sequence whose
   // prompt was not indexed is indexed here, on the worker threads when long.
@@ -32,7 +38,7 @@ class LookupDrafter {
   // Drops the sequence's index: on the thread that indexed its prompt, after
   // that task (freeing an 8K prompt's tables took ~0.2 ms, in the round that
   // finished the sequence).
-  void forget(int32_t seq_id);
+  void forget(int32_t seq_id) override;
 
  private:
   struct Drafting {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "session/sequence_rows.h"
+#include "speculative/round_state.h"
 
 namespace vegas {
 
@@ -70,8 +71,31 @@ const SparseAttention *ModelDrafter::window_of(const Sequence &seq) const {
   return &it->second.window;
 }
 
-void ModelDrafter::settle(const Sequence &seq, int32_t gamma, int32_t n_accepted) {
+void ModelDrafter::settle_sequence(const Sequence &seq, int32_t gamma, int32_t n_accepted) {
   if (gamma > 0) seqs_[seq.id].len = seq.kv_len + 1 + std::min(n_accepted, gamma - 1);
+}
+
+void ModelDrafter::draft(RoundDrafting &r) {
+  std::vector<const Sequence *> drafting;
+  for (const RoundWork &w : r.work)
+    if (w.gamma > 0) drafting.push_back(w.seq);
+  begin_round(drafting);
+  ChainedDrafts chain;
+  if (r.rs.by_candidates && r.passes.begin_chain(r.work, r.max_gamma, context_, &chain)) {
+    if (r.passes.finish_chain(chain, context_))
+      r.passes.build_chained_q(chain);
+    else
+      r.passes.drop_chained_drafts(chain);  // the passes' KV is caught up next round
+    r.passes.abandon_chain(&chain);
+    return;
+  }
+  r.passes.pass_by_pass(r.work, r.max_gamma, context_, r.rs);
+}
+
+void ModelDrafter::settle(const std::vector<RoundWork> &work,
+                          const std::vector<int32_t> &n_accepted) {
+  for (size_t i = 0; i < work.size(); ++i)
+    settle_sequence(*work[i].seq, work[i].gamma, n_accepted[i]);
 }
 
 }  // namespace vegas

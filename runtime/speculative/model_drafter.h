@@ -1,9 +1,9 @@
-// A separate draft model's state (SpeculativeParams::draft_model): its
+// A separate draft model as a Drafter (SpeculativeParams::draft_model): its
 // context (KV slots at the model's page ids, storage of its own) and, per
 // sequence, how much of the sequence its KV holds and the sliding window its
-// draft rows attend to. The decoder runs the draft passes on context() (the
-// sparse drafts' machinery, draft_model_round.cpp); this class keeps the
-// draft's KV in step with the sequence around them.
+// draft rows attend to. Its rounds run the decoder's draft passes
+// (DraftPasses, the sparse drafts' machinery) on context(); this class keeps
+// the draft's KV in step with the sequence around them.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,11 @@
 
 #include "backend/backend.h"
 #include "session/sequence.h"
+#include "speculative/drafter.h"
 
 namespace vegas {
 
-class ModelDrafter {
+class ModelDrafter final : public Drafter {
  public:
   // `max_rows`: the most rows one forward call on `context` may carry;
   // `n_layers`: the draft's (its window sets have one entry per layer);
@@ -25,10 +26,20 @@ class ModelDrafter {
                int32_t sink)
       : context_(context), max_rows_(max_rows), n_layers_(n_layers), window_(window), sink_(sink) {}
 
+  DrafterKind kind() const override { return DrafterKind::kModel; }
   BackendContext &context() { return context_; }
   // Runs through the draft the prompt rows the model just ran (rows[i] of
   // seqs[i]), and whatever earlier positions of those sequences it lacks.
-  void follow_prefill(const std::vector<const Sequence *> &seqs, const std::vector<SeqRows> &rows);
+  void follow_prefill(const std::vector<const Sequence *> &seqs,
+                      const std::vector<SeqRows> &rows) override;
+  // The draft's KV caught up (begin_round), then γ single-row passes on the
+  // draft's context (draft_row gives the draft's rows there): chained on the
+  // device where that context can (its window too; the host reads every
+  // draft and its candidates once), else drawn pass by pass on the host.
+  // The verify pass runs on the model's own context, so no chain feeds it.
+  void draft(RoundDrafting &round) override;
+  // settle_sequence for each sequence of the round.
+  void settle(const std::vector<RoundWork> &work, const std::vector<int32_t> &n_accepted) override;
   // A round of `seqs` begins: the draft runs every position before each
   // sequence's kv_len it lacks (the newest token, at kv_len, is the first
   // draft pass's row), and each one's window is set for the round.
@@ -39,8 +50,8 @@ class ModelDrafter {
   // After acceptance, `seq` as the round found it: pass j of the round's
   // `gamma` wrote the draft's KV at kv_len + j for the round's first token and
   // drafts 1 .. γ - 1; those up to the last accepted one are the sequence's.
-  void settle(const Sequence &seq, int32_t gamma, int32_t n_accepted);
-  void forget(int32_t seq_id) { seqs_.erase(seq_id); }
+  void settle_sequence(const Sequence &seq, int32_t gamma, int32_t n_accepted);
+  void forget(int32_t seq_id) override { seqs_.erase(seq_id); }
 
  private:
   struct SeqDraft {

@@ -1,7 +1,6 @@
-// What the phases of one speculative round share (SpeculativeDecoder's
-// RoundState) and how a pass's logit rows reach the host (PassCandidates);
-// private to the decoder's files (speculative_decoder.cpp,
-// speculative_tree_round.cpp).
+// What the phases of one speculative round share (RoundState) and how a
+// pass's logit rows reach the host (PassCandidates); private to the
+// speculative decoder's and the drafters' files.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +11,7 @@
 
 #include "backend/backend.h"
 #include "sampling/sampling.h"
-#include "speculative/speculative_decoder.h"
+#include "speculative/round_work.h"
 
 namespace vegas {
 
@@ -108,7 +107,7 @@ size_t threaded_round_seqs();
 
 // What the phases of one round share: how the passes return their rows,
 // the chain begun for the drafts, the device's acceptance records.
-struct SpeculativeDecoder::RoundState {
+struct RoundState {
   // When every rule reads only the top of its logit rows (greedy, or top-k
   // up to kMaxCandidateTopK, no penalties), the draft and verify passes
   // return those candidates instead of the vocabulary rows: on a GPU, a few

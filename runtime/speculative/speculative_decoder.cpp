@@ -181,11 +181,38 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
                                   "' selects every draft step but has no query-aware form "
                                   "for the backends' draft passes");
   check_tree_shape();
+  if (own_ == DrafterKind::kSparse)
+    drafters_[drafter_index(DrafterKind::kSparse)] = std::make_unique<SparseDrafter>(trees());
+  if (drafts_by(DrafterKind::kLookup))
+    drafters_[drafter_index(DrafterKind::kLookup)] = std::make_unique<LookupDrafter>();
   totals_.accepted_at.assign(static_cast<size_t>(stats_gamma()), 0);
   totals_.drafted_at.assign(static_cast<size_t>(stats_gamma()), 0);
 }
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
+
+void SpeculativeDecoder::use_draft_context(BackendContext *draft, int32_t max_rows,
+                                           int32_t n_layers) {
+  auto model = std::make_unique<ModelDrafter>(*draft, max_rows, n_layers, params_.draft_window,
+                                              params_.selection.sink);
+  model_drafter_ = model.get();
+  drafters_[drafter_index(DrafterKind::kModel)] = std::move(model);
+}
+
+Drafter &SpeculativeDecoder::drafter(DrafterKind k) {
+  Drafter *d = drafters_[drafter_index(k)].get();
+  if (d == nullptr)
+    fail(VEGAS_ERR_INTERNAL, std::string("a round drafted by the ") + drafter_name(k) +
+                                 " drafter, which this session has not got (a draft model's "
+                                 "needs its context)");
+  return *d;
+}
+
+void SpeculativeDecoder::follow_prefill(const std::vector<const Sequence *> &seqs,
+                                        const std::vector<SeqRows> &prompt_rows) {
+  for (const std::unique_ptr<Drafter> &d : drafters_)
+    if (d) d->follow_prefill(seqs, prompt_rows);
+}
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
@@ -193,8 +220,9 @@ bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   return device_;
 }
 
-void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
-                                             const std::vector<int32_t> &rows, SeqRows &r) {
+void SpeculativeDecoder::setup_device_select(SpeculativeSeqState &st, int32_t seq_id,
+                                             int32_t n_candidates, const std::vector<int32_t> &rows,
+                                             SeqRows &r) {
   DevicePlan plan;
   policy_->device_plan(n_candidates, knobs(st), &plan);
   st.capture_rows = plan.scored > 0 ? rows : std::vector<int32_t>{};
@@ -214,8 +242,8 @@ void SpeculativeDecoder::setup_device_select(SeqState &st, int32_t seq_id, int32
   r.device_select = &st.device_select;
 }
 
-SpeculativeDecoder::SeqState &SpeculativeDecoder::state(const Sequence &seq, int32_t batch) {
-  SeqState &st = states_[seq.id];
+SpeculativeSeqState &SpeculativeDecoder::state(const Sequence &seq, int32_t batch) {
+  SpeculativeSeqState &st = states_[seq.id];
   if (!st.tuned) {
     st.tuning = tuning_.start(seq.n_prompt(), batch);
     st.tuned = true;
@@ -228,18 +256,19 @@ const SequenceTuning *SpeculativeDecoder::sequence_tuning(int32_t seq_id) const 
   return it != states_.end() && it->second.tuned ? &it->second.tuning : nullptr;
 }
 
-void SpeculativeDecoder::observe_round(int32_t seq_id, SeqState &st, RoundObservation obs) {
+void SpeculativeDecoder::observe_round(int32_t seq_id, SpeculativeSeqState &st,
+                                       RoundObservation obs) {
   if (params_.debug_round_costs) params_.debug_round_costs(obs);
   tuning_.observe(seq_id, st.tuning, obs);
 }
 
 void SpeculativeDecoder::forget(int32_t seq_id) {
-  lookup_drafter_.forget(seq_id);
-  if (model_drafter_) model_drafter_->forget(seq_id);
+  for (const std::unique_ptr<Drafter> &d : drafters_)
+    if (d) d->forget(seq_id);
   if (states_.erase(seq_id) > 0) policy_->reset(seq_id);
 }
 
-void SpeculativeDecoder::setup_capture(SeqState &st, int32_t n_candidates,
+void SpeculativeDecoder::setup_capture(SpeculativeSeqState &st, int32_t n_candidates,
                                        const std::vector<int32_t> &rows) {
   const size_t n_rows = rows.size();
   st.capture_rows = rows;
@@ -254,7 +283,7 @@ void SpeculativeDecoder::setup_capture(SeqState &st, int32_t n_candidates,
   st.capture.lse = st.score_lse.data();
 }
 
-void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_candidates,
+void SpeculativeDecoder::select(const Sequence &seq, SpeculativeSeqState &st, int32_t n_candidates,
                                 int32_t last_accepted_row) {
   const int32_t n_layers = config_.n_layers;
   st.stride = std::max(n_candidates, 1);
@@ -288,8 +317,9 @@ void SpeculativeDecoder::select(const Sequence &seq, SeqState &st, int32_t n_can
 
 void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &rows,
                                                  int32_t batch) {
-  if (drafts_by(DrafterKind::kLookup)) lookup_drafter_.begin_prompt(seq);
-  SeqState &st = state(seq, batch);
+  for (const std::unique_ptr<Drafter> &d : drafters_)
+    if (d) d->begin_prompt(seq);
+  SpeculativeSeqState &st = state(seq, batch);
   if (device_) {
     setup_device_select(st, seq.id, rows.start_pos + rows.n_tokens, {rows.n_tokens - 1}, rows);
     return;
@@ -301,7 +331,7 @@ void SpeculativeDecoder::prepare_prefill_capture(const Sequence &seq, SeqRows &r
 
 void SpeculativeDecoder::select_after_prefill(const Sequence &seq) {
   const double t0 = now_seconds();
-  SeqState &st = state(seq);
+  SpeculativeSeqState &st = state(seq);
   if (device_ || query_aware_) {  // selected by the prefill's forward pass, or by each draft pass
     st.has_selection = true;
     return;
@@ -329,8 +359,8 @@ SeqRows SpeculativeDecoder::draft_row(const RoundWork &w, int32_t j, const int32
   return r;
 }
 
-bool SpeculativeDecoder::begin_chained(std::vector<RoundWork> &work, int32_t max_gamma,
-                                       BackendContext &context, ChainedDrafts *chain) {
+bool SpeculativeDecoder::begin_chain(std::vector<RoundWork> &work, int32_t max_gamma,
+                                     BackendContext &context, ChainedDrafts *chain) {
   // The sparse drafts' rows read the device's selection; a draft model's are dense.
   const bool model_rows = drafts_on_model(context);
   if ((!device_ && !model_rows) || max_gamma == 0) return false;
@@ -379,7 +409,7 @@ std::vector<int32_t> SpeculativeDecoder::chain_feed(const std::vector<RoundWork>
   return fed;
 }
 
-bool SpeculativeDecoder::finish_chained(ChainedDrafts &chain, BackendContext &context) {
+bool SpeculativeDecoder::finish_chain(ChainedDrafts &chain, BackendContext &context) {
   if (!context.end_draft_chain(chain.tokens.data(), &chain.rows)) return false;
   const size_t n = chain.seqs.size();
   for (size_t i = 0; i < n; ++i)
@@ -466,7 +496,7 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
   std::vector<RoundSeq> planned;
   int32_t max_gamma = 0;
   for (Sequence *seq : seqs) {
-    SeqState &st = state(*seq);
+    SpeculativeSeqState &st = state(*seq);
     RoundSeq r;
     r.seq = seq;
     // How many drafts this round (never more than max_tokens allows).
@@ -513,15 +543,17 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
 constexpr int32_t kWideLookupGamma = 10;
 
 int32_t SpeculativeDecoder::stats_gamma() const {
-  return drafts_by(DrafterKind::kLookup) ? std::max(tuning_.max_gamma(), kWideLookupGamma)
-                                         : tuning_.max_gamma();
+  for (const std::unique_ptr<Drafter> &d : drafters_)
+    if (d && d->drafts_without_passes()) return std::max(tuning_.max_gamma(), kWideLookupGamma);
+  return tuning_.max_gamma();
 }
 
 void SpeculativeDecoder::plan_wide_lookup(std::vector<RoundSeq> &planned, bool alternate,
                                           bool select) const {
-  const DrafterKind drafter = round_drafter(alternate);
-  // A selection that captures every verify row has room for γ + 1 of them.
-  if (drafter != DrafterKind::kLookup || planned.empty() ||
+  // Drafts that cost no pass (lookup's) may go past γ; a selection that
+  // captures every verify row has room for γ + 1 of them.
+  const Drafter *drafter = drafters_[drafter_index(round_drafter(alternate))].get();
+  if (drafter == nullptr || !drafter->drafts_without_passes() || planned.empty() ||
       (select && policy_->needs().score_rows == ScoreRows::kAll))
     return;
   const int32_t wide =
@@ -538,8 +570,7 @@ void SpeculativeDecoder::plan_wide_lookup(std::vector<RoundSeq> &planned, bool a
   }
 }
 
-std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
-    const std::vector<RoundSeq> &seqs) {
+std::vector<RoundWork> SpeculativeDecoder::round_work(const std::vector<RoundSeq> &seqs) {
   std::vector<RoundWork> work;
   for (const RoundSeq &r : seqs) {
     const Sequence *seq = r.seq;
@@ -561,8 +592,8 @@ std::vector<SpeculativeDecoder::RoundWork> SpeculativeDecoder::round_work(
   return work;
 }
 
-void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma,
-                                            BackendContext &context, RoundState &rs) {
+void SpeculativeDecoder::pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma,
+                                      BackendContext &context, RoundState &rs) {
   const int32_t vocab = config_.vocab_size;
   const bool model_rows = drafts_on_model(context);
   std::vector<int32_t> inputs(work.size());
@@ -597,29 +628,6 @@ void SpeculativeDecoder::draft_pass_by_pass(std::vector<RoundWork> &work, int32_
               w.seq->req.sampling.greedy() ? q.ids[0] : sample_from(q, w.rng.uniform());
         },
         !(rs.by_candidates && rs.cands.picked()) || in_batch.size() >= threaded_round_seqs());
-  }
-}
-
-void SpeculativeDecoder::draft_by_lookup(std::vector<RoundWork> &work) {
-  std::vector<const Sequence *> seqs;
-  std::vector<int32_t> gammas;
-  for (const RoundWork &w : work) {
-    seqs.push_back(w.seq);
-    gammas.push_back(w.gamma);
-  }
-  std::vector<std::vector<int32_t>> drafts = lookup_drafter_.propose(seqs, gammas);
-  for (size_t i = 0; i < work.size(); ++i) {
-    RoundWork &w = work[i];
-    w.drafts = std::move(drafts[i]);
-    w.gamma = static_cast<int32_t>(w.drafts.size());
-    // A proposal that is certain: accepted with probability p(x), and after a
-    // rejection the next token is drawn from p without x (accept_sampled's
-    // norm(max(0, p - q))), so the output stays distributed as vanilla's.
-    w.q.assign(w.drafts.size(), TokenDistribution{});
-    for (size_t j = 0; j < w.drafts.size(); ++j) {
-      w.q[j].ids = {w.drafts[j]};
-      w.q[j].probs = {1.0f};
-    }
   }
 }
 
@@ -682,7 +690,7 @@ void SpeculativeDecoder::run_verify(std::vector<RoundWork> &work, const ForwardB
   const std::vector<BackendContext::AcceptOnDevice> specs = device_accept_specs(work, rs.row_base);
   const bool began = rs.cands.run_fed(context, verify, rs.cand_k, vocab, fed.data(),
                                       params_.debug_host_acceptance ? nullptr : &specs, [&] {
-                                        rs.chain_read = finish_chained(rs.chain, context);
+                                        rs.chain_read = finish_chain(rs.chain, context);
                                         drafts_read();
                                         // With the acceptance on the device, q is built only for a
                                         // sequence the device hands back (a candidate overflow).
@@ -815,16 +823,9 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
   pending->drafter = round_drafter(alternate);
-  if (pending->drafter == DrafterKind::kLookup) {
-    draft_by_lookup(work);
-  } else if (pending->drafter == DrafterKind::kModel) {
-    draft_by_model(work, max_gamma, rs);
-  } else if (trees()) {
-    draft_trees(work, max_gamma, context, rs);
-  } else {
-    rs.chain_begun = rs.by_candidates && begin_chained(work, max_gamma, context, &rs.chain);
-    if (!rs.chain_begun) draft_pass_by_pass(work, max_gamma, context, rs);
-  }
+  Drafter &drafter_of_round = drafter(pending->drafter);
+  RoundDrafting drafting{work, max_gamma, context, rs, *this};
+  drafter_of_round.draft(drafting);
   double t_verify = now_seconds(), draft_seconds = 0.0;
   auto drafts_read = [&] {
     t_verify = now_seconds();
@@ -859,13 +860,11 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   std::vector<AcceptResult> results;
   accept_round(work, rs, &results);
   if (trees()) compact_trees(work, context);
-  if (pending->drafter == DrafterKind::kModel)
-    for (size_t i = 0; i < work.size(); ++i)
-      model_drafter_->settle(*work[i].seq, work[i].gamma, results[i].n_accepted);
+  for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
+  drafter_of_round.settle(work, pending->n_accepted);
   trace.mark("accept");
 
   std::vector<RoundOutcome> out = outcomes(seqs, work, results, rs);
-  for (const AcceptResult &r : results) pending->n_accepted.push_back(r.n_accepted);
   pending->work = std::move(work);
   pending_ = std::move(pending);
   return out;
@@ -920,11 +919,7 @@ void SpeculativeDecoder::end_round(const std::vector<RoundOutcome> &outcomes,
   pending->trace.mark("select");
   int32_t max_gamma = 0;
   for (const RoundWork &w : pending->work) max_gamma = std::max(max_gamma, w.gamma);
-  pending->trace.finish(pending->work.size(), max_gamma,
-                        pending->drafter == DrafterKind::kLookup  ? "lookup"
-                        : pending->drafter == DrafterKind::kModel ? "model"
-                                                                  : "sparse",
-                        committed);
+  pending->trace.finish(pending->work.size(), max_gamma, drafter_name(pending->drafter), committed);
 }
 
 }  // namespace vegas

@@ -21,12 +21,16 @@
 #include "session/sequence.h"
 #include "speculative/auto_tuning.h"
 #include "speculative/draft_tree.h"
+#include "speculative/drafter.h"
 #include "speculative/lookup_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/prompt_lookup.h"
+#include "speculative/round_work.h"
 #include "speculative/tree_accept.h"
 
 namespace vegas {
+
+struct RoundState;
 
 struct SpeculativeParams {
   std::string policy = "vegas";
@@ -120,12 +124,9 @@ struct RoundOutcome {
   int32_t committed = 0;
 };
 
-class SpeculativeDecoder {
+// Private base DraftPasses: the draft passes the drafters run (drafter.h).
+class SpeculativeDecoder final : private DraftPasses {
  public:
-  // Who drafts a round: the policy's sparse passes, prompt lookup (drafts
-  // from the sequence's own context) or a separate draft model.
-  enum class DrafterKind { kSparse, kLookup, kModel };
-
   SpeculativeDecoder(const ModelConfig &config, const SpeculativeParams &params,
                      int32_t max_context);
   ~SpeculativeDecoder();
@@ -163,10 +164,7 @@ class SpeculativeDecoder {
   // page tables' pages, its own storage), which rounds draft with. Kept, not owned.
   // `max_rows`: the most rows one of its forward calls may carry; `n_layers`:
   // the draft model's (its window sets have one entry per layer).
-  void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers) {
-    model_drafter_ = std::make_unique<ModelDrafter>(*draft, max_rows, n_layers,
-                                                    params_.draft_window, params_.selection.sink);
-  }
+  void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers);
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
@@ -212,75 +210,25 @@ class SpeculativeDecoder {
   void forget(int32_t seq_id);
 
  private:
-  struct SeqState {
-    int32_t selection_point = 0;     // candidates were [0, selection_point)
-    std::vector<int32_t> positions;  // [n_layers][stride]
-    std::vector<int32_t> counts;     // [n_layers]
-    int32_t stride = 0;
-    std::vector<int32_t> capture_rows;
-    std::vector<float> score_logits;  // [n_layers][n_rows][n_heads][n_candidates]
-    std::vector<float> score_lse;     // [n_layers][n_rows][n_heads]
-    ScoreCapture capture;
-    SparseAttention sparse;
-    DeviceSelection device_select;
-    QuestDraft quest;  // query-aware policies: what each draft pass selects from
-    bool has_selection = false;
-    SequenceTuning tuning;  // its γ, ratio, window share (and their controller)
-    bool tuned = false;
-  };
-
-  // One sequence's share of a round: how many drafts, its rule's candidate
-  // k, its RNG cursor, the drafts and the distributions they were drawn from.
-  struct RoundWork {
-    const Sequence *seq;  // read only: the session applies the outcome
-    SeqState *st;
-    int32_t gamma;
-    int32_t k;  // candidate_k of the sequence's rule
-    // Sequence::rng as the round began; every draw of the round advances
-    // this copy (RoundOutcome::rng_counter reports where it ended).
-    Rng rng;
-    std::vector<int32_t> drafts;
-    std::vector<TokenDistribution> q;
-    int32_t verified = 0;      // draft rows in its verification (gamma, unless drafts were dropped)
-    int32_t chain_index = -1;  // its place in the round's draft chain, -1 when not chained
-    bool chain_room = false;   // RoundSeq::chain_room
-    // A tree round (trees()): every sequence drafts a tree, the shape's where
-    // RoundSeq::tree_room, else a chain; node_q[n] is the distribution node
-    // n's children were drawn from, `rows` the backend's view of the tree.
-    bool in_tree = false;
-    DraftTreeShape shape = {};
-    DraftTree tree = DraftTree(0);
-    std::vector<TokenDistribution> node_q = {};
-    TokenTree rows = {};
-    TreeAcceptResult tree_result = {};
-    // Verify rows of the sequence: γ + 1, or the tree's nodes.
-    int32_t verify_rows() const { return in_tree ? tree.n_nodes() : gamma + 1; }
-  };
-  // The drafts of one forward_draft_chain call: the chained sequences, the
-  // draws [pass][sequence] and their candidates, and pass 0's input tokens.
-  struct ChainedDrafts {
-    std::vector<RoundWork *> seqs;
-    std::vector<int32_t> tokens;
-    std::vector<LogitCandidates> rows;
-    std::vector<int32_t> first_tokens;
-  };
-
-  // The phases of round(), in order. RoundState (defined with them) is what
+  // The phases of round(), in order. RoundState (round_state.h) is what
   // they share: the passes' candidates or rows, the chain, the device's
   // acceptance records, each sequence's first verify row.
-  struct RoundState;
   // Each planned sequence's share of the round.
   std::vector<RoundWork> round_work(const std::vector<RoundSeq> &seqs);
-  // The drafts one pass at a time, drawn on the host (no chain on the device).
-  void draft_pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
-                          RoundState &rs);
+  // The drafter of kind k (INTERNAL where a draft model's was never given).
+  Drafter &drafter(DrafterKind k);
+
+  // DraftPasses, for the drafters. The drafts one pass at a time, drawn on
+  // the host (no chain on the device).
+  void pass_by_pass(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                    RoundState &rs) override;
   // INVALID_ARGUMENT for a tree shape out of bounds or a policy that cannot
   // draft trees.
   void check_tree_shape() const;
   // A tree round's draft passes (speculative_tree_round.cpp): pass j runs
   // level j of every sequence's tree and draws level j + 1.
-  void draft_trees(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
-                   RoundState &rs);
+  void tree_levels(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                   RoundState &rs) override;
   // Level j + 1 of w's tree from the rows of level j (its candidates or logits).
   void grow_tree_level(RoundWork &w, int32_t level, RoundState &rs, const float *logits,
                        size_t first_row);
@@ -291,15 +239,6 @@ class SpeculativeDecoder {
   // The penalties' history of a tree node: the sequence's tokens, then the
   // drafts on the path to the node.
   static void tree_history(const RoundWork &w, int32_t node, std::vector<int32_t> *out);
-  // A draft model's passes (draft_model_round.cpp): the tokens the draft's KV
-  // lacks, then γ single-row passes, chained on the device where the draft's
-  // context can (drawn there, read back once), else drawn on the host.
-  void draft_by_model(std::vector<RoundWork> &work, int32_t max_gamma, RoundState &rs);
-  // The chain of draft_by_model on the draft's context: true when it drafted.
-  bool draft_model_chain(std::vector<RoundWork> &work, int32_t max_gamma, const RoundState &rs);
-  // The policy "lookup": each sequence's drafts from its own context
-  // (prompt_lookup.h), as many as it finds up to its γ, each with q one-hot.
-  void draft_by_lookup(std::vector<RoundWork> &work);
   // plan(): the wide γ of a lookup round's sequences (RoundSeq::lookup_gamma).
   void plan_wide_lookup(std::vector<RoundSeq> &planned, bool alternate, bool select) const;
   // The draft positions the totals count: max_gamma(), or a wide lookup γ.
@@ -335,21 +274,21 @@ class SpeculativeDecoder {
   // shorter gamma (its last tokens) drafts max_gamma too, into slots reserved
   // for them, and its extra drafts are dropped. False when nothing was begun
   // (the caller drafts pass by pass); else the verify pass follows with the
-  // draws fed on the device (chain_feed), and finish_chained reads them.
-  bool begin_chained(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
-                     ChainedDrafts *chain);
+  // draws fed on the device (chain_feed), and finish_chain reads them.
+  bool begin_chain(std::vector<RoundWork> &work, int32_t max_gamma, BackendContext &context,
+                   ChainedDrafts *chain) override;
   // Empties a chain that was not begun, its sequences no longer chained.
-  static void abandon_chain(ChainedDrafts *chain);
+  void abandon_chain(ChainedDrafts *chain) override;
   // Per token row of the verification of `work`: the chain draw it takes, or -1.
   static std::vector<int32_t> chain_feed(const std::vector<RoundWork> &work,
                                          const ChainedDrafts &chain);
   // Waits for the chain and fills each sequence's drafts; false when the
   // backend lost their candidates (then no q can be built for them).
-  bool finish_chained(ChainedDrafts &chain, BackendContext &context);
+  bool finish_chain(ChainedDrafts &chain, BackendContext &context) override;
   // Each chained draft's q from the chain's candidates, checking that the
   // device's token lies in it, and the sampled sequences' RNG cursors
   // (RoundWork::rng) advanced past their draws. Runs while the verify pass does.
-  void build_chained_q(ChainedDrafts &chain);
+  void build_chained_q(ChainedDrafts &chain) override;
   // build_chained_q for the chain's sequence i.
   void build_chained_q_of(ChainedDrafts &chain, size_t i);
   // Per sequence of `work` (verify rows in order): what the device needs to
@@ -364,25 +303,29 @@ class SpeculativeDecoder {
   // When the chain's candidates were lost: each chained sequence keeps its
   // verification rows but drops its drafts (gamma 0 from here on), its RNG
   // cursor past the chain's draws.
-  static void drop_chained_drafts(ChainedDrafts &chain);
+  void drop_chained_drafts(ChainedDrafts &chain) override;
 
   // The sequence's state, its tuning started (for `batch` sequences) on first use.
-  SeqState &state(const Sequence &seq, int32_t batch = 1);
-  static BudgetKnobs knobs(const SeqState &st) { return {st.tuning.ratio, st.tuning.window_share}; }
+  SpeculativeSeqState &state(const Sequence &seq, int32_t batch = 1);
+  static BudgetKnobs knobs(const SpeculativeSeqState &st) {
+    return {st.tuning.ratio, st.tuning.window_share};
+  }
   // Feeds a finished round of the sequence to its tuning.
-  void observe_round(int32_t seq_id, SeqState &st, RoundObservation obs);
-  void setup_capture(SeqState &st, int32_t n_candidates, const std::vector<int32_t> &rows);
+  void observe_round(int32_t seq_id, SpeculativeSeqState &st, RoundObservation obs);
+  void setup_capture(SpeculativeSeqState &st, int32_t n_candidates,
+                     const std::vector<int32_t> &rows);
   // Device mode: captures `rows` for a selection over n candidates made on the device.
-  void setup_device_select(SeqState &st, int32_t seq_id, int32_t n_candidates,
+  void setup_device_select(SpeculativeSeqState &st, int32_t seq_id, int32_t n_candidates,
                            const std::vector<int32_t> &rows, SeqRows &r);
   // Runs the policy for every layer over the captured scores.
-  void select(const Sequence &seq, SeqState &st, int32_t n_candidates, int32_t last_accepted_row);
+  void select(const Sequence &seq, SpeculativeSeqState &st, int32_t n_candidates,
+              int32_t last_accepted_row);
 
   const ModelConfig &config_;
   SpeculativeParams params_;
   AutoTuning tuning_;
   std::unique_ptr<SelectionPolicy> policy_;
-  std::map<int32_t, SeqState> states_;
+  std::map<int32_t, SpeculativeSeqState> states_;
   bool device_ = false;
   // The policy selects inside every draft pass from the draft query (quest).
   bool query_aware_ = false;
@@ -401,9 +344,11 @@ class SpeculativeDecoder {
   DrafterKind round_drafter(bool alternate) const {
     return alternate && alternate_ ? *alternate_ : own_;
   }
-  std::unique_ptr<ModelDrafter> model_drafter_;  // use_draft_context
-  LookupDrafter lookup_drafter_;                 // policy "lookup" and P+lookup's lookup rounds
-  int32_t wide_lookup_rows_ = 0;                 // set_wide_lookup_rows
+  // [kind]: the drafters of own_ and alternate_, the others null; a draft
+  // model's from use_draft_context on (model_drafter_ is it, for its rows).
+  std::unique_ptr<Drafter> drafters_[kDrafterKinds];
+  ModelDrafter *model_drafter_ = nullptr;
+  int32_t wide_lookup_rows_ = 0;  // set_wide_lookup_rows
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.
   struct PendingRound;

@@ -75,7 +75,7 @@ void SpeculativeDecoder::tree_history(const RoundWork &w, int32_t node, std::vec
   for (const int32_t n : w.tree.path_to(node)) out->push_back(w.tree.token(n));
 }
 
-void SpeculativeDecoder::draft_trees(std::vector<RoundWork> &work, int32_t max_gamma,
+void SpeculativeDecoder::tree_levels(std::vector<RoundWork> &work, int32_t max_gamma,
                                      BackendContext &context, RoundState &rs) {
   const int32_t vocab = config_.vocab_size;
   for (RoundWork &w : work) {

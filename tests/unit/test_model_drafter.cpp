@@ -121,9 +121,9 @@ TEST(ModelDrafter, CatchesUpInBatchedChunks) {
   for (int32_t id = 1; id <= 3; ++id) expect_covered_once(ctx, id, 3);
 
   // γ 6 from kv_len 3: sequence 1 accepted all six drafts, 2 accepted two.
-  drafter.settle(*seqs[0], 6, 6);
-  drafter.settle(*seqs[1], 6, 2);
-  drafter.settle(*seqs[2], 0, 0);  // verified without drafts: the draft ran nothing
+  drafter.settle_sequence(*seqs[0], 6, 6);
+  drafter.settle_sequence(*seqs[1], 6, 2);
+  drafter.settle_sequence(*seqs[2], 0, 0);  // verified without drafts: the draft ran nothing
   seqs[0]->kv_len = 3 + 1 + 6;
   seqs[1]->kv_len = 3 + 1 + 2;
   seqs[2]->kv_len = 4;

@@ -2,7 +2,9 @@
 # Runs on the GPU machine (repository root): the gpu-labelled test binaries and
 # the CUDA decode benchmark from a carried folder made by tools/pack-cuda-carry.sh,
 # logs under $OUT, and a short table last.
-#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|sanitize|server|tune|profile|profile-phases|timeline|quant|all] [test filter regex]
+#   usage: tools/device-check.sh [carry_dir=.carry/cuda] [tests|bench|phases|vegas|drafters|auto|graphs|sanitize|server|tune|profile|profile-phases|timeline|quant|all] [test filter regex]
+#   graphs: verification passes replayed as graphs (the opt-in switches) against
+#   eager ones, in `vegas bench` (GRAPH_SHAPES).
 #   drafters: chain, prompt lookup and a draft model trained there
 #   (tools/train_draft_model.py) at 8K and 16K x 16, sampled and greedy.
 #   phases: bench_cuda_phases (verify, selection and draft against the vanilla step;
@@ -62,12 +64,15 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
     "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_backend" "VEGAS_CUDA_VERIFY_WARPS=0 test_cuda_vegas" \
     "VEGAS_CUDA_FAULT_CHAIN_OVERFLOW=1 test_cuda_vegas" "VEGAS_CUDA_DEVICE_ACCEPT=0 test_cuda_vegas" \
     "VEGAS_CUDA_QUANT_MMA=1 test_cuda_quant_gemv" "VEGAS_CUDA_VERIFY_GRAPHS=1 test_cuda_backend" \
-    "VEGAS_CUDA_VERIFY_GRAPHS=1 test_cuda_vegas"; do
-    set -- $entry
+    "VEGAS_CUDA_VERIFY_GRAPHS=1 test_cuda_vegas" \
+    "VEGAS_CUDA_VERIFY_GRAPHS=1,VEGAS_CUDA_CAPTURE_GRAPHS=1 test_cuda_backend" \
+    "VEGAS_CUDA_VERIFY_GRAPHS=1,VEGAS_CUDA_CAPTURE_GRAPHS=1 test_cuda_vegas"; do
+    set -- $entry  # switches (NAME=value, comma-separated), binary
     echo "$2" | grep -Eq "$FILTER" || continue
-    env "$1" "$DIR/bin/$2" > "$OUT/$2-${1%=*}.log" 2>&1
+    log="$OUT/$2-$(echo "$1" | sed 's/=[^,]*//g; s/,/+/g').log"
+    env $(echo "$1" | tr ',' ' ') "$DIR/bin/$2" > "$log" 2>&1
     rc=$?
-    summary+=("$(printf '%-24s rc=%-3s %s' "$2 $1" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$OUT/$2-${1%=*}.log" | tr '\n' ' ')")")
+    summary+=("$(printf '%-24s rc=%-3s %s' "$2 $1" "$rc" "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$log" | tr '\n' ' ')")")
   done
 fi
 if [ "$WHAT" = sanitize ]; then
@@ -138,6 +143,38 @@ print(f"auto {sys.argv[3]:>8}: vanilla {van:7.0f} / {van2:7.0f} vegas {veg:7.0f}
       f"round tokens {a['round_token_share'] * 100:3.0f}%")
 PY
 )")
+  done
+fi
+if [ "$WHAT" = graphs ]; then
+  # Verification passes replayed as graphs (VEGAS_CUDA_VERIFY_GRAPHS=1, and
+  # with VEGAS_CUDA_CAPTURE_GRAPHS=1 those that capture scores) against eager
+  # ones: fixed lookup at GRAPH_SHAPES (default 8K x 2 and 8K x 16) and the
+  # default auto vegas+lookup and fixed vegas at 8K x 16, sampled, four seeds
+  # each (auto mode's choices move a seed's figure by +-20%).
+  prompts="$DIR/bench/prompts-public.jsonl"
+  common=(bench --backend cuda --prompts "$prompts" --new-tokens 256 --seed 1 --seeds 4
+    --gamma 6 --ratio 0.07 --window-share 0.5 --temperature 0.6 --top-k 20 --top-p 0.95)
+  for variant in eager verify capture; do
+    switches=()
+    [ "$variant" != eager ] && switches+=(VEGAS_CUDA_VERIFY_GRAPHS=1)
+    [ "$variant" = capture ] && switches+=(VEGAS_CUDA_CAPTURE_GRAPHS=1)
+    for run in ${GRAPH_SHAPES:-8192x2:lookup:vegas 8192x16:lookup:vegas 8192x16:vegas+lookup:auto \
+      8192x16:vegas:vegas}; do
+      IFS=: read -r shape policy mode <<< "$run"
+      ctx=${shape%x*} batch=${shape#*x}
+      tag="graphs-$variant-$shape-$policy-$mode"
+      env "${switches[@]}" "$DIR/bin/vegas" "${common[@]}" --context "$ctx" --batch "$batch" \
+        --policy "$policy" --mode "$mode" > "$OUT/$tag.json" 2> "$OUT/$tag.err"
+      summary+=("$(python3 - "$OUT/$tag.json" "$variant" "$shape" "$policy" "$mode" <<'PY' || tail -2 "$OUT/$tag.err"
+import json, sys
+v = json.load(open(sys.argv[1]))["vegas"]; s = v.get("over_seeds", {})
+print(f"graphs {sys.argv[2]:<7} {sys.argv[3]:>8} {sys.argv[4]:<12} {sys.argv[5]:<5} "
+      f"speedup mean {s.get('speedup_mean', v.get('speedup', 0)):4.2f}x "
+      f"({' '.join('%.2f' % x for x in s.get('speedup', []))}) "
+      f"full batch {v.get('speedup_full_batch', 0):4.2f}x tau {v.get('tau', 0):4.2f}")
+PY
+)")
+    done
   done
 fi
 if [ "$WHAT" = drafters ]; then

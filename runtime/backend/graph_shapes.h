@@ -18,10 +18,25 @@ constexpr int32_t kGraphVerifyMaxRows = 16;
 // small GEMMs' M tile).
 constexpr int32_t kGraphVerifyRowStep = 16;
 
+// A replayed verification pass that captures scores pads its capture slots
+// to a power of two (the capture buffers hold layers x slots x heads x
+// stride scores: Qwen3-8B at 32K, four slots, 0.3 GB, so at most twice
+// that), and each slot's scores (its row stride, the longest candidate list)
+// to a multiple of kGraphCaptureStrideStep: a context grows by a round's
+// tokens, so its stride moves to the next graph every ~150 rounds of 7
+// tokens, not every round.
+constexpr int32_t kGraphCaptureStrideStep = 1024;
+
 // Whether sequence s's rows fit a replayed verification pass: dense, every
-// row's logits (or one row's), no score capture (a lookup round's pass, or
-// one that selects nothing), at most kGraphVerifyMaxRows rows.
-bool graph_verifies(const SeqRows &s);
+// row's logits (or one row's), at most kGraphVerifyMaxRows rows; where
+// `capture` is false, no score capture either (a lookup round's pass, or one
+// that selects nothing).
+bool graph_verifies(const SeqRows &s, bool capture);
+
+// A replayed pass's capture slots and score stride (both at least the
+// step's own).
+int32_t graph_capture_slots(int32_t slots);
+int32_t graph_capture_stride(int32_t stride);
 
 // The padded rows of a replayed verification pass of `rows` rows over n
 // sequences padded to n_padded (a row each), a multiple of

@@ -254,6 +254,12 @@ TEST_F(CudaVsCpu, DecodeStepsEagerAndGraphs) {
   EXPECT_GE(ctx->graphs_captured(), 1u);
 }
 
+// Whether environment variable `name` is "1" (an opted-in variant).
+bool opted_in(const char *name) {
+  const char *v = std::getenv(name);
+  return v != nullptr && std::string(v) == "1";
+}
+
 // Verification passes without score capture (every row's logits, a few rows
 // a sequence, some of one row): each pass's logits against the CPU backend.
 // With VEGAS_CUDA_VERIFY_GRAPHS=1 they replay graphs, padded to 8 sequences
@@ -275,11 +281,80 @@ TEST_F(CudaVsCpu, VerificationPassesEagerAndGraphs) {
       for (int r : rows) next.push_back(random_tokens(r));
       step(ptrs, next, std::vector<L>(rows.size(), L::kAll), "verification pass");
     }
-  const char *opt_in = std::getenv("VEGAS_CUDA_VERIFY_GRAPHS");
-  if (opt_in != nullptr && std::string(opt_in) == "1")
+  if (opted_in("VEGAS_CUDA_VERIFY_GRAPHS"))
     EXPECT_GE(ctx->graphs_captured(), before + 2) << "both shapes replay graphs";
   else
     EXPECT_EQ(ctx->graphs_captured(), before) << "verification passes run eagerly by default";
+}
+
+// Verification passes that capture scores (a round that selects: rows 0 and
+// the last of each sequence, over the candidates before the round): logits,
+// captured logits and lse against the CPU backend, pass after pass. With
+// VEGAS_CUDA_VERIFY_GRAPHS=1 and VEGAS_CUDA_CAPTURE_GRAPHS=1 they replay
+// graphs whose capture slots and score strides are padded: the row counts
+// here share graphs, and the contexts grow through them.
+TEST_F(CudaVsCpu, CapturedVerificationPassesEagerAndGraphs) {
+  std::vector<Seq> seqs;
+  std::vector<Seq *> ptrs;
+  prefill(&seqs, &ptrs, {40, 300, 129, 1000});
+  auto *ctx = dynamic_cast<cuda::CudaContext *>(cuda_ctx_.get());
+  ASSERT_NE(ctx, nullptr);
+  const size_t before = ctx->graphs_captured();
+  const std::vector<std::vector<int>> shapes = {{7, 7, 4, 7}, {7, 6, 4, 7}, {7, 7, 1, 2}};
+  for (int round = 0; round < 3; ++round)
+    for (const std::vector<int> &n_rows : shapes) {
+      ForwardBatch batch;
+      std::vector<std::vector<int32_t>> rows(seqs.size());
+      std::vector<ScoreCapture> caps(2 * seqs.size());
+      std::vector<std::vector<float>> logit_store(caps.size()), lse_store(caps.size());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        Seq &sq = seqs[i];
+        SeqRows r;
+        r.start_pos = static_cast<int32_t>(sq.tokens.size());
+        const auto t = random_tokens(n_rows[i]);
+        sq.tokens.insert(sq.tokens.end(), t.begin(), t.end());
+        pool_->reserve(sq.table, static_cast<int64_t>(sq.tokens.size()));
+        r.tokens = sq.tokens.data() + r.start_pos;
+        r.n_tokens = n_rows[i];
+        r.page_table = sq.table.data();
+        r.n_pages = static_cast<int32_t>(sq.table.size());
+        r.logits = L::kAll;
+        rows[i] = n_rows[i] > 1 ? std::vector<int32_t>{0, n_rows[i] - 1} : std::vector<int32_t>{0};
+        const size_t lines = size_t(config_->n_layers) * rows[i].size() * config_->n_heads;
+        for (int backend = 0; backend < 2; ++backend) {
+          const size_t k = 2 * i + backend;
+          logit_store[k].assign(lines * r.start_pos, 0.0f);
+          lse_store[k].assign(lines, 0.0f);
+          caps[k].n_candidates = r.start_pos;
+          caps[k].rows = rows[i].data();
+          caps[k].n_rows = static_cast<int32_t>(rows[i].size());
+          caps[k].logits = logit_store[k].data();
+          caps[k].lse = lse_store[k].data();
+        }
+        batch.seqs.push_back(r);
+      }
+      for (size_t i = 0; i < seqs.size(); ++i) batch.seqs[i].capture = &caps[2 * i];
+      const size_t n = size_t(batch.logit_rows()) * config_->vocab_size;
+      const float *ref = cpu_ctx_->forward(batch);
+      const std::vector<double> want(ref, ref + n);
+      for (size_t i = 0; i < seqs.size(); ++i) batch.seqs[i].capture = &caps[2 * i + 1];
+      const float *got = cuda_ctx_->forward(batch);
+      EXPECT_LT(rel_l2(std::vector<float>(got, got + n), want), kTolerance) << "logits";
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const std::vector<float> &cpu_log = logit_store[2 * i], &cpu_lse = lse_store[2 * i];
+        EXPECT_LT(
+            rel_l2(logit_store[2 * i + 1], std::vector<double>(cpu_log.begin(), cpu_log.end())),
+            kTolerance)
+            << "captured logits of sequence " << i << ", round " << round;
+        EXPECT_LT(rel_l2(lse_store[2 * i + 1], std::vector<double>(cpu_lse.begin(), cpu_lse.end())),
+                  kTolerance)
+            << "captured lse of sequence " << i << ", round " << round;
+      }
+    }
+  if (opted_in("VEGAS_CUDA_VERIFY_GRAPHS") && opted_in("VEGAS_CUDA_CAPTURE_GRAPHS"))
+    EXPECT_GE(ctx->graphs_captured(), before + 1) << "captured passes replay graphs";
+  else
+    EXPECT_EQ(ctx->graphs_captured(), before) << "captured passes run eagerly by default";
 }
 
 // The device keeps the page tables it was sent and a step uploads only what

@@ -8,6 +8,11 @@
 namespace vegas {
 namespace {
 
+// Without score capture (graph_verifies' `capture` false), as by default.
+bool graph_verifies_plain(const SeqRows &s) {
+  return graph_verifies(s, false);
+}
+
 SeqRows rows_of(int32_t n, SeqRows::Logits logits = SeqRows::Logits::kAll) {
   SeqRows r;
   r.n_tokens = n;
@@ -20,38 +25,39 @@ SeqRows rows_of(int32_t n, SeqRows::Logits logits = SeqRows::Logits::kAll) {
 // draws a tree or wants other logits does not.
 TEST(GraphShapes, OnlyDenseUncapturedVerificationRowsReplay) {
   using L = SeqRows::Logits;
-  EXPECT_TRUE(graph_verifies(rows_of(1)));
-  EXPECT_TRUE(graph_verifies(rows_of(7)));
-  EXPECT_TRUE(graph_verifies(rows_of(kGraphVerifyMaxRows)));
-  EXPECT_FALSE(graph_verifies(rows_of(kGraphVerifyMaxRows + 1)));
-  EXPECT_FALSE(graph_verifies(rows_of(0)));
-  EXPECT_TRUE(graph_verifies(rows_of(1, L::kLast)));
-  EXPECT_FALSE(graph_verifies(rows_of(2, L::kLast))) << "a prefill chunk's last row";
-  EXPECT_FALSE(graph_verifies(rows_of(1, L::kNone)));
+  EXPECT_TRUE(graph_verifies_plain(rows_of(1)));
+  EXPECT_TRUE(graph_verifies_plain(rows_of(7)));
+  EXPECT_TRUE(graph_verifies_plain(rows_of(kGraphVerifyMaxRows)));
+  EXPECT_FALSE(graph_verifies_plain(rows_of(kGraphVerifyMaxRows + 1)));
+  EXPECT_FALSE(graph_verifies_plain(rows_of(0)));
+  EXPECT_TRUE(graph_verifies_plain(rows_of(1, L::kLast)));
+  EXPECT_FALSE(graph_verifies_plain(rows_of(2, L::kLast))) << "a prefill chunk's last row";
+  EXPECT_FALSE(graph_verifies_plain(rows_of(1, L::kNone)));
 
   ScoreCapture capture;
   capture.n_rows = 1;
   SeqRows captured = rows_of(7);
   captured.capture = &capture;
-  EXPECT_FALSE(graph_verifies(captured)) << "capture buffers grow with the context";
+  EXPECT_FALSE(graph_verifies_plain(captured)) << "capture graphs are opted in apart";
+  EXPECT_TRUE(graph_verifies(captured, true));
   capture.n_rows = 0;
-  EXPECT_TRUE(graph_verifies(captured)) << "a capture of no rows captures nothing";
+  EXPECT_TRUE(graph_verifies_plain(captured)) << "a capture of no rows captures nothing";
 
   SeqRows device_sparse = rows_of(1);
   device_sparse.device_sparse_key = 3;
-  EXPECT_FALSE(graph_verifies(device_sparse));
+  EXPECT_FALSE(graph_verifies_plain(device_sparse));
   SparseAttention sparse;
   SeqRows host_sparse = rows_of(1);
   host_sparse.sparse = &sparse;
-  EXPECT_FALSE(graph_verifies(host_sparse));
+  EXPECT_FALSE(graph_verifies_plain(host_sparse));
   QuestDraft quest;
   SeqRows quest_rows = rows_of(1);
   quest_rows.quest = &quest;
-  EXPECT_FALSE(graph_verifies(quest_rows));
+  EXPECT_FALSE(graph_verifies_plain(quest_rows));
   TokenTree tree;
   SeqRows tree_rows = rows_of(3);
   tree_rows.tree = &tree;
-  EXPECT_FALSE(graph_verifies(tree_rows));
+  EXPECT_FALSE(graph_verifies_plain(tree_rows));
 }
 
 // Rows padded to multiples of 16 after a row for each padded sequence, so
@@ -72,6 +78,24 @@ TEST(GraphShapes, VerificationRowsPadToTheRowStep) {
     EXPECT_EQ(padded % kGraphVerifyRowStep, 0);
     EXPECT_GE(padded, rows + 1);
     EXPECT_LT(padded, rows + 1 + kGraphVerifyRowStep);
+  }
+}
+
+// Capture slots to a power of two, score strides to a multiple of 1024: a
+// context a round longer mostly keeps its graph.
+TEST(GraphShapes, CapturesPadToSlotAndStrideBuckets) {
+  EXPECT_EQ(graph_capture_slots(1), 1);
+  EXPECT_EQ(graph_capture_slots(4), 4);
+  EXPECT_EQ(graph_capture_slots(16), 16);
+  EXPECT_EQ(graph_capture_slots(112), 128);  // 16 sequences x (1 + γ 6)
+  EXPECT_EQ(graph_capture_stride(4), 1024);
+  EXPECT_EQ(graph_capture_stride(8196), 9216);
+  EXPECT_EQ(graph_capture_stride(8196 + 7), 9216);
+  EXPECT_EQ(graph_capture_stride(9216), 9216);
+  for (int32_t stride = 4; stride < 40000; stride += 4) {
+    EXPECT_GE(graph_capture_stride(stride), stride);
+    EXPECT_LT(graph_capture_stride(stride), stride + kGraphCaptureStrideStep);
+    EXPECT_EQ(graph_capture_stride(stride) % 4, 0) << "kv_select reads four scores at once";
   }
 }
 

@@ -971,9 +971,10 @@ void CudaContext::launch(const Step &s, bool with_argmax, const StepFeed *feed) 
     replay_upload_pending_ = false;
   }
   if (s.graph)
-    graphs_.run(DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse, s.rows,
-                                  s.max_rows_per_seq, s.decode ? 0 : s.max_keys},
-                stream_, [&] { enqueue(s, with_argmax); });
+    graphs_.run(
+        DeviceGraphs::Key{s.n_seqs, s.n_splits, with_argmax, s.quest, s.sparse, s.rows,
+                          s.max_rows_per_seq, s.decode ? 0 : s.max_keys, s.cap_slots, s.cap_stride},
+        stream_, [&] { enqueue(s, with_argmax); });
   else
     enqueue(s, with_argmax);
   if (trace_) check(cudaEventRecord(trace_forward_, stream_), "cudaEventRecord");
@@ -1006,6 +1007,7 @@ void CudaContext::grow_capture(const Step &s) {
   const int64_t lse_n = int64_t{model_.config().n_layers} * s.cap_slots * model_.config().n_heads;
   const int64_t need = lse_n * std::max(s.cap_stride, 1);
   if (need <= cap_capacity_ && lse_n <= cap_lse_capacity_) return;
+  graphs_.clear();  // graphs of captured passes hold the old addresses
   check(cudaStreamSynchronize(stream_), "stream sync");
   if (need > cap_capacity_) {
     cap_capacity_ = std::max(need, 2 * cap_capacity_);

@@ -65,6 +65,12 @@ bool verify_graphs_allowed() {
   static const bool allowed = kernels::variant_opted_in("VEGAS_CUDA_VERIFY_GRAPHS");
   return allowed;
 }
+// ... and with VEGAS_CUDA_CAPTURE_GRAPHS=1 too, those that capture scores
+// (a round that selects), opted in apart.
+bool capture_graphs_allowed() {
+  static const bool allowed = kernels::variant_opted_in("VEGAS_CUDA_CAPTURE_GRAPHS");
+  return allowed;
+}
 
 }  // namespace
 
@@ -156,7 +162,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast && !s.tree;
-    verify_graph = verify_graph && verify_graphs_allowed() && graph_verifies(s);
+    verify_graph =
+        verify_graph && verify_graphs_allowed() && graph_verifies(s, capture_graphs_allowed());
   }
   // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
   // scores at once).
@@ -170,19 +177,20 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
 
   Step st;
   const int32_t n = static_cast<int32_t>(batch.seqs.size());
-  // Decode steps and verification passes without capture replay graphs
-  // (capture buffers grow, so capture steps run eagerly): their sequences
-  // and rows padded to few launch shapes.
+  // Decode steps and verification passes replay graphs: their sequences,
+  // rows, capture slots and score strides padded to few launch shapes.
+  // Other steps with captures run eagerly (their buffers grow).
   const int32_t n_padded = decode_bucket(n, params_.max_rows);
   const int32_t verify_rows =
-      !decode && verify_graph && cap_slots == 0 && n > 0
+      !decode && verify_graph && n > 0
           ? graph_verify_rows(batch.total_rows(), n, n_padded, params_.max_rows)
           : 0;
   st.decode = decode;
-  st.graph = (decode || verify_rows > 0) && cap_slots == 0;
+  st.graph = (decode && cap_slots == 0) || verify_rows > 0;
   st.extra = static_cast<int32_t>(extra);
-  st.cap_slots = cap_slots;
-  st.cap_stride = cap_stride;
+  const bool padded_capture = verify_rows > 0 && cap_slots > 0;
+  st.cap_slots = padded_capture ? graph_capture_slots(cap_slots) : cap_slots;
+  st.cap_stride = padded_capture ? graph_capture_stride(cap_stride) : cap_stride;
   st.n_seqs = st.graph ? n_padded : n_staged;
   st.rows = decode ? st.n_seqs : verify_rows > 0 ? verify_rows : batch.total_rows();
   st.real_logit_rows = batch.logit_rows();
@@ -204,7 +212,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   cur.quest_at = pages + extra;                 // quest records follow the uploaded ones
   st.table_from = static_cast<int32_t>(pages);  // the sparse records go up every step
   pending_.clear();
-  selection_->begin_step(cap_slots > 0, cap_slots, cap_stride);
+  selection_->begin_step(st.cap_slots > 0, st.cap_slots, st.cap_stride);
   int64_t useful_splits = 1;
   const int32_t sparse_keys = sparse_split_keys(st);
   for (int32_t i = 0; i < n; ++i) {

@@ -2,8 +2,8 @@
 // launch shape (padded sequences and rows, attention splits, whether the step
 // samples, whether it drafts with quest, whether every sequence drafts from a
 // selected set, the most rows of a sequence, a verification pass's keys
-// bucket). A shape is captured the second time it is seen, after one eager
-// run has created the cuBLASLt plans it uses, and replayed from then on; past
+// bucket, its capture slots and score stride). A shape is captured the second time it is seen,
+// after one eager run has created the cuBLASLt plans it uses, and replayed from then on; past
 // kMaxGraphs shapes, new ones run eagerly.
 #pragma once
 
@@ -19,8 +19,10 @@ namespace vegas::cuda {
 class DeviceGraphs {
  public:
   // Padded sequences, attention splits, argmax, quest, sparse, padded rows,
-  // the most rows of a sequence, and a verification pass's key bucket.
-  using Key = std::tuple<int32_t, int32_t, bool, bool, bool, int32_t, int32_t, int32_t>;
+  // the most rows of a sequence, a verification pass's key bucket, capture
+  // slots and score stride.
+  using Key =
+      std::tuple<int32_t, int32_t, bool, bool, bool, int32_t, int32_t, int32_t, int32_t, int32_t>;
   static constexpr size_t kMaxGraphs = 512;
   DeviceGraphs() = default;
   DeviceGraphs(const DeviceGraphs &) = delete;

@@ -18,8 +18,8 @@ bool graph_verifies(const SeqRows &s, bool capture) {
          (s.logits == L::kAll || (s.n_tokens == 1 && s.logits == L::kLast));
 }
 
-int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows) {
-  const int64_t padded = round_up(rows + (n_padded - n), kGraphVerifyRowStep);
+int32_t graph_verify_rows(int64_t rows, int32_t max_rows) {
+  const int64_t padded = round_up(rows, kGraphVerifyRowStep);
   return padded <= max_rows ? static_cast<int32_t>(padded) : 0;
 }
 

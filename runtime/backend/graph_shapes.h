@@ -38,10 +38,11 @@ bool graph_verifies(const SeqRows &s, bool capture);
 int32_t graph_capture_slots(int32_t slots);
 int32_t graph_capture_stride(int32_t stride);
 
-// The padded rows of a replayed verification pass of `rows` rows over n
-// sequences padded to n_padded (a row each), a multiple of
-// kGraphVerifyRowStep; 0 where that exceeds max_rows (it then runs eagerly).
-int32_t graph_verify_rows(int64_t rows, int32_t n, int32_t n_padded, int32_t max_rows);
+// The padded rows of a replayed verification pass of `rows` rows: a
+// multiple of kGraphVerifyRowStep (its padded sequences take none; a padded
+// row of a quantized model's pass at 2-32 rows so stays in quant_gemv's
+// range); 0 where that exceeds max_rows (it then runs eagerly).
+int32_t graph_verify_rows(int64_t rows, int32_t max_rows);
 
 // The smallest power of two >= keys (at least 1): a verification graph's
 // bound on its sequences' keys (the fp8 verify kernel picks its variant by

@@ -108,14 +108,15 @@ struct CudaContext::StagingCursor {
     cap_cand[si] = 0;
     tree_off[si] = -1;
   }
-  // Graph padding: inert sequences up to n_seqs, a row each, then rows of
-  // no sequence up to `rows` (a verification pass's), each a logit row. No
-  // attention kernel writes their outputs, no cache takes their keys, and the
-  // layers' rows are independent: what they compute is never read.
-  void pad_to(int32_t n_seqs, int32_t rows) {
+  // Graph padding: inert sequences up to n_seqs (of no rows; in a decode
+  // step a row each), then rows of no sequence up to `rows` (a verification
+  // pass's), each a logit row. No attention kernel writes their outputs, no
+  // cache takes their keys, and the layers' rows are independent: what they
+  // compute is never read.
+  void pad_to(int32_t n_seqs, int32_t rows, bool row_per_sequence) {
     for (; seq < n_seqs; ++seq) {
-      dense_sequence(seq, 0, row, 0, 0);
-      pad_row();
+      dense_sequence(seq, 0, row_per_sequence ? row : 0, 0, 0);
+      if (row_per_sequence) pad_row();
     }
     while (row < rows) pad_row();
   }
@@ -181,10 +182,9 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   // rows, capture slots and score strides padded to few launch shapes.
   // Other steps with captures run eagerly (their buffers grow).
   const int32_t n_padded = decode_bucket(n, params_.max_rows);
-  const int32_t verify_rows =
-      !decode && verify_graph && n > 0
-          ? graph_verify_rows(batch.total_rows(), n, n_padded, params_.max_rows)
-          : 0;
+  const int32_t verify_rows = !decode && verify_graph && n > 0
+                                  ? graph_verify_rows(batch.total_rows(), params_.max_rows)
+                                  : 0;
   st.decode = decode;
   st.graph = (decode && cap_slots == 0) || verify_rows > 0;
   st.extra = static_cast<int32_t>(extra);
@@ -221,7 +221,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     st.max_keys = std::max(st.max_keys, seq.start_pos + seq.n_tokens);
     useful_splits = std::max(useful_splits, useful_splits_of(seq, sparse_keys));
   }
-  cur.pad_to(st.n_seqs, st.rows);
+  cur.pad_to(st.n_seqs, st.rows, decode);
   if (verify_rows > 0) st.max_keys = graph_keys_bucket(st.max_keys);
   st.n_splits = choose_splits(st, useful_splits);
   return st;

@@ -476,7 +476,12 @@ typedef struct vegas_session_options {
    * "P+lookup" are refused, as are token trees), unless policy is "P+model"
    * (e.g. "vegas+model"): then each round drafts by the draft model or by P's
    * sparse passes, whichever has committed more tokens per second at this
-   * batch size (P selects after every round). The session keeps the draft
+   * batch size (P selects after every round), or "P@model" (e.g.
+   * "vegas@model", SpecAttn): every round drafts by P's sparse passes, on
+   * the sets P selects from the draft model's attention (its newest row's,
+   * each model layer and head reading the draft's at the same relative
+   * depth and place) at the round's start, the verify pass capturing no
+   * scores; P must select from scores (not "full" or "quest"). The session keeps the draft
    * model alive, gives it a KV store of its own with the pool's slots (memory
    * beyond kv_bytes: the draft's bytes per token times the pool's tokens),
    * runs each prompt chunk through it right after the model, and catches it

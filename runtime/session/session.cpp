@@ -172,7 +172,8 @@ void Session::make_draft_context(const ContextParams &target) {
   // A draft pass has a row per sequence; the catch-up runs prefill chunks.
   dp.max_rows = std::max(params_.prefill_chunk, params_.max_batch);
   draft_context_ = draft.backend().create_context(dp);
-  spec_->use_draft_context(draft_context_.get(), dp.max_rows, draft.config().n_layers);
+  spec_->use_draft_context(draft_context_.get(), dp.max_rows, draft.config().n_layers,
+                           draft.config().n_heads);
 }
 
 int32_t Session::submit(SequenceRequest request) {

@@ -10,21 +10,32 @@
 
 namespace vegas {
 
-void ModelDrafter::advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end) {
+void ModelDrafter::advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end,
+                           const std::vector<ScoreCapture *> *last_rows, std::vector<char> *ran) {
   // Prefill chunks, no logits. One forward pass takes every sequence's next
   // chunk (after a round that accepted every draft, each lacks one token),
   // up to the context's rows.
   std::vector<std::pair<SeqDraft *, int32_t>> advanced;
+  std::vector<int32_t> last_row(to_end.size());  // a captured chunk's last row, in it
   for (;;) {
     ForwardBatch batch;
     advanced.clear();
     int32_t rows = 0;
-    for (const auto &[seq, end] : to_end) {
+    for (size_t i = 0; i < to_end.size(); ++i) {
+      const auto &[seq, end] = to_end[i];
       SeqDraft &d = seqs_[seq->id];
       const int32_t n = std::min(max_rows_ - rows, end - d.len);
       if (n <= 0) continue;
       batch.seqs.push_back(
           sequence_rows(*seq, seq->tokens.data() + d.len, n, d.len, SeqRows::Logits::kNone));
+      ScoreCapture *capture = last_rows != nullptr ? (*last_rows)[i] : nullptr;
+      if (capture != nullptr && d.len + n == end) {  // the chunk holds the last row
+        last_row[i] = n - 1;
+        capture->rows = &last_row[i];
+        capture->n_rows = 1;
+        batch.seqs.back().capture = capture;
+        (*ran)[i] = 1;
+      }
       advanced.emplace_back(&d, n);
       rows += n;
     }
@@ -40,6 +51,15 @@ void ModelDrafter::follow_prefill(const std::vector<const Sequence *> &seqs,
   for (size_t i = 0; i < seqs.size(); ++i)
     to_end.emplace_back(seqs[i], rows[i].start_pos + rows[i].n_tokens);
   advance(to_end);
+}
+
+std::vector<char> ModelDrafter::catch_up_scoring(const std::vector<const Sequence *> &seqs,
+                                                 const std::vector<ScoreCapture *> &captures) {
+  std::vector<std::pair<const Sequence *, int32_t>> to_end;
+  for (const Sequence *seq : seqs) to_end.emplace_back(seq, seq->kv_len);
+  std::vector<char> ran(seqs.size(), 0);
+  advance(to_end, &captures, &ran);
+  return ran;
 }
 
 void ModelDrafter::begin_round(const std::vector<const Sequence *> &seqs) {

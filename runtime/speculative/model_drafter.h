@@ -28,6 +28,7 @@ class ModelDrafter final : public Drafter {
 
   DrafterKind kind() const override { return DrafterKind::kModel; }
   BackendContext &context() { return context_; }
+  int32_t n_layers() const { return n_layers_; }
   // Runs through the draft the prompt rows the model just ran (rows[i] of
   // seqs[i]), and whatever earlier positions of those sequences it lacks.
   void follow_prefill(const std::vector<const Sequence *> &seqs,
@@ -40,6 +41,13 @@ class ModelDrafter final : public Drafter {
   void draft(RoundDrafting &round) override;
   // settle_sequence for each sequence of the round.
   void settle(const std::vector<RoundWork> &work, const std::vector<int32_t> &n_accepted) override;
+  // P@model: begin_round's catch-up for `seqs`, where each sequence's last
+  // row (its newest token in the KV, at kv_len - 1) fills captures[i] (null:
+  // none; its n_candidates and buffers the caller's, its row set here).
+  // Returns, per sequence, whether that row ran now (not where the draft
+  // held it already).
+  std::vector<char> catch_up_scoring(const std::vector<const Sequence *> &seqs,
+                                     const std::vector<ScoreCapture *> &captures);
   // A round of `seqs` begins: the draft runs every position before each
   // sequence's kv_len it lacks (the newest token, at kv_len, is the first
   // draft pass's row), and each one's window is set for the round.
@@ -61,7 +69,11 @@ class ModelDrafter final : public Drafter {
   };
   // Runs each sequence's tokens [len, end) through the draft, the
   // sequences' chunks batched into as few forward passes as its rows allow.
-  void advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end);
+  // `last_rows` (may be null): per to_end entry, a capture its last row
+  // (end - 1) fills where this call runs that row, which `ran` then marks.
+  void advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end,
+               const std::vector<ScoreCapture *> *last_rows = nullptr,
+               std::vector<char> *ran = nullptr);
   void set_window(const Sequence &seq, SeqDraft &d) const;
 
   BackendContext &context_;

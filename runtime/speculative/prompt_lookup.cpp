@@ -174,4 +174,8 @@ std::string model_hybrid_base(const std::string &policy) {
   return hybrid_base(policy, "+model");
 }
 
+std::string draft_selected_base(const std::string &policy) {
+  return hybrid_base(policy, "@model");
+}
+
 }  // namespace vegas

@@ -83,5 +83,8 @@ class PromptLookupIndex {
 std::string lookup_hybrid_base(const std::string &policy);
 // The same for "P+model" (a draft model against P's sparse passes).
 std::string model_hybrid_base(const std::string &policy);
+// The same for "P@model" (P's sparse passes on sets a draft model's
+// attention picks: SpecAttn).
+std::string draft_selected_base(const std::string &policy);
 
 }  // namespace vegas

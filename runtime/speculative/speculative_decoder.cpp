@@ -142,16 +142,25 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   shape.n_kv_heads = config.n_kv_heads;
   shape.head_dim = config.head_dim;
   // P+lookup and P+model: P's sparse passes and an alternate drafter.
+  // P@model: P's sparse passes on sets the draft model's attention picks.
   std::string base = lookup_hybrid_base(params_.policy);
   const std::string model_base = model_hybrid_base(params_.policy);
+  const std::string selected_base = draft_selected_base(params_.policy);
   if (!model_base.empty()) {
     base = model_base;
     alternate_ = DrafterKind::kModel;
   } else if (!base.empty()) {
     alternate_ = DrafterKind::kLookup;
+  } else if (!selected_base.empty()) {
+    base = selected_base;
+    draft_selects_ = true;
   } else {
     base = params_.policy;
   }
+  if (draft_selects_ && (base == "lookup" || base == "model" || !params_.draft_model))
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "policy '" + params_.policy +
+             "' needs a sparse policy before the '@' and a draft model (draft_model)");
   if (alternate_ && (base == "lookup" || base == "model"))
     fail(VEGAS_ERR_INVALID_ARGUMENT,
          "policy '" + params_.policy + "': the hybrid needs a sparse policy before the '+'");
@@ -161,7 +170,7 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   // A draft model drafts every round, or (P+model) the rounds the chooser gives it.
   if (base == "lookup")
     own_ = DrafterKind::kLookup;
-  else if (params_.draft_model && alternate_ != DrafterKind::kModel)
+  else if (params_.draft_model && alternate_ != DrafterKind::kModel && !draft_selects_)
     own_ = DrafterKind::kModel;
   if (params_.draft_model && drafts_by(DrafterKind::kLookup))
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
@@ -180,6 +189,11 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_NOT_BUILT, "policy '" + params_.policy +
                                   "' selects every draft step but has no query-aware form "
                                   "for the backends' draft passes");
+  if (draft_selects_ && (needs.score_rows == ScoreRows::kNone || query_aware_))
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "policy '" + params_.policy +
+             "': a draft model's scores pick the sets of a policy that selects from attention "
+             "scores once a round (not full, nor quest)");
   check_tree_shape();
   if (own_ == DrafterKind::kSparse)
     drafters_[drafter_index(DrafterKind::kSparse)] = std::make_unique<SparseDrafter>(trees());
@@ -192,9 +206,10 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
 SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 void SpeculativeDecoder::use_draft_context(BackendContext *draft, int32_t max_rows,
-                                           int32_t n_layers) {
+                                           int32_t n_layers, int32_t n_heads) {
   auto model = std::make_unique<ModelDrafter>(*draft, max_rows, n_layers, params_.draft_window,
                                               params_.selection.sink);
+  draft_heads_ = n_heads;
   model_drafter_ = model.get();
   drafters_[drafter_index(DrafterKind::kModel)] = std::move(model);
 }
@@ -216,7 +231,9 @@ void SpeculativeDecoder::follow_prefill(const std::vector<const Sequence *> &seq
 
 bool SpeculativeDecoder::use_device_selection(bool backend_supports) {
   DevicePlan plan;
-  device_ = own_ == DrafterKind::kSparse && backend_supports && policy_->device_plan(1, &plan);
+  // P@model selects on the host, from the draft model's scores.
+  device_ = own_ == DrafterKind::kSparse && !draft_selects_ && backend_supports &&
+            policy_->device_plan(1, &plan);
   return device_;
 }
 
@@ -823,6 +840,7 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   int32_t max_gamma = 0;
   for (const RoundWork &w : work) max_gamma = std::max(max_gamma, w.gamma);
   pending->drafter = round_drafter(alternate);
+  if (draft_selects_ && pending->drafter == DrafterKind::kSparse) select_from_draft(work);
   Drafter &drafter_of_round = drafter(pending->drafter);
   RoundDrafting drafting{work, max_gamma, context, rs, *this};
   drafter_of_round.draft(drafting);
@@ -840,9 +858,10 @@ std::vector<RoundOutcome> SpeculativeDecoder::round(const std::vector<RoundSeq> 
   };
   if (!rs.chain_begun) drafts_read();
 
-  // Verify, then accept.
-  pending->select = select;
-  const ForwardBatch verify = verify_batch(work, rs, select);
+  // Verify, then accept. P@model's verify pass captures nothing: its next
+  // sets come from the draft model (select_from_draft).
+  pending->select = select && !draft_selects_;
+  const ForwardBatch verify = verify_batch(work, rs, pending->select);
   run_verify(work, verify, context, rs, drafts_read);
   double verify_seconds = now_seconds() - t_verify;
   if (device_) {  // the selection kernel ran inside the verify pass: count it apart

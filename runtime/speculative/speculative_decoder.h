@@ -164,7 +164,9 @@ class SpeculativeDecoder final : private DraftPasses {
   // page tables' pages, its own storage), which rounds draft with. Kept, not owned.
   // `max_rows`: the most rows one of its forward calls may carry; `n_layers`:
   // the draft model's (its window sets have one entry per layer).
-  void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers);
+  // `n_heads`: the draft's query heads (P@model maps its scores to the model's).
+  void use_draft_context(BackendContext *draft, int32_t max_rows, int32_t n_layers,
+                         int32_t n_heads);
 
   // Adds score capture of the last prompt row to a prefill chunk that ends the
   // prompt of `seq`; call select_after_prefill once the forward pass ran.
@@ -217,6 +219,10 @@ class SpeculativeDecoder final : private DraftPasses {
   std::vector<RoundWork> round_work(const std::vector<RoundSeq> &seqs);
   // The drafter of kind k (INTERNAL where a draft model's was never given).
   Drafter &drafter(DrafterKind k);
+  // P@model (draft_selection.cpp): each sequence's draft KV caught up with
+  // the scores of its newest row captured, mapped to the model's layers and
+  // heads, and the policy's sets selected from them.
+  void select_from_draft(std::vector<RoundWork> &work);
 
   // DraftPasses, for the drafters. The drafts one pass at a time, drawn on
   // the host (no chain on the device).
@@ -348,6 +354,10 @@ class SpeculativeDecoder final : private DraftPasses {
   // model's from use_draft_context on (model_drafter_ is it, for its rows).
   std::unique_ptr<Drafter> drafters_[kDrafterKinds];
   ModelDrafter *model_drafter_ = nullptr;
+  // P@model (SpecAttn): the sparse passes' sets come from the draft model's
+  // attention at the start of each round, not from the verify pass's scores.
+  bool draft_selects_ = false;
+  int32_t draft_heads_ = 0;       // the draft model's query heads
   int32_t wide_lookup_rows_ = 0;  // set_wide_lookup_rows
   SpeculativeTotals totals_;
   // Between round() and end_round(): what the round's end needs.

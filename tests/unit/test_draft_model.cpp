@@ -177,6 +177,42 @@ TEST(DraftModel, HybridWithTheSparsePassesIsLossless) {
   }
 }
 
+// Proves "P@model" (SpecAttn: P's sparse passes on sets the draft model's
+// attention picks at each round's start, the verify pass capturing nothing)
+// is lossless: greedy output equals vanilla's with the model as its own
+// draft and with the layer-skip draft, on the fibonacci prompt and a public
+// 2K prompt's first 600 tokens; and that the draft's scores did select, in
+// every round but the first (whose sets the prefill's capture made). It
+// prints what each draft's sets let the sparse passes accept.
+TEST(DraftModel, SparseSetsPickedByTheDraftAreLossless) {
+  std::vector<std::vector<int32_t>> prompts = {test::fibonacci_prompt(*shared_model())};
+  if (test::have_model_and_prompts()) {
+    auto ids = test::load_public_prompts(shared_model()->tokenizer(), "-2k").at(0).ids;
+    ids.resize(600);
+    prompts.push_back(ids);
+  }
+  for (const auto &prompt : prompts) {
+    const std::vector<int32_t> reference =
+        test::session_tokens(shared_model(), SessionParams{}, prompt, 48);
+    std::vector<int64_t> accepted;
+    for (const auto &draft : {shared_model(), layer_skip_draft()}) {
+      SessionParams sp = with_draft(draft);
+      sp.spec.policy = "vegas@model";
+      SequenceStats stats;
+      SpeculativeTotals totals;
+      EXPECT_EQ(test::sampled_session_tokens(shared_model(), sp, prompt, 48, SamplingParams{},
+                                             &stats, &totals),
+                reference);
+      EXPECT_GT(stats.rounds, 1);
+      EXPECT_EQ(totals.selections, stats.rounds - 1) << "a selection at every round's start";
+      EXPECT_EQ(stats.committed, stats.accepted + stats.rounds);
+      accepted.push_back(stats.accepted);
+    }
+    std::printf("accepted with the model's own scores %lld, the layer-skip draft's %lld\n",
+                static_cast<long long>(accepted[0]), static_cast<long long>(accepted[1]));
+  }
+}
+
 vegas_status create_with_draft(vegas_model *model, vegas_model *draft, const char *policy,
                                int32_t tree_branches, int32_t window, std::string *message) {
   vegas_session_options o;
@@ -229,6 +265,15 @@ TEST(DraftModel, AbiChecksAndKeepsTheDraft) {
             VEGAS_ERR_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("draft model"), std::string::npos) << msg;
   EXPECT_EQ(create_with_draft(model, draft, "streaming+model", 1, 0, &msg), VEGAS_OK) << msg;
+  EXPECT_EQ(create_with_draft(model, draft, "vegas@model", 1, 0, &msg), VEGAS_OK) << msg;
+  EXPECT_EQ(create_with_draft(model, nullptr, "vegas@model", 1, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("draft model"), std::string::npos) << msg;
+  EXPECT_EQ(create_with_draft(model, draft, "lookup@model", 1, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(create_with_draft(model, draft, "full@model", 1, 0, &msg),
+            VEGAS_ERR_INVALID_ARGUMENT);  // selects nothing
+  EXPECT_NE(msg.find("attention scores"), std::string::npos) << msg;
   // A session made with the draft runs after the caller freed its handle.
   vegas_session_options o;
   vegas_session_options_init(&o);

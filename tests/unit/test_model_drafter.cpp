@@ -173,5 +173,53 @@ TEST(ModelDrafter, WindowOverTheDraftsLayers) {
   EXPECT_EQ(w->counts[0], 0);
 }
 
+// Records, per forward pass, each row block's capture (rows and candidates).
+class CaptureRecordingContext final : public BackendContext {
+ public:
+  struct Seen {
+    int32_t seq, start, n, captured_row, candidates;
+  };
+  const float *forward(const ForwardBatch &batch) override {
+    for (const SeqRows &r : batch.seqs)
+      seen.push_back({r.tokens[0] / 1000, r.start_pos, r.n_tokens,
+                      r.capture != nullptr ? r.capture->rows[0] : -1,
+                      r.capture != nullptr ? r.capture->n_candidates : -1});
+    return nullptr;
+  }
+  std::vector<Seen> seen;
+};
+
+// P@model's catch-up: the chunk that holds each sequence's newest KV row
+// (kv_len - 1) captures that row alone, over the candidates the caller set
+// (every earlier chunk captures nothing), and a sequence whose newest row
+// the draft already holds reports that none ran.
+TEST(ModelDrafter, CatchUpCapturesEachSequencesNewestRow) {
+  CaptureRecordingContext ctx;
+  ModelDrafter drafter(ctx, 8, 2, 0, 4);  // 8 rows a pass: sequence 1's 13 rows take two
+  auto a = make_sequence(1, 14), b = make_sequence(2, 4), c = make_sequence(3, 4);
+  a->kv_len = 13;
+  b->kv_len = 3;
+  c->kv_len = 3;
+  drafter.begin_round({c.get()});  // c's draft holds [0, 3) already
+  ctx.seen.clear();
+  std::vector<ScoreCapture> caps(3);
+  for (auto *cap : {&caps[0], &caps[1], &caps[2]}) cap->n_candidates = 77;
+  const std::vector<char> ran =
+      drafter.catch_up_scoring({a.get(), b.get(), c.get()}, {&caps[0], &caps[1], &caps[2]});
+  EXPECT_EQ(ran, (std::vector<char>{1, 1, 0}));
+  int32_t captured = 0;
+  for (const CaptureRecordingContext::Seen &s : ctx.seen) {
+    EXPECT_NE(s.seq, 3) << "the draft held sequence 3's rows";
+    if (s.captured_row < 0) continue;
+    ++captured;
+    EXPECT_EQ(s.start + s.captured_row, (s.seq == 1 ? a : b)->kv_len - 1) << "the newest row";
+    EXPECT_EQ(s.start + s.n, (s.seq == 1 ? a : b)->kv_len) << "the chunk that ends the catch-up";
+    EXPECT_EQ(s.candidates, 77);
+  }
+  EXPECT_EQ(captured, 2);
+  EXPECT_EQ(caps[0].n_rows, 1);
+  EXPECT_EQ(caps[2].n_rows, 0);
+}
+
 }  // namespace
 }  // namespace vegas

@@ -135,12 +135,20 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
   params_.policy = tuning_.policy();
   params_.selection.ratio = tuning_.session_ratio();
   params_.selection.window_share = tuning_.session_window_share();
-  SelectionShape shape;
-  shape.max_candidates = std::max(max_context, 1);
-  shape.max_rows = tuning_.max_gamma() + 1;
-  shape.n_heads = config.n_heads;
-  shape.n_kv_heads = config.n_kv_heads;
-  shape.head_dim = config.head_dim;
+  if (params_.draft_window < 0)
+    fail(VEGAS_ERR_INVALID_ARGUMENT,
+         "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
+  make_policy(choose_drafters(), max_context);
+  check_tree_shape();
+  if (own_ == DrafterKind::kSparse)
+    drafters_[drafter_index(DrafterKind::kSparse)] = std::make_unique<SparseDrafter>(trees());
+  if (drafts_by(DrafterKind::kLookup))
+    drafters_[drafter_index(DrafterKind::kLookup)] = std::make_unique<LookupDrafter>();
+  totals_.accepted_at.assign(static_cast<size_t>(stats_gamma()), 0);
+  totals_.drafted_at.assign(static_cast<size_t>(stats_gamma()), 0);
+}
+
+std::string SpeculativeDecoder::choose_drafters() {
   // P+lookup and P+model: P's sparse passes and an alternate drafter.
   // P@model: P's sparse passes on sets the draft model's attention picks.
   std::string base = lookup_hybrid_base(params_.policy);
@@ -176,9 +184,16 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
     fail(VEGAS_ERR_INVALID_ARGUMENT, "policy '" + params_.policy +
                                          "' drafts by prompt lookup; a session with a draft "
                                          "model drafts with the model (or P+model)");
-  if (params_.draft_window < 0)
-    fail(VEGAS_ERR_INVALID_ARGUMENT,
-         "draft_window " + std::to_string(params_.draft_window) + " < 0 (0 = no window)");
+  return base;
+}
+
+void SpeculativeDecoder::make_policy(const std::string &base, int32_t max_context) {
+  SelectionShape shape;
+  shape.max_candidates = std::max(max_context, 1);
+  shape.max_rows = tuning_.max_gamma() + 1;
+  shape.n_heads = config_.n_heads;
+  shape.n_kv_heads = config_.n_kv_heads;
+  shape.head_dim = config_.head_dim;
   // Lookup and a draft model select nothing: policy "full" (no scores, no set).
   policy_ =
       make_selection_policy(own_ != DrafterKind::kSparse ? "full" : base, params_.selection, shape);
@@ -194,13 +209,6 @@ SpeculativeDecoder::SpeculativeDecoder(const ModelConfig &config, const Speculat
          "policy '" + params_.policy +
              "': a draft model's scores pick the sets of a policy that selects from attention "
              "scores once a round (not full, nor quest)");
-  check_tree_shape();
-  if (own_ == DrafterKind::kSparse)
-    drafters_[drafter_index(DrafterKind::kSparse)] = std::make_unique<SparseDrafter>(trees());
-  if (drafts_by(DrafterKind::kLookup))
-    drafters_[drafter_index(DrafterKind::kLookup)] = std::make_unique<LookupDrafter>();
-  totals_.accepted_at.assign(static_cast<size_t>(stats_gamma()), 0);
-  totals_.drafted_at.assign(static_cast<size_t>(stats_gamma()), 0);
 }
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;

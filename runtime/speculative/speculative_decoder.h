@@ -212,6 +212,12 @@ class SpeculativeDecoder final : private DraftPasses {
   void forget(int32_t seq_id);
 
  private:
+  // The constructor's parts: the drafters the policy names (own_,
+  // alternate_, draft_selects_; the combinations checked), returning P, the
+  // sparse policy's name; then policy_ for it and what it needs.
+  std::string choose_drafters();
+  void make_policy(const std::string &base, int32_t max_context);
+
   // The phases of round(), in order. RoundState (round_state.h) is what
   // they share: the passes' candidates or rows, the chain, the device's
   // acceptance records, each sequence's first verify row.

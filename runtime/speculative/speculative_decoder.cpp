@@ -549,13 +549,13 @@ std::vector<RoundSeq> SpeculativeDecoder::plan(const std::vector<Sequence *> &se
         trees() && r.gamma > 0
             ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_tree_nodes(params_.tree, r.gamma))
             : r.reserve;
-  // Only a chained round (device selection or a draft model, no penalties)
-  // drafts past a sequence's own γ.
+  // Only a chained round (device selection or a drafting draft model, no
+  // penalties) drafts past a sequence's own γ.
   for (RoundSeq &r : planned)
-    r.chain_reserve =
-        (device_ || params_.draft_model) && r.gamma > 0 && !r.seq->req.sampling.has_penalties()
-            ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_gamma + 1)
-            : r.reserve;
+    r.chain_reserve = (device_ || drafts_by(DrafterKind::kModel)) && r.gamma > 0 &&
+                              !r.seq->req.sampling.has_penalties()
+                          ? std::max(r.reserve, int64_t{r.seq->kv_len} + max_gamma + 1)
+                          : r.reserve;
   return planned;
 }
 

@@ -23,17 +23,13 @@ int32_t graph_verify_rows(int64_t rows, int32_t max_rows) {
   return padded <= max_rows ? static_cast<int32_t>(padded) : 0;
 }
 
-int32_t graph_capture_slots(int32_t slots) {
-  return graph_keys_bucket(slots);
-}
-
 int32_t graph_capture_stride(int32_t stride) {
   return static_cast<int32_t>(round_up(stride, kGraphCaptureStrideStep));
 }
 
-int32_t graph_keys_bucket(int32_t keys) {
+int32_t graph_bucket(int32_t n) {
   int32_t b = 1;
-  while (b < keys && b < (1 << 30)) b *= 2;
+  while (b < n && b < (1 << 30)) b *= 2;
   return b;
 }
 

@@ -19,12 +19,12 @@ constexpr int32_t kGraphVerifyMaxRows = 16;
 constexpr int32_t kGraphVerifyRowStep = 16;
 
 // A replayed verification pass that captures scores pads its capture slots
-// to a power of two (the capture buffers hold layers x slots x heads x
-// stride scores: Qwen3-8B at 32K, four slots, 0.3 GB, so at most twice
-// that), and each slot's scores (its row stride, the longest candidate list)
-// to a multiple of kGraphCaptureStrideStep: a context grows by a round's
-// tokens, so its stride moves to the next graph every ~150 rounds of 7
-// tokens, not every round.
+// to a power of two (graph_bucket: the capture buffers hold layers x slots x
+// heads x stride scores, Qwen3-8B at 32K with four slots 0.3 GB, so at most
+// twice that), and each slot's scores (its row stride, the longest
+// candidate list) to a multiple of kGraphCaptureStrideStep: a context grows
+// by a round's tokens, so its stride moves to the next graph every ~150
+// rounds of 7 tokens, not every round.
 constexpr int32_t kGraphCaptureStrideStep = 1024;
 
 // Whether sequence s's rows fit a replayed verification pass: dense, every
@@ -33,9 +33,7 @@ constexpr int32_t kGraphCaptureStrideStep = 1024;
 // that selects nothing).
 bool graph_verifies(const SeqRows &s, bool capture);
 
-// A replayed pass's capture slots and score stride (both at least the
-// step's own).
-int32_t graph_capture_slots(int32_t slots);
+// A replayed pass's score stride (at least the step's own).
 int32_t graph_capture_stride(int32_t stride);
 
 // The padded rows of a replayed verification pass of `rows` rows: a
@@ -44,9 +42,8 @@ int32_t graph_capture_stride(int32_t stride);
 // range); 0 where that exceeds max_rows (it then runs eagerly).
 int32_t graph_verify_rows(int64_t rows, int32_t max_rows);
 
-// The smallest power of two >= keys (at least 1): a verification graph's
-// bound on its sequences' keys (the fp8 verify kernel picks its variant by
-// keys per split, which a graph fixes).
-int32_t graph_keys_bucket(int32_t keys);
+// The smallest power of two >= n (at least 1): the bucket a graph pads its
+// sequences, its capture slots and its bound on the sequences' keys to.
+int32_t graph_bucket(int32_t n);
 
 }  // namespace vegas

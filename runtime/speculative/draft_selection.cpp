@@ -28,32 +28,32 @@ void SpeculativeDecoder::select_from_draft(std::vector<RoundWork> &work) {
   const double t0 = seconds_now();
   const ScoreShape draft{model_drafter_->n_layers(), 1, draft_heads_, 0};
   std::vector<const Sequence *> seqs;
-  std::vector<ScoreCapture> captures(work.size());
   std::vector<ScoreCapture *> capture_of;
-  std::vector<std::vector<float>> logits(work.size()), lse(work.size());
-  for (size_t i = 0; i < work.size(); ++i) {
-    const Sequence &seq = *work[i].seq;
-    seqs.push_back(&seq);
+  for (RoundWork &w : work) {
+    seqs.push_back(w.seq);
     // The row at kv_len - 1 sees [0, kv_len): every candidate.
-    const int32_t n = seq.kv_len;
-    logits[i].resize(static_cast<size_t>(draft.layers) * draft.heads * static_cast<size_t>(n));
-    lse[i].resize(static_cast<size_t>(draft.layers) * draft.heads);
-    captures[i].n_candidates = n;
-    captures[i].logits = logits[i].data();
-    captures[i].lse = lse[i].data();
-    capture_of.push_back(n > 0 ? &captures[i] : nullptr);
-  }
-  const std::vector<char> ran = model_drafter_->catch_up_scoring(seqs, capture_of);
-  for (size_t i = 0; i < work.size(); ++i) {
-    if (!ran[i]) continue;  // the draft held its newest row already: the last sets stay
-    RoundWork &w = work[i];
     const int32_t n = w.seq->kv_len;
-    setup_capture(*w.st, n, {0});
+    SpeculativeSeqState &st = *w.st;
+    st.draft_logits.resize(static_cast<size_t>(draft.layers) * draft.heads *
+                           static_cast<size_t>(n));
+    st.draft_lse.resize(static_cast<size_t>(draft.layers) * draft.heads);
+    st.draft_capture.n_candidates = n;
+    st.draft_capture.logits = st.draft_logits.data();
+    st.draft_capture.lse = st.draft_lse.data();
+    capture_of.push_back(n > 0 ? &st.draft_capture : nullptr);
+  }
+  model_drafter_->catch_up_scoring(seqs, capture_of);
+  for (RoundWork &w : work) {
+    SpeculativeSeqState &st = *w.st;
+    // The draft held its newest row already: the last sets stay.
+    if (w.seq->kv_len == 0 || st.draft_capture.n_rows == 0) continue;
+    const int32_t n = w.seq->kv_len;
+    setup_capture(st, n, {0});
     ScoreShape from = draft;
     from.n = n;
-    map_draft_scores(logits[i].data(), lse[i].data(), from, w.st->score_logits.data(),
-                     w.st->score_lse.data(), ScoreShape{config_.n_layers, 1, config_.n_heads, n});
-    select(*w.seq, *w.st, n, 0);
+    map_draft_scores(st.draft_logits.data(), st.draft_lse.data(), from, st.score_logits.data(),
+                     st.score_lse.data(), ScoreShape{config_.n_layers, 1, config_.n_heads, n});
+    select(*w.seq, st, n, 0);
     ++totals_.selections;
   }
   totals_.select_seconds += seconds_now() - t0;

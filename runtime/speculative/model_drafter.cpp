@@ -11,7 +11,7 @@
 namespace vegas {
 
 void ModelDrafter::advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end,
-                           const std::vector<ScoreCapture *> *last_rows, std::vector<char> *ran) {
+                           const std::vector<ScoreCapture *> *last_rows) {
   // Prefill chunks, no logits. One forward pass takes every sequence's next
   // chunk (after a round that accepted every draft, each lacks one token),
   // up to the context's rows.
@@ -34,7 +34,6 @@ void ModelDrafter::advance(const std::vector<std::pair<const Sequence *, int32_t
         capture->rows = &last_row[i];
         capture->n_rows = 1;
         batch.seqs.back().capture = capture;
-        (*ran)[i] = 1;
       }
       advanced.emplace_back(&d, n);
       rows += n;
@@ -53,13 +52,15 @@ void ModelDrafter::follow_prefill(const std::vector<const Sequence *> &seqs,
   advance(to_end);
 }
 
-std::vector<char> ModelDrafter::catch_up_scoring(const std::vector<const Sequence *> &seqs,
-                                                 const std::vector<ScoreCapture *> &captures) {
+void ModelDrafter::catch_up_scoring(const std::vector<const Sequence *> &seqs,
+                                    const std::vector<ScoreCapture *> &captures) {
   std::vector<std::pair<const Sequence *, int32_t>> to_end;
   for (const Sequence *seq : seqs) to_end.emplace_back(seq, seq->kv_len);
-  std::vector<char> ran(seqs.size(), 0);
-  advance(to_end, &captures, &ran);
-  return ran;
+  for (ScoreCapture *capture : captures)
+    if (capture != nullptr) capture->n_rows = 0;
+  advance(to_end, &captures);
+  for (ScoreCapture *capture : captures)
+    if (capture != nullptr) capture->rows = nullptr;  // its row's index lived in advance()
 }
 
 void ModelDrafter::begin_round(const std::vector<const Sequence *> &seqs) {

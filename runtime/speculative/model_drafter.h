@@ -43,11 +43,11 @@ class ModelDrafter final : public Drafter {
   void settle(const std::vector<RoundWork> &work, const std::vector<int32_t> &n_accepted) override;
   // P@model: begin_round's catch-up for `seqs`, where each sequence's last
   // row (its newest token in the KV, at kv_len - 1) fills captures[i] (null:
-  // none; its n_candidates and buffers the caller's, its row set here).
-  // Returns, per sequence, whether that row ran now (not where the draft
-  // held it already).
-  std::vector<char> catch_up_scoring(const std::vector<const Sequence *> &seqs,
-                                     const std::vector<ScoreCapture *> &captures);
+  // none; its n_candidates and buffers the caller's, its row set here). A
+  // capture whose row did not run now (the draft held it already) is left
+  // with n_rows 0.
+  void catch_up_scoring(const std::vector<const Sequence *> &seqs,
+                        const std::vector<ScoreCapture *> &captures);
   // A round of `seqs` begins: the draft runs every position before each
   // sequence's kv_len it lacks (the newest token, at kv_len, is the first
   // draft pass's row), and each one's window is set for the round.
@@ -70,10 +70,9 @@ class ModelDrafter final : public Drafter {
   // Runs each sequence's tokens [len, end) through the draft, the
   // sequences' chunks batched into as few forward passes as its rows allow.
   // `last_rows` (may be null): per to_end entry, a capture its last row
-  // (end - 1) fills where this call runs that row, which `ran` then marks.
+  // (end - 1) fills where this call runs that row (setting its n_rows to 1).
   void advance(const std::vector<std::pair<const Sequence *, int32_t>> &to_end,
-               const std::vector<ScoreCapture *> *last_rows = nullptr,
-               std::vector<char> *ran = nullptr);
+               const std::vector<ScoreCapture *> *last_rows = nullptr);
   void set_window(const Sequence &seq, SeqDraft &d) const;
 
   BackendContext &context_;

@@ -34,6 +34,10 @@ struct SpeculativeSeqState {
   bool has_selection = false;
   SequenceTuning tuning;  // its γ, ratio, window share (and their controller)
   bool tuned = false;
+  // P@model: the draft model's scores of its newest row, in the draft's
+  // shape (select_from_draft), kept to be refilled round after round.
+  std::vector<float> draft_logits, draft_lse;
+  ScoreCapture draft_capture;
 };
 
 // One sequence's share of a round: how many drafts, its rule's candidate

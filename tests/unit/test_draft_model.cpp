@@ -152,19 +152,25 @@ TEST(DraftModel, ADeeperRandomDraftWithAWindow) {
   EXPECT_GT(stats.rounds, 0);
 }
 
-// Proves the hybrid "P+model" (each round drafts by the draft model or by
-// P's sparse passes, whichever has paid more; P selects after every round)
-// is lossless: greedy output equals vanilla's on the fibonacci prompt and a
-// public 2K prompt's first 600 tokens, with the model as its own draft (its
-// rounds always accepted) and with the layer-skip draft.
-TEST(DraftModel, HybridWithTheSparsePassesIsLossless) {
+// The fibonacci prompt, and a public 2K prompt's first 600 tokens where the
+// public prompts are at hand.
+std::vector<std::vector<int32_t>> fibonacci_and_public_prompt() {
   std::vector<std::vector<int32_t>> prompts = {test::fibonacci_prompt(*shared_model())};
   if (test::have_model_and_prompts()) {
     auto ids = test::load_public_prompts(shared_model()->tokenizer(), "-2k").at(0).ids;
     ids.resize(600);
     prompts.push_back(ids);
   }
-  for (const auto &prompt : prompts) {
+  return prompts;
+}
+
+// Proves the hybrid "P+model" (each round drafts by the draft model or by
+// P's sparse passes, whichever has paid more; P selects after every round)
+// is lossless: greedy output equals vanilla's on the fibonacci prompt and a
+// public 2K prompt's first 600 tokens, with the model as its own draft (its
+// rounds always accepted) and with the layer-skip draft.
+TEST(DraftModel, HybridWithTheSparsePassesIsLossless) {
+  for (const auto &prompt : fibonacci_and_public_prompt()) {
     const std::vector<int32_t> reference =
         test::session_tokens(shared_model(), SessionParams{}, prompt, 48);
     for (const auto &draft : {shared_model(), layer_skip_draft()}) {
@@ -185,13 +191,7 @@ TEST(DraftModel, HybridWithTheSparsePassesIsLossless) {
 // every round but the first (whose sets the prefill's capture made). It
 // prints what each draft's sets let the sparse passes accept.
 TEST(DraftModel, SparseSetsPickedByTheDraftAreLossless) {
-  std::vector<std::vector<int32_t>> prompts = {test::fibonacci_prompt(*shared_model())};
-  if (test::have_model_and_prompts()) {
-    auto ids = test::load_public_prompts(shared_model()->tokenizer(), "-2k").at(0).ids;
-    ids.resize(600);
-    prompts.push_back(ids);
-  }
-  for (const auto &prompt : prompts) {
+  for (const auto &prompt : fibonacci_and_public_prompt()) {
     const std::vector<int32_t> reference =
         test::session_tokens(shared_model(), SessionParams{}, prompt, 48);
     std::vector<int64_t> accepted;

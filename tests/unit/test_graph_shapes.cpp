@@ -88,10 +88,10 @@ TEST(GraphShapes, VerificationRowsPadToTheRowStep) {
 // Capture slots to a power of two, score strides to a multiple of 1024: a
 // context a round longer mostly keeps its graph.
 TEST(GraphShapes, CapturesPadToSlotAndStrideBuckets) {
-  EXPECT_EQ(graph_capture_slots(1), 1);
-  EXPECT_EQ(graph_capture_slots(4), 4);
-  EXPECT_EQ(graph_capture_slots(16), 16);
-  EXPECT_EQ(graph_capture_slots(112), 128);  // 16 sequences x (1 + γ 6)
+  EXPECT_EQ(graph_bucket(1), 1);
+  EXPECT_EQ(graph_bucket(4), 4);
+  EXPECT_EQ(graph_bucket(16), 16);
+  EXPECT_EQ(graph_bucket(112), 128);  // 16 sequences x (1 + γ 6)
   EXPECT_EQ(graph_capture_stride(4), 1024);
   EXPECT_EQ(graph_capture_stride(8196), 9216);
   EXPECT_EQ(graph_capture_stride(8196 + 7), 9216);
@@ -103,13 +103,13 @@ TEST(GraphShapes, CapturesPadToSlotAndStrideBuckets) {
   }
 }
 
-TEST(GraphShapes, KeysBucketIsTheNextPowerOfTwo) {
-  EXPECT_EQ(graph_keys_bucket(0), 1);
-  EXPECT_EQ(graph_keys_bucket(1), 1);
-  EXPECT_EQ(graph_keys_bucket(1000), 1024);
-  EXPECT_EQ(graph_keys_bucket(1024), 1024);
-  EXPECT_EQ(graph_keys_bucket(1025), 2048);
-  EXPECT_EQ(graph_keys_bucket(8192 + 7), 16384);
+TEST(GraphShapes, BucketIsTheNextPowerOfTwo) {
+  EXPECT_EQ(graph_bucket(0), 1);
+  EXPECT_EQ(graph_bucket(1), 1);
+  EXPECT_EQ(graph_bucket(1000), 1024);
+  EXPECT_EQ(graph_bucket(1024), 1024);
+  EXPECT_EQ(graph_bucket(1025), 2048);
+  EXPECT_EQ(graph_bucket(8192 + 7), 16384);
 }
 
 }  // namespace

@@ -192,7 +192,7 @@ class CaptureRecordingContext final : public BackendContext {
 // P@model's catch-up: the chunk that holds each sequence's newest KV row
 // (kv_len - 1) captures that row alone, over the candidates the caller set
 // (every earlier chunk captures nothing), and a sequence whose newest row
-// the draft already holds reports that none ran.
+// the draft already holds is left with no captured row.
 TEST(ModelDrafter, CatchUpCapturesEachSequencesNewestRow) {
   CaptureRecordingContext ctx;
   ModelDrafter drafter(ctx, 8, 2, 0, 4);  // 8 rows a pass: sequence 1's 13 rows take two
@@ -203,10 +203,14 @@ TEST(ModelDrafter, CatchUpCapturesEachSequencesNewestRow) {
   drafter.begin_round({c.get()});  // c's draft holds [0, 3) already
   ctx.seen.clear();
   std::vector<ScoreCapture> caps(3);
-  for (auto *cap : {&caps[0], &caps[1], &caps[2]}) cap->n_candidates = 77;
-  const std::vector<char> ran =
-      drafter.catch_up_scoring({a.get(), b.get(), c.get()}, {&caps[0], &caps[1], &caps[2]});
-  EXPECT_EQ(ran, (std::vector<char>{1, 1, 0}));
+  for (auto *cap : {&caps[0], &caps[1], &caps[2]}) {
+    cap->n_candidates = 77;
+    cap->n_rows = 5;  // stale, from an earlier round
+  }
+  drafter.catch_up_scoring({a.get(), b.get(), c.get()}, {&caps[0], &caps[1], &caps[2]});
+  EXPECT_EQ(caps[0].n_rows, 1);
+  EXPECT_EQ(caps[1].n_rows, 1);
+  EXPECT_EQ(caps[2].n_rows, 0) << "sequence 3's newest row did not run now";
   int32_t captured = 0;
   for (const CaptureRecordingContext::Seen &s : ctx.seen) {
     EXPECT_NE(s.seq, 3) << "the draft held sequence 3's rows";
@@ -217,8 +221,6 @@ TEST(ModelDrafter, CatchUpCapturesEachSequencesNewestRow) {
     EXPECT_EQ(s.candidates, 77);
   }
   EXPECT_EQ(captured, 2);
-  EXPECT_EQ(caps[0].n_rows, 1);
-  EXPECT_EQ(caps[2].n_rows, 0);
 }
 
 }  // namespace

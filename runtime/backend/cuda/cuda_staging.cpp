@@ -49,9 +49,7 @@ int32_t capture_split(const SeqRows &s) {
 
 // Smallest bucket >= n among powers of two, capped at max_rows.
 int32_t decode_bucket(int32_t n, int32_t max_rows) {
-  int32_t b = 1;
-  while (b < n) b *= 2;
-  return std::min(b, max_rows);
+  return std::min(graph_bucket(n), max_rows);
 }
 
 namespace {
@@ -145,7 +143,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   bool trees = false;
   int32_t cap_slots = 0, cap_stride = 0, n_staged = 0;
   bool decode = model_.options().use_graphs;
-  bool verify_graph = model_.options().use_graphs;  // every sequence graph_verifies
+  // Every sequence graph_verifies.
+  bool verify_graph = model_.options().use_graphs && verify_graphs_allowed();
   bool sparse = !batch.seqs.empty();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqRows &s = batch.seqs[i];
@@ -163,8 +162,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
       cap_stride = std::max(cap_stride, s.capture->n_candidates);
     }
     decode = decode && s.n_tokens == 1 && s.logits == SeqRows::Logits::kLast && !s.tree;
-    verify_graph =
-        verify_graph && verify_graphs_allowed() && graph_verifies(s, capture_graphs_allowed());
+    verify_graph = verify_graph && graph_verifies(s, capture_graphs_allowed());
   }
   // Rows of captured scores start 8-byte aligned (kv_select reads four fp16
   // scores at once).
@@ -189,7 +187,7 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
   st.graph = (decode && cap_slots == 0) || verify_rows > 0;
   st.extra = static_cast<int32_t>(extra);
   const bool padded_capture = verify_rows > 0 && cap_slots > 0;
-  st.cap_slots = padded_capture ? graph_capture_slots(cap_slots) : cap_slots;
+  st.cap_slots = padded_capture ? graph_bucket(cap_slots) : cap_slots;
   st.cap_stride = padded_capture ? graph_capture_stride(cap_stride) : cap_stride;
   st.n_seqs = st.graph ? n_padded : n_staged;
   st.rows = decode ? st.n_seqs : verify_rows > 0 ? verify_rows : batch.total_rows();
@@ -222,7 +220,8 @@ CudaContext::Step CudaContext::stage(const ForwardBatch &batch) {
     useful_splits = std::max(useful_splits, useful_splits_of(seq, sparse_keys));
   }
   cur.pad_to(st.n_seqs, st.rows, decode);
-  if (verify_rows > 0) st.max_keys = graph_keys_bucket(st.max_keys);
+  // The fp8 verify kernel picks its variant by keys per split, which a graph fixes.
+  if (verify_rows > 0) st.max_keys = graph_bucket(st.max_keys);
   st.n_splits = choose_splits(st, useful_splits);
   return st;
 }

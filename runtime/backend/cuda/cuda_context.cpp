@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_event.h"
 #include "backend/cuda/step_fields.h"
 #include "backend/forward_batch_check.h"
+#include "common/half_rows.h"
 #include "decode_attention.cuh"
 #include "embedding.cuh"
 #include "feed_tokens.cuh"
@@ -1035,7 +1036,7 @@ void CudaContext::deliver_captures(const Step &s) {
           cap.lse[dst] = lse[src];
           const kernels::f16 *from = logits + src * s.cap_stride;
           float *to = cap.logits + dst * cap.n_candidates;
-          for (int32_t j = 0; j < cap.n_candidates; ++j) to[j] = __half2float(from[j]);
+          f16_rows_to_f32(reinterpret_cast<const uint16_t *>(from), to, cap.n_candidates);
         }
   }
 }

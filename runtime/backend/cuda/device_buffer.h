@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -67,18 +68,27 @@ class PinnedBuffer {
   PinnedBuffer &operator=(const PinnedBuffer &) = delete;
   ~PinnedBuffer() { release(); }
 
-  // Grows (never shrinks) to at least `bytes`; contents are not kept.
+  // Grows (never shrinks) to at least `bytes`, by half its size at least (a
+  // score capture's rows grow with the context every round, and each
+  // cudaMallocHost of megabytes took milliseconds); contents are not kept.
   void reserve(size_t bytes, const char *what) {
     if (bytes <= bytes_) return;
+    const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
     release();
-    const cudaError_t e = cudaMallocHost(&ptr_, bytes);
+    cudaError_t e = cudaMallocHost(&ptr_, grown);
+    size_t got = grown;
+    if (e != cudaSuccess && grown > bytes) {  // the growth's margin is optional
+      (void)cudaGetLastError();
+      e = cudaMallocHost(&ptr_, bytes);
+      got = bytes;
+    }
     if (e != cudaSuccess) {
       ptr_ = nullptr;
       (void)cudaGetLastError();
       fail(VEGAS_ERR_OUT_OF_MEMORY, std::string("CUDA: cannot allocate ") + std::to_string(bytes) +
                                         " bytes of pinned memory for " + what);
     }
-    bytes_ = bytes;
+    bytes_ = got;
   }
   template <typename T = void>
   T *get() const {

@@ -580,6 +580,35 @@ TEST_F(VerifyAttention, MatchesReference8K) {
   check_batch({32, 8, 128, 16}, verify_8k(true), 304, 4);
 }
 
+// Read-ahead (keys below the verified rows' own loaded before the PDL wait)
+// at every split count, not only at 4 (check_kernel): one long sequence of 11
+// rows at 2K and at 8K, and two of 16 / 9, as lookup rounds at few sequences
+// verify them, on bf16 and fp8 caches, each kernel followed by the merge.
+TEST_F(VerifyAttention, ReadAheadAtEverySplitCount) {
+  const std::vector<std::vector<SeqSpec>> batches = {
+      {{2048 - 11, 11}}, {{8192 - 11, 11}}, {{8192 - 16, 16}, {8000 - 9, 9}}};
+  for (bool fp8 : {false, true})
+    for (const std::vector<SeqSpec> &seqs : batches) {
+      Shape sh{8, 2, 64, 16};
+      sh.fp8 = fp8;
+      Batch b(sh, seqs, 321);
+      const auto ref = b.reference_all();
+      for (const NamedKernel &k : verify_kernels(b.params(kernels::kVerifyMaxRows, 1, false)))
+        for (int z : {2, 4, 8, 16}) {
+          SCOPED_TRACE(describe(sh) + ", " + k.name + " kernel, " + std::to_string(seqs.size()) +
+                       " sequences from " + std::to_string(seqs[0].start_pos) + ", splits " +
+                       std::to_string(z));
+          b.reset();
+          const auto p = b.params(kernels::kVerifyMaxRows, z, false, 1, false);
+          CUDA_OK(k.run(p, nullptr));
+          CUDA_OK(kernels::paged_attention_merge(p, nullptr));
+          CUDA_OK(cudaDeviceSynchronize());
+          const auto got = bf16_vec_to_float(b.out->download());
+          EXPECT_LT(rel_l2_rows(b, got, ref.out, [&](size_t si) { return b.verified(si); }), 5e-3);
+        }
+    }
+}
+
 // The splits CudaContext::choose_splits picks for a batch of 7-row sequences
 // (the paged kernel's 64-vector tiles, `resident` blocks per multiprocessor,
 // at least 256 keys per split, a power of two).

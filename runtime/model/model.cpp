@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "common/worker_pool.h"
 #include "gguf/gguf_model.h"
 #include "gguf/gguf_tokenizer.h"
 
@@ -54,6 +55,10 @@ uint64_t count_params(const ModelConfig &c) {
 
 }  // namespace
 
+int32_t Model::host_threads() const {
+  return n_threads_ > 0 ? n_threads_ : hardware_threads();
+}
+
 const Tokenizer &Model::tokenizer() const {
   if (tokenizer_ != nullptr) return *tokenizer_;
   if (!tokenizer_refusal_.empty())
@@ -69,6 +74,7 @@ std::shared_ptr<Model> Model::synthetic(const std::string &config_path, uint64_t
   report(options, 0.0f);
   model->config_ = load_model_config(config_path);
   model->n_params_ = count_params(model->config_);
+  model->n_threads_ = options.n_threads;
   model->backend_ = make_synthetic_backend(model->config_, seed, options);
   report(options, 1.0f);
   return model;
@@ -94,6 +100,7 @@ void Model::set_tokenizer(const std::function<std::unique_ptr<Tokenizer>()> &loa
 
 void Model::finish_load(std::unique_ptr<WeightStore> store, const ModelLoadOptions &options) {
   store_ = std::move(store);
+  n_threads_ = options.n_threads;
   weights_ = bind_model_weights(config_, *store_);
   n_params_ = count_params(weights_);
   report(options, 0.2f);

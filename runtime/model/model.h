@@ -46,6 +46,9 @@ class Model {
   // model whose tokenizer is of a kind not supported yet (it loads without).
   const Tokenizer &tokenizer() const;
   BackendModel &backend() const { return *backend_; }
+  // CPU threads the library's host work for this model may use: the load
+  // options' n_threads, or the hardware's for 0.
+  int32_t host_threads() const;
   uint64_t n_params() const { return n_params_; }
 
  private:
@@ -63,6 +66,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_refusal_;  // why tokenizer_ is null for a loaded model
   std::unique_ptr<BackendModel> backend_;
+  int32_t n_threads_ = 0;  // ModelLoadOptions::n_threads
   uint64_t n_params_ = 0;
 };
 

@@ -44,7 +44,7 @@ class ScoreTopKPolicy final : public PolicyBase {
     if (in.n == 0) return 0;
     const int32_t n_used = pick_rows(in);
     reduce_scores(in.scores, shape_.n_heads, rows_.data(), n_used, in.n, options_.score_kind,
-                  scores_.data());
+                  scores_.data(), in.threads);
     const int32_t k = budget(in.n, in.knobs);
     return select_window_top_k(scores_.data(), in.n, k, window_count(k, window_share(in.knobs)),
                                scratch_.data(), out);

@@ -70,6 +70,9 @@ struct SelectInput {
   const float *query = nullptr;
   PageBoundsView pages;
   BudgetKnobs knobs;
+  // CPU threads the policy may use (the model's n_threads, resolved): its
+  // score reduction shares them.
+  int32_t threads = 1;
 };
 
 // Which verify rows' logits and lse the attention must write for the policy.

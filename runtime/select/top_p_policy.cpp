@@ -31,7 +31,7 @@ class TopPPolicy final : public PolicyBase {
     check_score_view(in.scores, in.n, 1, name_);
     const int32_t rows[2] = {0, in.scores.n_rows - 1};
     reduce_scores(in.scores, shape_.n_heads, rows, in.scores.n_rows == 1 ? 1 : 2, in.n,
-                  ScoreKind::kWeight, scores_.data());
+                  ScoreKind::kWeight, scores_.data(), in.threads);
     return select_top_p(scores_.data(), in.n, options_.p, options_.min_tokens, scratch_.data(),
                         out);
   }

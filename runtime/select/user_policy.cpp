@@ -64,7 +64,7 @@ class UserPolicy final : public PolicyBase {
       check_score_view(in.scores, in.n, 1, name_);
       const int32_t rows[2] = {0, in.scores.n_rows - 1};
       reduce_scores(in.scores, shape_.n_heads, rows, in.scores.n_rows == 1 ? 1 : 2, in.n,
-                    options_.score_kind, scores_.data());
+                    options_.score_kind, scores_.data(), in.threads);
     }
     const int32_t count = vtable_.select(&input, out, capacity, vtable_.user_data);
     check_answer(in.n, out, capacity, count);

@@ -125,6 +125,7 @@ Session::Session(std::shared_ptr<Model> model, const SessionParams &params)
     // Quest's pages are the KV pages: the backends keep one key bound per KV
     // page (the ABI has no separate quest page size).
     params_.spec.selection.quest_page_size = params_.page_size;
+    params_.spec.host_threads = model_->host_threads();
     spec_ = std::make_unique<SpeculativeDecoder>(
         model_->config(), params_.spec, static_cast<int32_t>(std::min<int64_t>(capacity, 1 << 30)));
     // A verification pass carries gamma + 1 rows per sequence, or a tree's nodes.

@@ -324,6 +324,7 @@ void SpeculativeDecoder::select(const Sequence &seq, SpeculativeSeqState &st, in
     in.n = n_candidates;
     in.last_accepted_row = last_accepted_row;
     in.knobs = knobs(st);
+    in.threads = params_.host_threads;
     if (with_scores) {
       in.scores.logits = st.score_logits.data() + layer * per_layer * n_candidates;
       in.scores.lse = st.score_lse.data() + layer * per_layer;

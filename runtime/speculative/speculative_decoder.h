@@ -45,6 +45,8 @@ struct SpeculativeParams {
   // positions and the last draft_window ones (LongSpec's sliding window).
   bool draft_model = false;
   int32_t draft_window = 0;
+  // CPU threads a host-side selection may use (the session sets the model's).
+  int32_t host_threads = 1;
   // Automatic knobs (the ABI's gamma 0, ratio 0, policy "auto"): they start
   // from `profile` (null: the built-in table) and γ and the ratio are refined
   // per sequence at run time with `refinement`'s constants (auto_tuning.h).

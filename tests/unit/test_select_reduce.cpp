@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -90,6 +91,28 @@ TEST(SelectReduce, WeightsMatchDirectSoftmax) {
   reduce_scores(fv.view(), 8, rows, 2, 300, ScoreKind::kWeight, out.data());
   for (int32_t pos = 0; pos < 300; ++pos) {
     const double want = fv.weight({0, 6}, pos);
+    EXPECT_NEAR(out[pos], want, 2e-6 * want + 1e-30) << pos;
+  }
+}
+
+// Proves a reduction shared by threads (the library's workers, as a host-side
+// selection at long contexts runs it) gives the same bits as one thread, for
+// weights and logits, and stays the softmax weight at spot positions.
+TEST(SelectReduce, ThreadsGiveTheSameBits) {
+  const int32_t n = 10000;
+  const FakeVerify fv(n, 2, 8, 16, 11);
+  const int32_t rows[2] = {0, 1};
+  for (ScoreKind kind : {ScoreKind::kWeight, ScoreKind::kLogit}) {
+    std::vector<float> one(n, -1.0f), shared(n, -2.0f);
+    reduce_scores(fv.view(), 8, rows, 2, n, kind, one.data(), 1);
+    reduce_scores(fv.view(), 8, rows, 2, n, kind, shared.data(), 4);
+    EXPECT_EQ(std::memcmp(one.data(), shared.data(), sizeof(float) * n), 0)
+        << (kind == ScoreKind::kWeight ? "weights" : "logits");
+  }
+  std::vector<float> out(n);
+  reduce_scores(fv.view(), 8, rows, 2, n, ScoreKind::kWeight, out.data(), 4);
+  for (int32_t pos : {0, 1023, 1024, 4999, 9999}) {
+    const double want = fv.weight({0, 1}, pos);
     EXPECT_NEAR(out[pos], want, 2e-6 * want + 1e-30) << pos;
   }
 }

@@ -12,13 +12,15 @@ namespace {
 
 #if defined(__x86_64__)
 // Compiled for F16C whatever the build's baseline; called only where the
-// processor has it (f16_rows_use_f16c).
-__attribute__((target("avx,f16c"))) void f16c_rows(const uint16_t *from, float *to, int64_t n) {
+// processor has it (f16_rows_use_f16c). Converts the whole eights of [0, n)
+// and returns how many values that was.
+__attribute__((target("avx,f16c"))) int64_t f16c_eights(const uint16_t *from, float *to,
+                                                        int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(to + i,
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(from + i))));
-  for (; i < n; ++i) to[i] = f16_to_f32(from[i]);
+  return i;
 }
 #endif
 
@@ -34,13 +36,11 @@ bool f16_rows_use_f16c() {
 }
 
 void f16_rows_to_f32(const uint16_t *from, float *to, int64_t n) {
+  int64_t i = 0;
 #if defined(__x86_64__)
-  if (f16_rows_use_f16c()) {
-    f16c_rows(from, to, n);
-    return;
-  }
+  if (f16_rows_use_f16c()) i = f16c_eights(from, to, n);
 #endif
-  for (int64_t i = 0; i < n; ++i) to[i] = f16_to_f32(from[i]);
+  for (; i < n; ++i) to[i] = f16_to_f32(from[i]);
 }
 
 }  // namespace vegas

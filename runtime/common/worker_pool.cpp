@@ -192,6 +192,10 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+int threads_or_hardware(int32_t n_threads) {
+  return n_threads > 0 ? n_threads : hardware_threads();
+}
+
 void parallel_ranges(int64_t n, int n_threads, int64_t grain, const Fn &fn) {
   if (n <= 0) return;
   if (in_loop) {

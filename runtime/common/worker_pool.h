@@ -18,6 +18,9 @@ namespace vegas {
 // The number of hardware threads (at least 1): the default thread count.
 int hardware_threads();
 
+// A thread count as the load options give it: n_threads, or hardware_threads() for 0.
+int threads_or_hardware(int32_t n_threads);
+
 // Runs fn(begin, end, thread) over [0, n) cut into ranges, on up to n_threads
 // threads (the calling thread is thread 0 and always takes part; thread < the
 // number used, for per-thread scratch). grain 0: one contiguous range per

@@ -56,7 +56,7 @@ uint64_t count_params(const ModelConfig &c) {
 }  // namespace
 
 int32_t Model::host_threads() const {
-  return n_threads_ > 0 ? n_threads_ : hardware_threads();
+  return threads_or_hardware(n_threads_);
 }
 
 const Tokenizer &Model::tokenizer() const {

@@ -45,7 +45,7 @@ CpuBackendModel::CpuBackendModel(const ModelConfig &config, const ModelWeights &
     fail(VEGAS_ERR_INVALID_ARGUMENT, "CPU backend: n_threads " + std::to_string(options.n_threads) +
                                          " is outside [0, " + std::to_string(kMaxCpuThreads) + "]");
   }
-  n_threads_ = options.n_threads > 0 ? options.n_threads : hardware_threads();
+  n_threads_ = threads_or_hardware(options.n_threads);
   inv_freq_ = vegas::rope_inv_freq(config_);
   rope_scaling_ = vegas::rope_attention_scaling(config_);
   if (inv_freq_.empty() || static_cast<int64_t>(inv_freq_.size()) * 2 > config_.head_dim) {
